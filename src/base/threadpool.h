@@ -1,0 +1,25 @@
+/* A fixed pool of worker threads running parallel-for loops (pthreads). */
+#ifndef LA_BASE_THREADPOOL_H
+#define LA_BASE_THREADPOOL_H
+
+#include <stdint.h>
+#include "lazyattn/status.h"
+
+typedef struct la_threadpool la_threadpool;
+
+/* Work item: called with a half-open range [begin, end) of task indices and the
+ * worker index (0..n_threads-1). */
+typedef void (*la_parallel_fn)(void *ctx, int64_t begin, int64_t end, int worker_id);
+
+/* Create a pool of n_threads workers (the calling thread counts as one; n_threads <= 0
+ * means the number of online CPUs). Caller owns it; free with la_threadpool_destroy().
+ * Errors: LA_ERR_NO_MEMORY, LA_ERR_INTERNAL (pthread_create failed). */
+la_status la_threadpool_create(int n_threads, la_threadpool **out, la_err *err);
+void la_threadpool_destroy(la_threadpool *tp);
+int la_threadpool_size(const la_threadpool *tp);
+
+/* Run fn over [0, n) split into contiguous chunks, one per worker, and wait.
+ * tp may be NULL (runs inline). Not reentrant: one parallel_for at a time per pool. */
+void la_parallel_for(la_threadpool *tp, int64_t n, la_parallel_fn fn, void *ctx);
+
+#endif

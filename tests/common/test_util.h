@@ -1,0 +1,24 @@
+/* Shared helpers for the Criterion tests. */
+#ifndef LA_TEST_UTIL_H
+#define LA_TEST_UTIL_H
+
+#include <criterion/criterion.h>
+#include <stddef.h>
+#include "lazyattn/status.h"
+
+/* Absolute path of a file in the source tree (LA_SOURCE_DIR/rel); static buffer per call
+ * site is not used: returns a heap string the caller frees. */
+char *la_test_path(const char *rel);
+/* Directory of the shared data (../shared next to the checkout, or $LA_SHARED_DIR). */
+const char *la_test_shared_dir(void);
+/* A fresh temporary directory (removed by the OS; tests may rm it). Heap string. */
+char *la_test_tmpdir(void);
+
+/* Fail the current test with the err message if s != LA_OK. */
+#define LA_CHECK_OK(s, err)                                                          \
+    cr_assert((s) == LA_OK, "status %s: %s", la_status_name(s), (err).msg)
+
+/* Max |a-b| over n floats; *at receives its index. */
+double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at);
+
+#endif
