@@ -1,2 +1,38 @@
+/* lazyattn: command-line entry point. Dispatches to the subcommands in cli/cmd_*.c. */
 #include <stdio.h>
-int main(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "lazyattn: not built yet\n"); return 1; }
+#include <string.h>
+
+#include "cli/commands.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} k_commands[] = {
+    {"run", la_cli_run, "generate a completion (with documents) and print it"},
+    {"tokenize", la_cli_tokenize, "print token ids of text (or --jsonl lines on stdin)"},
+    {"info", la_cli_info, "print the model's architecture"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: lazyattn <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", k_commands[i].name, k_commands[i].help);
+    fprintf(out, "\n`lazyattn <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return LA_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return LA_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "lazyattn: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return LA_EXIT_USAGE;
+}

@@ -1,0 +1,19 @@
+/* Subcommands of the lazyattn CLI (DESIGN.md §7b). Each returns the process exit status:
+ * 0 success, 2 usage error, 1 any other error (one clear message on stderr). */
+#ifndef LA_CLI_COMMANDS_H
+#define LA_CLI_COMMANDS_H
+
+/* argv[0] is the subcommand name. */
+int la_cli_run(int argc, char **argv);
+int la_cli_tokenize(int argc, char **argv);
+int la_cli_info(int argc, char **argv);
+
+/* The bundled demo model directory (models/<name> in the source tree, or beside the
+ * installed binary). */
+const char *la_cli_default_model_dir(void);
+
+#define LA_EXIT_OK 0
+#define LA_EXIT_ERROR 1
+#define LA_EXIT_USAGE 2
+
+#endif
