@@ -1,0 +1,165 @@
+/* The backend interface: the primitive operations the Llama forward pass (model/forward.c)
+ * is written against, once, for every device. backend/cpu implements them with f32 and
+ * OpenBLAS; backend/cuda with bf16, cuBLAS and our own kernels.
+ *
+ * Activations are backend-owned row-major matrices (la_act) whose element type and memory
+ * space are the backend's business (CPU: f32 host; CUDA: bf16 device). The forward pass
+ * never touches their data. Per-step metadata (tokens, positions, KV slots, attention
+ * block lists) travels in one la_batch, handed to the backend with batch_begin().
+ *
+ * Paged KV cache: the backend owns K and V storage for n_blocks blocks of block_size
+ * token slots per layer. Slot s of the pool is block s / block_size, offset
+ * s % block_size. What a block holds (K rotated at which angle, or unrotated) is decided
+ * by the KV layer's plan and expressed per block in la_attn_block.
+ */
+#ifndef LA_BACKEND_BACKEND_H
+#define LA_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lazyattn/status.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+/* ---- per-step metadata ------------------------------------------------------------ */
+
+/* k_pos value meaning "store this token's K unrotated" (mepic documents). */
+#define LA_POS_UNROTATED INT32_MIN
+
+/* One KV block as one sequence's attention sees it.
+ *
+ *   block_id  physical block in the pool
+ *   n_valid   slots [0, n_valid) hold tokens; the rest are padding, masked out
+ *   pos0      logical position of slot 0 (slot j sits at pos0 + j): the causal mask
+ *             keeps slot j for a query at logical position p iff pos0 + j <= p
+ *   q_delta   lazy: the query is rotated at p - q_delta instead of p for this block's
+ *             keys (DESIGN.md §2: <R(p-Δ)q, R(i)k> = <R(p)q, R(i+Δ)k>); 0 otherwise
+ *   k_rope    mepic: keys are stored unrotated; attention rotates slot j's key at
+ *             pos0 + j on the fly. 0 for keys stored rotated.
+ */
+typedef struct la_attn_block {
+    int32_t block_id;
+    int32_t n_valid;
+    int32_t pos0;
+    int32_t q_delta;
+    int32_t k_rope;
+} la_attn_block;
+
+/* One sequence of the step: its new tokens are rows [row0, row0 + n_rows) of every
+ * activation, and they attend to blocks [block0, block0 + n_blocks) of la_batch.blocks
+ * (which must include the blocks the new tokens themselves are written to). */
+typedef struct la_batch_seq {
+    int32_t row0, n_rows;
+    int32_t block0, n_blocks;
+} la_batch_seq;
+
+typedef struct la_batch {
+    int32_t n_tokens;
+    const int32_t *tokens;      /* [n_tokens] token ids */
+    const int32_t *pos;         /* [n_tokens] logical positions (causal mask, Q rotation) */
+    const int32_t *k_pos;       /* [n_tokens] RoPE position applied to K before it is
+                                   stored, or LA_POS_UNROTATED */
+    const int64_t *slots;       /* [n_tokens] pool slot receiving each token's K/V */
+    int32_t n_seqs;
+    const la_batch_seq *seqs;   /* [n_seqs] */
+    int32_t n_blocks;
+    const la_attn_block *blocks;/* [n_blocks] */
+    int32_t n_logit_rows;
+    const int32_t *logit_rows;  /* [n_logit_rows] rows whose logits are wanted */
+} la_batch;
+
+/* ---- activations and weights ---------------------------------------------------------- */
+
+typedef struct la_act {
+    void *data;      /* backend memory; NULL when empty */
+    int64_t n_rows;  /* tokens */
+    int64_t n_cols;  /* features */
+} la_act;
+
+typedef enum la_weight_kind {
+    LA_W_ATTN_NORM, LA_W_Q, LA_W_K, LA_W_V, LA_W_O,
+    LA_W_MLP_NORM, LA_W_GATE, LA_W_UP, LA_W_DOWN,
+    LA_W_FINAL_NORM, LA_W_LM_HEAD,
+    LA_W_KIND_COUNT
+} la_weight_kind;
+
+typedef struct la_backend la_backend;
+
+typedef struct la_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    void (*destroy)(la_backend *be);
+
+    /* Convert and upload every weight (and RoPE tables) for cfg. */
+    la_status (*load_weights)(la_backend *be, const la_model_config *cfg, const la_weights *w,
+                              la_err *err);
+    /* Allocate K/V storage: n_blocks x block_size slots per layer. Replaces any previous
+     * pool (its contents are lost). */
+    la_status (*kv_alloc)(la_backend *be, int64_t n_blocks, int32_t block_size, la_err *err);
+    /* Bytes of K+V storage per block over all layers (for sizing pools). */
+    int64_t (*kv_block_bytes)(const la_backend *be, int32_t block_size);
+
+    la_status (*act_alloc)(la_backend *be, int64_t n_rows, int64_t n_cols, la_act *out,
+                           la_err *err);
+    void (*act_free)(la_backend *be, la_act *a);
+
+    /* Hand over the step's metadata (the CUDA backend copies it to the device). The
+     * pointers in b need not outlive this call. */
+    la_status (*batch_begin)(la_backend *be, const la_batch *b, la_err *err);
+
+    /* x[t] = embed[tokens[t]]                               x: [n_tokens, hidden] */
+    la_status (*embed)(la_backend *be, la_act *x, la_err *err);
+    /* out = x / rms(x) * w (HF LlamaRMSNorm: f32 variance, eps inside sqrt) */
+    la_status (*rmsnorm)(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
+                         la_act *out, la_err *err);
+    /* out = x W^T, W the [n_out, n_in] HF weight                 x: [n, n_in] */
+    la_status (*matmul)(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
+                        la_act *out, la_err *err);
+    /* Rotate each row's K heads at k_pos[t] (skip LA_POS_UNROTATED), HF rotate_half
+     * convention, then write K and V rows to the pool at slots[t] for `layer`.
+     *   k, v: [n_tokens, n_kv_heads * head_dim]; k is modified in place. */
+    la_status (*kv_write)(la_backend *be, int32_t layer, la_act *k, const la_act *v,
+                          la_err *err);
+    /* Paged attention of every sequence's new rows against its block list, applying each
+     * block's q_delta / k_rope / n_valid / causal rules (la_attn_block).
+     *   q: [n_tokens, n_heads * head_dim] UNROTATED queries; out: same shape.
+     * GQA: query head h reads KV head h / (n_heads / n_kv_heads). Scale 1/sqrt(head_dim). */
+    la_status (*attention)(la_backend *be, int32_t layer, const la_act *q, la_act *out,
+                           la_err *err);
+    /* gate = silu(gate) * up (SwiGLU, HF LlamaMLP) */
+    la_status (*swiglu)(la_backend *be, la_act *gate, const la_act *up, la_err *err);
+    /* x += y */
+    la_status (*add)(la_backend *be, la_act *x, const la_act *y, la_err *err);
+    /* out[i] = x[logit_rows[i]]                       out: [n_logit_rows, n_cols] */
+    la_status (*gather_rows)(la_backend *be, const la_act *x, la_act *out, la_err *err);
+    /* Copy an activation to host f32 memory: host [n_rows * n_cols]. */
+    la_status (*to_host)(la_backend *be, const la_act *x, float *host, la_err *err);
+
+    /* BlockAttention's per-request copy: for every layer, copy slots [0, n_valid) of block
+     * src to block dst and rotate the copied keys by delta positions (R(Δ)R(i)k = R(i+Δ)k).
+     * V is copied unchanged. */
+    la_status (*kv_copy_rotate)(la_backend *be, int32_t src_block, int32_t dst_block,
+                                int32_t n_valid, int32_t delta, la_err *err);
+    /* Read back one slot's K and V for a layer into host f32 arrays of n_kv_heads*head_dim
+     * (tests). */
+    la_status (*kv_read_slot)(la_backend *be, int32_t layer, int64_t slot, float *k, float *v,
+                              la_err *err);
+} la_backend_ops;
+
+struct la_backend {
+    const la_backend_ops *ops;
+    la_model_config cfg; /* set by load_weights */
+};
+
+typedef enum la_device { LA_DEVICE_CPU = 0, LA_DEVICE_CUDA } la_device;
+
+/* Create a backend for device. n_threads: CPU worker threads (<= 0: all cores).
+ * Caller owns it; free with la_backend_destroy(). Errors: LA_ERR_UNSUPPORTED (CUDA not
+ * built, or no GPU), LA_ERR_NO_MEMORY. */
+la_status la_backend_create(la_device device, int n_threads, la_backend **out, la_err *err);
+void la_backend_destroy(la_backend *be);
+
+/* Parse "cpu" / "cuda". Errors: LA_ERR_INVALID_ARG naming the value. */
+la_status la_device_parse(const char *s, la_device *out, la_err *err);
+
+#endif

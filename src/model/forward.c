@@ -1,0 +1,73 @@
+#include "model/forward.h"
+
+#include "base/err.h"
+
+typedef struct fwd_acts {
+    la_act x, h, q, k, v, o, gate, up, last, last_norm, logits;
+} fwd_acts;
+
+static void free_acts(la_backend *be, fwd_acts *a) {
+    la_act *all[] = {&a->x, &a->h, &a->q, &a->k, &a->v, &a->o,
+                     &a->gate, &a->up, &a->last, &a->last_norm, &a->logits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) be->ops->act_free(be, all[i]);
+}
+
+static la_status alloc_acts(la_backend *be, const la_batch *b, fwd_acts *a, la_err *err) {
+    const la_model_config *m = &be->cfg;
+    int64_t n = b->n_tokens, nl = b->n_logit_rows;
+    int64_t qd = (int64_t)m->n_heads * m->head_dim, kvd = (int64_t)m->n_kv_heads * m->head_dim;
+    const struct {
+        la_act *act;
+        int64_t rows, cols;
+    } plan[] = {
+        {&a->x, n, m->hidden_size}, {&a->h, n, m->hidden_size}, {&a->q, n, qd},
+        {&a->k, n, kvd}, {&a->v, n, kvd}, {&a->o, n, qd},
+        {&a->gate, n, m->intermediate_size}, {&a->up, n, m->intermediate_size},
+        {&a->last, nl, m->hidden_size}, {&a->last_norm, nl, m->hidden_size},
+        {&a->logits, nl, m->vocab_size},
+    };
+    for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++)
+        LA_TRY(be->ops->act_alloc(be, plan[i].rows, plan[i].cols, plan[i].act, err));
+    return LA_OK;
+}
+
+static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, float *logits,
+                            la_err *err) {
+    const la_backend_ops *op = be->ops;
+    LA_TRY(op->batch_begin(be, b, err));
+    LA_TRY(op->embed(be, &a->x, err));
+    for (int32_t l = 0; l < be->cfg.n_layers; l++) {
+        /* attention block */
+        LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, l, &a->h, err));
+        LA_TRY(op->matmul(be, &a->h, LA_W_Q, l, &a->q, err));
+        LA_TRY(op->matmul(be, &a->h, LA_W_K, l, &a->k, err));
+        LA_TRY(op->matmul(be, &a->h, LA_W_V, l, &a->v, err));
+        LA_TRY(op->kv_write(be, l, &a->k, &a->v, err));
+        LA_TRY(op->attention(be, l, &a->q, &a->o, err));
+        LA_TRY(op->matmul(be, &a->o, LA_W_O, l, &a->h, err));
+        LA_TRY(op->add(be, &a->x, &a->h, err));
+        /* MLP block */
+        LA_TRY(op->rmsnorm(be, &a->x, LA_W_MLP_NORM, l, &a->h, err));
+        LA_TRY(op->matmul(be, &a->h, LA_W_GATE, l, &a->gate, err));
+        LA_TRY(op->matmul(be, &a->h, LA_W_UP, l, &a->up, err));
+        LA_TRY(op->swiglu(be, &a->gate, &a->up, err));
+        LA_TRY(op->matmul(be, &a->gate, LA_W_DOWN, l, &a->h, err));
+        LA_TRY(op->add(be, &a->x, &a->h, err));
+    }
+    if (b->n_logit_rows == 0) return LA_OK;
+    LA_TRY(op->gather_rows(be, &a->x, &a->last, err));
+    LA_TRY(op->rmsnorm(be, &a->last, LA_W_FINAL_NORM, 0, &a->last_norm, err));
+    LA_TRY(op->matmul(be, &a->last_norm, LA_W_LM_HEAD, 0, &a->logits, err));
+    return op->to_host(be, &a->logits, logits, err);
+}
+
+la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_err *err) {
+    if (batch->n_tokens <= 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "forward: empty batch");
+    fwd_acts a = {0};
+    la_status s = alloc_acts(be, batch, &a, err);
+    if (s == LA_OK) s = run_layers(be, batch, &a, logits, err);
+    free_acts(be, &a);
+    return s;
+}

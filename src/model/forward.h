@@ -1,0 +1,22 @@
+/* The Llama forward pass, written once against the backend interface (backend/backend.h).
+ *
+ * Per layer (HF modeling_llama.py LlamaDecoderLayer):
+ *   h = RMSNorm(x); q,k,v = h Wq^T, h Wk^T, h Wv^T; store RoPE(k), v in the paged cache;
+ *   x += Attention(q, cache) Wo^T; h = RMSNorm(x); x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ * then logits = RMSNorm(x[logit rows]) W_lm^T.
+ * Where K is rotated and how the query is rotated per KV block is the batch's business
+ * (la_batch: k_pos and la_attn_block); this file is the same for every method.
+ */
+#ifndef LA_MODEL_FORWARD_H
+#define LA_MODEL_FORWARD_H
+
+#include "backend/backend.h"
+
+/* Run one step over batch on be (weights and KV pool already loaded).
+ *   logits  [batch->n_logit_rows, vocab_size] f32 host memory, written on success
+ * Errors: those of the backend ops (LA_ERR_NO_MEMORY, LA_ERR_BACKEND, LA_ERR_INVALID_ARG for
+ * a token id outside the vocabulary). On error the KV slots of this batch may hold partial
+ * data; the caller must not mark those blocks computed. */
+la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_err *err);
+
+#endif
