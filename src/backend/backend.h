@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "lazyattn/status.h"
+#include "lazyattn/types.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -150,8 +151,6 @@ struct la_backend {
     const la_backend_ops *ops;
     la_model_config cfg; /* set by load_weights */
 };
-
-typedef enum la_device { LA_DEVICE_CPU = 0, LA_DEVICE_CUDA } la_device;
 
 /* Create a backend for device. n_threads: CPU worker threads (<= 0: all cores).
  * Caller owns it; free with la_backend_destroy(). Errors: LA_ERR_UNSUPPORTED (CUDA not

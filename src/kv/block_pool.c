@@ -11,6 +11,7 @@ typedef struct blk {
     int32_t prev, next;    /* list links (-1 = none) */
     bool indexed;
     bool on_lru;
+    bool ready;            /* content computed */
     la_hash128 hash;       /* valid when indexed */
 } blk;
 
@@ -182,6 +183,7 @@ la_status la_kv_pool_alloc(la_kv_pool *p, int32_t *block_id, la_err *err) {
     blk *b = &p->blocks[id];
     b->ref_count = 1;
     b->prev = b->next = -1;
+    b->ready = false;
     *block_id = id;
     return LA_OK;
 }
@@ -210,6 +212,18 @@ int32_t la_kv_pool_register(la_kv_pool *p, int32_t block_id, la_hash128 h) {
     b->indexed = true;
     table_insert(p, block_id);
     return block_id;
+}
+
+void la_kv_pool_mark_ready(la_kv_pool *p, int32_t block_id) { p->blocks[block_id].ready = true; }
+
+bool la_kv_pool_is_ready(const la_kv_pool *p, int32_t block_id) { return p->blocks[block_id].ready; }
+
+void la_kv_pool_unregister(la_kv_pool *p, int32_t block_id) {
+    blk *b = &p->blocks[block_id];
+    if (!b->indexed) return;
+    LA_ASSERT(b->ref_count > 0); /* only pinned blocks are unregistered */
+    table_remove(p, block_id);
+    b->indexed = false;
 }
 
 int32_t la_kv_pool_ref_count(const la_kv_pool *p, int32_t block_id) {

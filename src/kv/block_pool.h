@@ -68,6 +68,17 @@ void la_kv_pool_unpin(la_kv_pool *p, int32_t block_id);
  * using its own copy); else block_id is returned. A block is indexed under one hash. */
 int32_t la_kv_pool_register(la_kv_pool *p, int32_t block_id, la_hash128 h);
 
+/* Content readiness. A block is not ready from allocation until its K/V are computed and
+ * la_kv_pool_mark_ready() is called. Indexing happens at allocation for document blocks,
+ * so a second request needing the same missing document finds its blocks in flight, pins
+ * them, and waits for readiness instead of computing them again. */
+void la_kv_pool_mark_ready(la_kv_pool *p, int32_t block_id);
+bool la_kv_pool_is_ready(const la_kv_pool *p, int32_t block_id);
+
+/* Remove a block from the index (its content will never be computed, e.g. the job that
+ * was computing it failed). Pins are unchanged. */
+void la_kv_pool_unregister(la_kv_pool *p, int32_t block_id);
+
 int32_t la_kv_pool_ref_count(const la_kv_pool *p, int32_t block_id);
 bool la_kv_pool_is_indexed(const la_kv_pool *p, int32_t block_id);
 

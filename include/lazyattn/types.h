@@ -1,0 +1,50 @@
+/* lazyattn: value types shared by the public API and the engine's layers. */
+#ifndef LAZYATTN_TYPES_H
+#define LAZYATTN_TYPES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "lazyattn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a request's documents are encoded and reused (DESIGN.md §4).
+ *   RECOMPUTE  full causal prefill of the whole prompt; nothing cached
+ *   PREFIX     full causal attention; vLLM-style chained hashes over full blocks from the
+ *              prompt start; the longest cached prefix is reused
+ *   BLOCK      BlockAttention: documents encoded alone (K rotated at local positions) and
+ *              cached; per request every document block is copied and the copy's K
+ *              re-rotated to its slot
+ *   MEPIC      EPIC-like: documents cached with K unrotated; attention rotates every
+ *              cached key at its slot
+ *   LAZY       LazyAttention: documents cached as for BLOCK; attention de-rotates the query
+ *              by Δ_d once per document; cached K/V never copied or touched
+ *   BLOCK_REF  the reference for BLOCK/MEPIC/LAZY: the whole sequence computed fresh at
+ *              positions 0..N-1 with a block-diagonal mask over the documents; no cache
+ */
+typedef enum la_method {
+    LA_METHOD_RECOMPUTE = 0,
+    LA_METHOD_PREFIX,
+    LA_METHOD_BLOCK,
+    LA_METHOD_MEPIC,
+    LA_METHOD_LAZY,
+    LA_METHOD_BLOCK_REF,
+    LA_METHOD_COUNT
+} la_method;
+
+/* "recompute", "prefix", "block", "mepic", "lazy", "block-ref". */
+const char *la_method_name(la_method m);
+/* Parse a method name. Errors: LA_ERR_INVALID_ARG naming the value and the choices. */
+la_status la_method_parse(const char *s, la_method *out, la_err *err);
+/* Whether the method encodes documents block-diagonally (BLOCK, MEPIC, LAZY, BLOCK_REF). */
+bool la_method_is_blockwise(la_method m);
+
+/* Where the model runs. */
+typedef enum la_device { LA_DEVICE_CPU = 0, LA_DEVICE_CUDA } la_device;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,30 @@
+#include <string.h>
+
+#include "base/err.h"
+#include "lazyattn/types.h"
+
+static const char *const k_method_names[LA_METHOD_COUNT] = {
+    [LA_METHOD_RECOMPUTE] = "recompute", [LA_METHOD_PREFIX] = "prefix",
+    [LA_METHOD_BLOCK] = "block",         [LA_METHOD_MEPIC] = "mepic",
+    [LA_METHOD_LAZY] = "lazy",           [LA_METHOD_BLOCK_REF] = "block-ref",
+};
+
+const char *la_method_name(la_method m) {
+    return (unsigned)m < LA_METHOD_COUNT ? k_method_names[m] : "unknown";
+}
+
+la_status la_method_parse(const char *s, la_method *out, la_err *err) {
+    for (int m = 0; m < LA_METHOD_COUNT; m++)
+        if (!strcmp(s, k_method_names[m])) {
+            *out = (la_method)m;
+            return LA_OK;
+        }
+    return la_err_set(err, LA_ERR_INVALID_ARG,
+                      "unknown method '%s' (choose recompute, prefix, block, mepic, lazy, block-ref)",
+                      s);
+}
+
+bool la_method_is_blockwise(la_method m) {
+    return m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC || m == LA_METHOD_LAZY ||
+           m == LA_METHOD_BLOCK_REF;
+}

@@ -1,0 +1,80 @@
+#include "kv/block_hash.h"
+
+#include <string.h>
+
+void la_hash_field(la_hasher *h, la_hash_kind kind, const void *data, uint32_t len) {
+    uint8_t k = (uint8_t)kind;
+    la_hasher_update(h, &k, 1);
+    la_hasher_update(h, &len, sizeof len);
+    if (len) la_hasher_update(h, data, len);
+}
+
+static void field_str(la_hasher *h, la_hash_kind kind, const char *s) {
+    la_hash_field(h, kind, s ? s : "", s ? (uint32_t)strlen(s) : 0);
+}
+
+static void field_u32(la_hasher *h, la_hash_kind kind, uint32_t v) {
+    la_hash_field(h, kind, &v, sizeof v);
+}
+
+la_hash128 la_hash_doc_seed(la_kv_format format, const char *salt) {
+    la_hasher h;
+    la_hasher_init(&h);
+    field_str(&h, LA_HASH_SEED, "doc");
+    field_u32(&h, LA_HASH_FORMAT, (uint32_t)format);
+    field_str(&h, LA_HASH_SALT, salt);
+    return la_hasher_digest(&h);
+}
+
+la_hash128 la_hash_prefix_seed(const char *salt) {
+    la_hasher h;
+    la_hasher_init(&h);
+    field_str(&h, LA_HASH_SEED, "prefix");
+    field_str(&h, LA_HASH_SALT, salt);
+    return la_hasher_digest(&h);
+}
+
+la_hash128 la_hash_tail_seed(la_kv_format format, const char *salt, int32_t n_docs,
+                             const la_hash128 *last_hash, const int32_t *n_tokens) {
+    la_hasher h;
+    la_hasher_init(&h);
+    field_str(&h, LA_HASH_SEED, "tail");
+    field_u32(&h, LA_HASH_FORMAT, (uint32_t)format);
+    field_str(&h, LA_HASH_SALT, salt);
+    for (int32_t d = 0; d < n_docs; d++) {
+        struct {
+            uint64_t lo, hi;
+            int32_t n;
+        } doc = {last_hash[d].lo, last_hash[d].hi, n_tokens[d]};
+        uint8_t buf[20];
+        memcpy(buf, &doc.lo, 8);
+        memcpy(buf + 8, &doc.hi, 8);
+        memcpy(buf + 16, &doc.n, 4);
+        la_hash_field(&h, LA_HASH_DOC, buf, sizeof buf);
+    }
+    return la_hasher_digest(&h);
+}
+
+la_hash128 la_hash_block(la_hash128 parent, const int32_t *ids, int32_t n) {
+    la_hasher h;
+    la_hasher_init(&h);
+    uint8_t p[16];
+    memcpy(p, &parent.lo, 8);
+    memcpy(p + 8, &parent.hi, 8);
+    la_hash_field(&h, LA_HASH_PARENT, p, sizeof p);
+    la_hash_field(&h, LA_HASH_TOKENS, ids, (uint32_t)n * (uint32_t)sizeof(int32_t));
+    return la_hasher_digest(&h);
+}
+
+int32_t la_hash_chain(la_hash128 seed, const int32_t *ids, int32_t n, int32_t block_size,
+                      int include_partial, la_hash128 *out) {
+    int32_t k = 0;
+    la_hash128 parent = seed;
+    for (int32_t at = 0; at < n; at += block_size) {
+        int32_t len = n - at < block_size ? n - at : block_size;
+        if (len < block_size && !include_partial) break;
+        parent = la_hash_block(parent, ids + at, len);
+        out[k++] = parent;
+    }
+    return k;
+}

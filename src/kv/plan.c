@@ -1,0 +1,318 @@
+#include "kv/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+static int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+static int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
+
+static la_kv_format doc_format(la_method m) {
+    return m == LA_METHOD_MEPIC ? LA_KV_FORMAT_UNROTATED : LA_KV_FORMAT_ROTATED_LOCAL;
+}
+
+/* Methods whose documents live in the shared, hashed document cache. */
+static bool caches_docs(la_method m) {
+    return m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC || m == LA_METHOD_LAZY;
+}
+
+/* ============================================================ release ================ */
+
+static void free_doc(la_plan_doc *d) {
+    free(d->block_ids);
+    free(d->copy_ids);
+}
+
+void la_plan_release(la_plan *plan, la_kv_pool *pool) {
+    for (int32_t b = plan->n_tail_blocks - 1; b >= 0; b--) la_kv_pool_unpin(pool, plan->tail_blocks[b]);
+    for (int32_t d = plan->n_docs - 1; d >= 0; d--) {
+        la_plan_doc *doc = &plan->docs[d];
+        for (int32_t b = doc->n_blocks - 1; b >= 0; b--) {
+            if (doc->copy_ids && doc->copy_ids[b] >= 0) la_kv_pool_unpin(pool, doc->copy_ids[b]);
+            if (doc->block_ids[b] >= 0) la_kv_pool_unpin(pool, doc->block_ids[b]);
+        }
+        free_doc(doc);
+    }
+    free(plan->docs);
+    free(plan->tail_blocks);
+    memset(plan, 0, sizeof *plan);
+}
+
+int64_t la_plan_pins(const la_plan *plan) {
+    int64_t n = plan->n_tail_blocks;
+    for (int32_t d = 0; d < plan->n_docs; d++) {
+        const la_plan_doc *doc = &plan->docs[d];
+        for (int32_t b = 0; b < doc->n_blocks; b++)
+            n += (doc->block_ids[b] >= 0) + (doc->copy_ids && doc->copy_ids[b] >= 0);
+    }
+    return n;
+}
+
+/* ============================================================ create ================= */
+
+/* Pass 1 for one document: hash its chain, pin the leading blocks already indexed.
+ * hashes: [n_blocks] out. */
+static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
+                            const la_plan_input_doc *in, la_plan_doc *doc, la_hash128 *hashes,
+                            la_err *err) {
+    int32_t B = plan->block_size;
+    doc->n_blocks = ceil_div(doc->n_tokens, B);
+    doc->block_ids = malloc(sizeof(int32_t) * (size_t)doc->n_blocks);
+    if (plan->method == LA_METHOD_BLOCK) doc->copy_ids = malloc(sizeof(int32_t) * (size_t)doc->n_blocks);
+    if (!doc->block_ids || (plan->method == LA_METHOD_BLOCK && !doc->copy_ids))
+        return la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
+    for (int32_t b = 0; b < doc->n_blocks; b++) {
+        doc->block_ids[b] = -1;
+        if (doc->copy_ids) doc->copy_ids[b] = -1;
+    }
+    int32_t k = 0;
+    if (caches_docs(plan->method)) {
+        la_hash_chain(seed, in->tokens, in->n_tokens, B, 1, hashes);
+        doc->last_hash = hashes[doc->n_blocks - 1];
+        while (k < doc->n_blocks) {
+            int32_t id = la_kv_pool_lookup_pin(pool, hashes[k]);
+            if (id < 0) break;
+            doc->block_ids[k++] = id;
+        }
+    }
+    doc->n_reused = k;
+    doc->compute = k < doc->n_blocks;
+    int32_t reused_tokens = min_i32(doc->n_tokens, k * B);
+    plan->doc_tokens_reused += reused_tokens;
+    plan->doc_tokens_computed += doc->n_tokens - reused_tokens;
+    return LA_OK;
+}
+
+/* Pass 2 for one document: allocate (and index, not ready) the missing blocks, and the
+ * BLOCK method's per-request copies. */
+static la_status alloc_doc(la_plan *plan, la_kv_pool *pool, la_plan_doc *doc,
+                           const la_hash128 *hashes, la_err *err) {
+    for (int32_t b = doc->n_reused; b < doc->n_blocks; b++) {
+        LA_TRY(la_kv_pool_alloc(pool, &doc->block_ids[b], err));
+        if (caches_docs(plan->method)) la_kv_pool_register(pool, doc->block_ids[b], hashes[b]);
+    }
+    if (doc->copy_ids)
+        for (int32_t b = 0; b < doc->n_blocks; b++) LA_TRY(la_kv_pool_alloc(pool, &doc->copy_ids[b], err));
+    return LA_OK;
+}
+
+/* Pass 1 for the tail: pin its cached full blocks (never all of the prompt: the last
+ * prompt token is always computed, its logits start generation). */
+static la_status lookup_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tail,
+                             int32_t n_tail, la_hash128 *scratch, la_err *err) {
+    int32_t B = plan->block_size;
+    bool cached = plan->method != LA_METHOD_RECOMPUTE && plan->method != LA_METHOD_BLOCK_REF;
+    int32_t n_full = la_hash_chain(plan->tail_parent, tail, n_tail, B, 0, scratch);
+    int32_t max_reuse = (n_tail - 1) / B; /* keeps >= 1 token to compute */
+    LA_TRY(la_plan_reserve_tail(plan, pool, 0, err)); /* allocates the array */
+    int32_t k = 0;
+    while (cached && k < n_full && k < max_reuse) {
+        int32_t id = la_kv_pool_lookup_pin(pool, scratch[k]);
+        if (id < 0) break;
+        if (!la_kv_pool_is_ready(pool, id)) { /* only computed tail blocks are indexed */
+            la_kv_pool_unpin(pool, id);
+            break;
+        }
+        plan->tail_blocks[plan->n_tail_blocks++] = id;
+        plan->tail_parent = scratch[k];
+        k++;
+    }
+    plan->n_tail_registered = k;
+    plan->n_tail_cached = k * B;
+    plan->tail_tokens_reused = k * B;
+    return LA_OK;
+}
+
+la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
+                         const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
+                         int32_t n_tail, la_plan *out, la_err *err) {
+    if ((unsigned)method >= LA_METHOD_COUNT)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "plan: unknown method %d", (int)method);
+    if (n_tail < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "plan: the prompt after the documents is empty");
+    if (n_docs < 0 || (n_docs > 0 && !la_method_is_blockwise(method)))
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "plan: method %s takes the documents inside the prompt", la_method_name(method));
+    int64_t total = n_tail, doc_blocks = 0;
+    int32_t B = la_kv_pool_block_size(pool);
+    for (int32_t d = 0; d < n_docs; d++) {
+        if (docs[d].n_tokens < 1)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "plan: document %d is empty", d);
+        total += docs[d].n_tokens;
+        doc_blocks += ceil_div(docs[d].n_tokens, B);
+    }
+    if (total > INT32_MAX - 1)
+        return la_err_set(err, LA_ERR_TOO_LONG, "plan: %lld tokens exceed the %d-token limit",
+                          (long long)total, INT32_MAX - 1);
+
+    la_plan plan = {0};
+    plan.method = method;
+    plan.block_size = B;
+    size_t nd = (size_t)(n_docs > 0 ? n_docs : 1);
+    /* hashes of every document block, then the tail's full blocks */
+    la_hash128 *hashes = malloc(sizeof(la_hash128) * (size_t)(doc_blocks + n_tail / B + 1));
+    la_hash128 *last = malloc(sizeof(la_hash128) * nd);
+    int32_t *lens = malloc(sizeof(int32_t) * nd);
+    plan.docs = calloc(nd, sizeof(la_plan_doc));
+    la_status s = LA_OK;
+    if (!hashes || !last || !lens || !plan.docs) s = la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
+
+    /* Pass 1: every lookup pins before anything allocates (DESIGN.md §5). */
+    la_kv_format fmt = doc_format(method);
+    la_hash128 doc_seed = la_hash_doc_seed(fmt, salt);
+    int32_t start = 0;
+    int64_t h0 = 0;
+    for (int32_t d = 0; s == LA_OK && d < n_docs; d++) {
+        la_plan_doc *doc = &plan.docs[d];
+        doc->n_tokens = docs[d].n_tokens;
+        doc->start = start;
+        plan.n_docs = d + 1; /* release() must see it even if lookup_doc fails */
+        s = lookup_doc(&plan, pool, doc_seed, &docs[d], doc, hashes + h0, err);
+        last[d] = doc->last_hash;
+        lens[d] = doc->n_tokens;
+        start += doc->n_tokens;
+        h0 += doc->n_blocks;
+    }
+    if (s == LA_OK) {
+        plan.tail_start = start;
+        plan.n_tail_prompt = n_tail;
+        plan.tail_parent = method == LA_METHOD_PREFIX
+                               ? la_hash_prefix_seed(salt)
+                               : la_hash_tail_seed(fmt, salt, n_docs, last, lens);
+        s = lookup_tail(&plan, pool, tail, n_tail, hashes + h0, err);
+    }
+    /* Pass 2: allocate what is missing. */
+    h0 = 0;
+    for (int32_t d = 0; s == LA_OK && d < n_docs; d++) {
+        s = alloc_doc(&plan, pool, &plan.docs[d], hashes + h0, err);
+        h0 += plan.docs[d].n_blocks;
+    }
+    if (s == LA_OK) s = la_plan_reserve_tail(&plan, pool, n_tail, err);
+    free(hashes);
+    free(last);
+    free(lens);
+    if (s != LA_OK) {
+        /* Undo: unindex the blocks this plan allocated for documents, then unpin all. */
+        for (int32_t d = 0; d < plan.n_docs; d++) {
+            la_plan_doc *doc = &plan.docs[d];
+            for (int32_t b = doc->n_reused; doc->block_ids && b < doc->n_blocks; b++)
+                if (doc->block_ids[b] >= 0 && la_kv_pool_is_indexed(pool, doc->block_ids[b]) &&
+                    !la_kv_pool_is_ready(pool, doc->block_ids[b]) &&
+                    la_kv_pool_ref_count(pool, doc->block_ids[b]) == 1)
+                    la_kv_pool_unregister(pool, doc->block_ids[b]);
+        }
+        la_plan_release(&plan, pool);
+        return s;
+    }
+    *out = plan;
+    return LA_OK;
+}
+
+/* ============================================================ tail growth ============ */
+
+la_status la_plan_reserve_tail(la_plan *plan, la_kv_pool *pool, int32_t n_tail, la_err *err) {
+    int32_t need = ceil_div(n_tail, plan->block_size);
+    if (need > plan->tail_cap || !plan->tail_blocks) {
+        int32_t cap = plan->tail_cap ? plan->tail_cap : 8;
+        while (cap < need) cap *= 2;
+        int32_t *nb = realloc(plan->tail_blocks, sizeof(int32_t) * (size_t)cap);
+        if (!nb) return la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
+        plan->tail_blocks = nb;
+        plan->tail_cap = cap;
+    }
+    int32_t have = plan->n_tail_blocks;
+    while (plan->n_tail_blocks < need) {
+        la_status s = la_kv_pool_alloc(pool, &plan->tail_blocks[plan->n_tail_blocks], err);
+        if (s != LA_OK) {
+            while (plan->n_tail_blocks > have) la_kv_pool_unpin(pool, plan->tail_blocks[--plan->n_tail_blocks]);
+            return s;
+        }
+        plan->n_tail_blocks++;
+    }
+    return LA_OK;
+}
+
+/* ============================================================ addressing ============= */
+
+int64_t la_plan_tail_slot(const la_plan *plan, int32_t t) {
+    int32_t B = plan->block_size;
+    return (int64_t)plan->tail_blocks[t / B] * B + t % B;
+}
+
+int64_t la_plan_doc_slot(int32_t block_size, const la_plan_doc *doc, int32_t i) {
+    return (int64_t)doc->block_ids[i / block_size] * block_size + i % block_size;
+}
+
+int32_t la_plan_doc_pos(la_method method, const la_plan_doc *doc, int32_t i) {
+    return method == LA_METHOD_BLOCK_REF ? doc->start + i : i;
+}
+
+int32_t la_plan_doc_k_pos(la_method method, const la_plan_doc *doc, int32_t i) {
+    return method == LA_METHOD_MEPIC ? LA_POS_UNROTATED : la_plan_doc_pos(method, doc, i);
+}
+
+int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc,
+                         int32_t n_visible, la_attn_block *out) {
+    int32_t B = block_size, n = ceil_div(n_visible, B);
+    int32_t base = la_plan_doc_pos(method, doc, 0);
+    for (int32_t b = 0; b < n; b++)
+        out[b] = (la_attn_block){.block_id = doc->block_ids[b],
+                                 .n_valid = min_i32(B, n_visible - b * B),
+                                 .pos0 = base + b * B,
+                                 .q_delta = 0,
+                                 .k_rope = method == LA_METHOD_MEPIC};
+    return n;
+}
+
+int32_t la_plan_view_size(const la_plan *plan, int32_t n_visible) {
+    int32_t n = ceil_div(n_visible, plan->block_size);
+    for (int32_t d = 0; d < plan->n_docs; d++) n += plan->docs[d].n_blocks;
+    return n;
+}
+
+int32_t la_plan_tail_view(const la_plan *plan, int32_t n_visible, la_attn_block *out) {
+    int32_t B = plan->block_size, k = 0;
+    for (int32_t d = 0; d < plan->n_docs; d++) {
+        const la_plan_doc *doc = &plan->docs[d];
+        for (int32_t b = 0; b < doc->n_blocks; b++) {
+            la_attn_block blk = {.block_id = doc->block_ids[b],
+                                 .n_valid = min_i32(B, doc->n_tokens - b * B),
+                                 .pos0 = doc->start + b * B};
+            switch (plan->method) {
+            case LA_METHOD_LAZY: blk.q_delta = doc->start; break;       /* Δ_d = S_d */
+            case LA_METHOD_MEPIC: blk.k_rope = 1; break;                 /* rotate at S_d + i */
+            case LA_METHOD_BLOCK: blk.block_id = doc->copy_ids[b]; break;/* R(S_d + i) copy */
+            default: break;                                              /* BLOCK_REF: absolute */
+            }
+            out[k++] = blk;
+        }
+    }
+    for (int32_t b = 0; b < ceil_div(n_visible, B); b++)
+        out[k++] = (la_attn_block){.block_id = plan->tail_blocks[b],
+                                   .n_valid = min_i32(B, n_visible - b * B),
+                                   .pos0 = plan->tail_start + b * B};
+    return k;
+}
+
+bool la_plan_docs_ready(const la_plan *plan, const la_kv_pool *pool) {
+    for (int32_t d = 0; d < plan->n_docs; d++)
+        for (int32_t b = 0; b < plan->docs[d].n_blocks; b++)
+            if (!la_kv_pool_is_ready(pool, plan->docs[d].block_ids[b])) return false;
+    return true;
+}
+
+/* ============================================================ registration =========== */
+
+void la_plan_register_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tokens,
+                           int32_t n_computed) {
+    if (plan->method == LA_METHOD_RECOMPUTE || plan->method == LA_METHOD_BLOCK_REF) return;
+    int32_t B = plan->block_size;
+    for (int32_t b = plan->n_tail_registered; b < n_computed / B && b < plan->n_tail_blocks; b++) {
+        la_hash128 h = la_hash_block(plan->tail_parent, tokens + (int64_t)b * B, B);
+        int32_t id = plan->tail_blocks[b];
+        la_kv_pool_mark_ready(pool, id);
+        la_kv_pool_register(pool, id, h);
+        plan->tail_parent = h;
+        plan->n_tail_registered = b + 1;
+    }
+}

@@ -1,0 +1,138 @@
+/* la_plan: how one request's tokens map onto KV blocks under its method (DESIGN.md §3-§5),
+ * and the attention metadata the backend executes.
+ *
+ * ---- The layout ---------------------------------------------------------------------------
+ * A request is documents d = 0..n-1 (an optional preamble is document 0) followed by the
+ * tail: question tokens, then generated tokens. Block size B. Document d has true length
+ * L_d and owns ceil(L_d / B) whole blocks, so no two documents share a block; the slots
+ * past L_d in its last block are padding and are masked out of every score.
+ *
+ * Logical positions have no padding: document d token i sits at S_d + i with
+ * S_d = sum_{e<d} L_e, and tail token t at T + t with T = sum_e L_e.
+ *
+ *   method      doc K stored as          doc tokens computed at     tail attends doc block
+ *   lazy        R(i) k  (local)          positions i (alone)        q rotated at p - S_d  (q_delta)
+ *   block       R(i) k, then per request copied and re-rotated by S_d -> R(S_d+i) k
+ *   mepic       k unrotated              positions i (alone)        key rotated at S_d + i (k_rope)
+ *   block-ref   R(S_d+i) k, fresh        positions S_d + i          plain
+ *   recompute / prefix: no documents in the plan; the whole prompt is the tail (T = 0).
+ *
+ * Worked example (DESIGN.md §3, pinned in tests/kv/test_plan.c): B = 8, lengths
+ * [6, 15, 8, 2] -> blocks per document [1, 2, 1, 1] (padded lengths [8, 16, 8, 8]);
+ * S = [0, 6, 21, 29]; T = 31, so question token 0 sits at logical position 31; the last
+ * block of each document masks [2, 1, 0, 6] pad slots (n_valid [6, 7, 8, 2]); lazy
+ * de-rotates the query by Δ = S = [0, 6, 21, 29] for those documents' blocks.
+ *
+ * ---- Caching ------------------------------------------------------------------------------
+ * Document blocks are looked up by their hash chain (kv/block_hash.h), pinned on the spot,
+ * and the missing ones are allocated AND indexed at once (not yet ready): a second request
+ * needing the same document finds them in flight and waits instead of computing them
+ * again. The engine computes them through a job (it holds its own pins, so cancelling the
+ * request that started it does not strand the waiters). Tail blocks are indexed only after
+ * they are computed (la_plan_register_tail). Positions and block ids are int32 (a request
+ * is limited to 2^31 - 1 tokens; every sum is checked), never 16-bit.
+ */
+#ifndef LA_KV_PLAN_H
+#define LA_KV_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+#include "lazyattn/types.h"
+
+typedef struct la_plan_doc {
+    int32_t n_tokens;      /* L_d */
+    int32_t start;         /* S_d, logical position of token 0 */
+    int32_t n_blocks;      /* ceil(L_d / B) */
+    int32_t *block_ids;    /* [n_blocks] pinned by the plan */
+    int32_t n_reused;      /* leading blocks found in the index (ready or in flight) */
+    bool compute;          /* blocks [n_reused, n_blocks) were allocated by this plan and
+                              must be computed by a job */
+    int32_t *copy_ids;     /* BLOCK: [n_blocks] per-request copies, re-rotated by S_d */
+    la_hash128 last_hash;  /* hash of the last block (question-chain seed input) */
+} la_plan_doc;
+
+typedef struct la_plan {
+    la_method method;
+    int32_t block_size;
+    int32_t n_docs;
+    la_plan_doc *docs;
+    int32_t tail_start;        /* T: logical position of tail token 0 */
+    int32_t n_tail_prompt;     /* prompt tokens in the tail */
+    int32_t n_tail_cached;     /* leading tail tokens found computed in the cache */
+    int32_t n_tail_blocks;
+    int32_t tail_cap;
+    int32_t *tail_blocks;      /* [n_tail_blocks] pinned by the plan */
+    int32_t n_tail_registered; /* leading full tail blocks indexed */
+    la_hash128 tail_parent;    /* hash of the last indexed tail block, or the chain seed */
+    /* reuse counters, fixed at plan time */
+    int64_t doc_tokens_reused;
+    int64_t doc_tokens_computed;
+    int64_t tail_tokens_reused;
+} la_plan;
+
+/* One input document: tokens borrowed for the call. */
+typedef struct la_plan_input_doc {
+    const int32_t *tokens;
+    int32_t n_tokens;
+} la_plan_input_doc;
+
+/* Build the plan: hash, look up and pin cached blocks, allocate the rest (documents,
+ * BLOCK copies, and the tail's prompt blocks).
+ *   docs       [n_docs] documents (must be empty for RECOMPUTE / PREFIX: pass the whole
+ *              prompt as the tail)
+ *   tail       [n_tail] prompt tokens after the documents (n_tail >= 1)
+ *   salt       cache salt (NULL = none): enters every hash chain
+ * Errors: LA_ERR_INVALID_ARG (empty document, empty tail, documents under RECOMPUTE/PREFIX),
+ * LA_ERR_TOO_LONG (total over INT32_MAX), LA_ERR_NO_SPACE (pool cannot hold the request;
+ * every pin taken is released: the pool is as before apart from hit/miss counters),
+ * LA_ERR_NO_MEMORY. *plan is written only on success; free with la_plan_release(). */
+la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
+                         const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
+                         int32_t n_tail, la_plan *plan, la_err *err);
+
+/* Unpin everything the plan holds (last blocks first, so LRU evicts a document's end
+ * before its start) and free its arrays. */
+void la_plan_release(la_plan *plan, la_kv_pool *pool);
+
+/* Number of pins the plan holds (for accounting checks). */
+int64_t la_plan_pins(const la_plan *plan);
+
+/* Make sure tail blocks exist for n_tail tokens (grows by whole blocks).
+ * Errors: LA_ERR_NO_SPACE (plan unchanged), LA_ERR_NO_MEMORY. */
+la_status la_plan_reserve_tail(la_plan *plan, la_kv_pool *pool, int32_t n_tail, la_err *err);
+
+/* Pool slot of tail token t (< n_tail_blocks * B). */
+int64_t la_plan_tail_slot(const la_plan *plan, int32_t t);
+
+/* Document helpers, usable without the plan (a document job keeps a copy of its doc):
+ * pool slot of token i; logical position of token i as the document is computed (local
+ * i, or S_d + i for BLOCK_REF); the RoPE position its K is stored at (LA_POS_UNROTATED
+ * for MEPIC); and the attention view while computing its first n_visible tokens (own
+ * blocks only; writes ceil(n_visible / B) entries, returns the count). */
+int64_t la_plan_doc_slot(int32_t block_size, const la_plan_doc *doc, int32_t i);
+int32_t la_plan_doc_pos(la_method method, const la_plan_doc *doc, int32_t i);
+int32_t la_plan_doc_k_pos(la_method method, const la_plan_doc *doc, int32_t i);
+int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc,
+                         int32_t n_visible, la_attn_block *out);
+
+/* Attention view of a tail token when the first n_visible tail tokens have K/V: every
+ * document block (with q_delta / k_rope / copies per method), then the tail blocks.
+ * out must hold la_plan_view_size(plan, n_visible) entries; returns the count. */
+int32_t la_plan_view_size(const la_plan *plan, int32_t n_visible);
+int32_t la_plan_tail_view(const la_plan *plan, int32_t n_visible, la_attn_block *out);
+
+/* Whether every document block the tail reads is computed (a job may still be running). */
+bool la_plan_docs_ready(const la_plan *plan, const la_kv_pool *pool);
+
+/* Index the full tail blocks among the first n_computed tail tokens (tokens = the tail's
+ * tokens so far) under the question chain (blockwise methods) or the prefix chain (PREFIX).
+ * RECOMPUTE and BLOCK_REF never index. A block whose hash another block already holds
+ * stays unindexed (private to this request). */
+void la_plan_register_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tokens,
+                           int32_t n_computed);
+
+#endif
