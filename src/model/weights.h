@@ -28,14 +28,20 @@ typedef struct la_weights {
     la_layer_weights *layers;      /* [n_layers], owned */
 } la_weights;
 
-/* Open dir's safetensors and bind every tensor cfg needs, checking presence and exact
- * shape ("model.safetensors: model.layers.3.mlp.up_proj.weight has shape [64, 32],
- * expected [128, 32]"). When tie_word_embeddings is false and lm_head.weight is absent
- * that is an error; when true, lm_head = embed. Caller owns *out; free with
- * la_weights_destroy(). Errors: as la_st_open, plus LA_ERR_FORMAT for missing or
- * misshapen tensors. */
+/* Open dir's safetensors (la_st_open) and bind every tensor cfg needs by its HF name,
+ * checking presence and exact shape. Dtypes may be F32, F16 or BF16, mixed.
+ *   lm_head: tie_word_embeddings true  -> embed (a stored lm_head.weight is ignored,
+ *                                         as transformers ties it)
+ *            tie_word_embeddings false -> lm_head.weight, required
+ * Tensors the config does not need (e.g. rotary_emb.inv_freq) are ignored.
+ * Errors: as la_st_open, plus LA_ERR_FORMAT for a missing tensor ("<dir>/model.safetensors:
+ * tensor model.norm.weight is missing") or a misshapen one ("<shard>: tensor
+ * model.layers.3.mlp.up_proj.weight has shape [64, 32], expected [128, 32]"),
+ * LA_ERR_NO_MEMORY. Caller owns *out (untouched on error); free with
+ * la_weights_destroy(). */
 la_status la_weights_load(const char *dir, const la_model_config *cfg, la_weights **out,
                           la_err *err);
+/* Free w and close its file; la_weights_destroy(NULL) does nothing. */
 void la_weights_destroy(la_weights *w);
 
 #endif
