@@ -204,6 +204,23 @@ la_status la_engine_tokenize(const la_engine *e, const char *text, size_t len, b
  * holds (DESIGN acceptance: no leaked references). Engine thread only. */
 la_status la_engine_check(la_engine *e, la_err *err);
 
+/* ---- model facts without loading weights ---------------------------------------------- */
+
+typedef struct la_model_info {
+    int32_t vocab_size, hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim;
+    double rms_norm_eps, rope_theta;
+    const char *rope_type;        /* "default", "linear", "llama3" */
+    double rope_factor;           /* linear / llama3 */
+    int64_t max_position_embeddings;
+    bool tie_word_embeddings;
+    int32_t bos_id, n_eos_ids, eos_ids[8];
+    int64_t n_params;             /* from the config's shapes */
+} la_model_info;
+
+/* Read <dir>/config.json (+ generation_config.json). Errors: as la_engine_create's config
+ * errors. */
+la_status la_model_info_load(const char *dir, la_model_info *info, la_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,9 @@ bool la_method_is_blockwise(la_method m);
 /* Where the model runs. */
 typedef enum la_device { LA_DEVICE_CPU = 0, LA_DEVICE_CUDA } la_device;
 
+/* Parse "cpu" / "cuda". Errors: LA_ERR_INVALID_ARG naming the value. */
+la_status la_device_parse(const char *s, la_device *out, la_err *err);
+
 #ifdef __cplusplus
 }
 #endif

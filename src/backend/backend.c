@@ -1,24 +1,10 @@
 #include "backend/backend.h"
 
-#include <string.h>
-
 #include "backend/cpu/cpu_backend.h"
 #include "base/err.h"
 #ifdef LA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
-
-la_status la_device_parse(const char *s, la_device *out, la_err *err) {
-    if (!strcmp(s, "cpu")) {
-        *out = LA_DEVICE_CPU;
-        return LA_OK;
-    }
-    if (!strcmp(s, "cuda")) {
-        *out = LA_DEVICE_CUDA;
-        return LA_OK;
-    }
-    return la_err_set(err, LA_ERR_INVALID_ARG, "device '%s' is not one of cpu, cuda", s);
-}
 
 la_status la_backend_create(la_device device, int n_threads, la_backend **out, la_err *err) {
     switch (device) {

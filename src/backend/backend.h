@@ -158,7 +158,4 @@ struct la_backend {
 la_status la_backend_create(la_device device, int n_threads, la_backend **out, la_err *err);
 void la_backend_destroy(la_backend *be);
 
-/* Parse "cpu" / "cuda". Errors: LA_ERR_INVALID_ARG naming the value. */
-la_status la_device_parse(const char *s, la_device *out, la_err *err);
-
 #endif

@@ -28,3 +28,15 @@ bool la_method_is_blockwise(la_method m) {
     return m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC || m == LA_METHOD_LAZY ||
            m == LA_METHOD_BLOCK_REF;
 }
+
+la_status la_device_parse(const char *s, la_device *out, la_err *err) {
+    if (!strcmp(s, "cpu")) {
+        *out = LA_DEVICE_CPU;
+        return LA_OK;
+    }
+    if (!strcmp(s, "cuda")) {
+        *out = LA_DEVICE_CUDA;
+        return LA_OK;
+    }
+    return la_err_set(err, LA_ERR_INVALID_ARG, "device '%s' is not one of cpu, cuda", s);
+}

@@ -1,4 +1,233 @@
-/* lazyattn run (placeholder until implemented). */
+/* lazyattn run: one completion, streamed to stdout (DESIGN.md §7b).
+ *
+ *   lazyattn run [-m DIR] [--device cpu|cuda] [--method M] [--doc TEXT]... [--doc-file F]...
+ *                [--preamble TEXT] [--salt S] -p PROMPT [-n N] [--temperature T] [--top-p P]
+ *                [--top-k K] [--seed S] [--stop S]... [--ignore-eos] [--no-special]
+ *                [--warm] [--stats] [--threads N] [--kv-blocks N] [--block-size B]
+ *
+ * stdout: the completion text only. --stats: one JSON line on stderr.
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/file.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
-int la_cli_run(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "lazyattn run: not implemented yet\n"); return LA_EXIT_ERROR; }
+#include "lazyattn/lazyattn.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: lazyattn run [-m DIR] -p PROMPT [options]\n"
+            "  -m, --model DIR        model directory (default: the bundled model)\n"
+            "  -p, --prompt TEXT      prompt (the question after the documents)\n"
+            "      --doc TEXT         a document (repeatable; each is cached on its own)\n"
+            "      --doc-file FILE    a document read from FILE (repeatable)\n"
+            "      --preamble TEXT    document 0 (e.g. a system block)\n"
+            "      --method M         recompute | prefix | block | mepic | lazy | block-ref (lazy)\n"
+            "      --salt S           cache salt (tenant id)\n"
+            "  -n, --max-tokens N     tokens to generate (64)\n"
+            "      --temperature T    0 = greedy (default)\n"
+            "      --top-p P, --top-k K, --seed S, --stop STR (repeatable), --ignore-eos\n"
+            "      --no-special       do not add BOS\n"
+            "      --warm             first run the documents in reverse order (output discarded)\n"
+            "                         so this request finds them cached\n"
+            "      --stats            print one JSON line of reuse and timing stats on stderr\n"
+            "      --device D         cpu | cuda (cpu)\n"
+            "      --threads N, --kv-blocks N, --block-size B\n");
+}
+
+typedef struct run_out {
+    bool print;
+    la_request_stats stats;
+    la_finish_reason finish;
+    la_status status;
+    char error[LA_ERR_MSG_LEN];
+} run_out;
+
+static void on_event(void *user, const la_event *ev) {
+    run_out *o = user;
+    if (o->print && ev->text_len) {
+        fwrite(ev->text, 1, ev->text_len, stdout);
+        fflush(stdout);
+    }
+    if (ev->kind == LA_EVENT_DONE) {
+        o->stats = *ev->stats;
+        o->finish = ev->finish;
+        o->status = ev->status;
+        snprintf(o->error, sizeof o->error, "%s", ev->error ? ev->error : "");
+    }
+}
+
+int la_cli_run(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},   {"prompt", required_argument, 0, 'p'},
+        {"max-tokens", required_argument, 0, 'n'}, {"doc", required_argument, 0, 1},
+        {"doc-file", required_argument, 0, 2},  {"preamble", required_argument, 0, 3},
+        {"method", required_argument, 0, 4},    {"salt", required_argument, 0, 5},
+        {"temperature", required_argument, 0, 6}, {"top-p", required_argument, 0, 7},
+        {"top-k", required_argument, 0, 8},     {"seed", required_argument, 0, 9},
+        {"stop", required_argument, 0, 10},     {"ignore-eos", no_argument, 0, 11},
+        {"no-special", no_argument, 0, 12},     {"warm", no_argument, 0, 13},
+        {"stats", no_argument, 0, 14},          {"device", required_argument, 0, 15},
+        {"threads", required_argument, 0, 16},  {"kv-blocks", required_argument, 0, 17},
+        {"block-size", required_argument, 0, 18}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    la_engine_options eo;
+    la_engine_options_init(&eo);
+    eo.model_dir = la_cli_default_model_dir();
+    la_request_params rp;
+    la_request_params_init(&rp);
+    rp.sampling.max_tokens = 64;
+    la_cli_strings docs = {0}, stops = {0}, owned = {0};
+    const char *prompt = NULL, *preamble = NULL;
+    bool warm = false, stats = false;
+    int rc = LA_EXIT_USAGE, c;
+    la_err err = {0};
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:p:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': eo.model_dir = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'n':
+            if (la_cli_parse_i32(optarg, "--max-tokens", &rp.sampling.max_tokens) != 0) goto out;
+            break;
+        case 1: la_cli_strings_push(&docs, optarg); break;
+        case 2: {
+            char *text = NULL;
+            if (la_file_read(optarg, &text, NULL, &err) != LA_OK) {
+                fprintf(stderr, "lazyattn run: --doc-file %s\n", err.msg);
+                rc = LA_EXIT_ERROR;
+                goto out;
+            }
+            la_cli_strings_push(&owned, text);
+            la_cli_strings_push(&docs, text);
+            break;
+        }
+        case 3: preamble = optarg; break;
+        case 4:
+            if (la_method_parse(optarg, &rp.method, &err) != LA_OK) {
+                fprintf(stderr, "lazyattn run: --method: %s\n", err.msg);
+                goto out;
+            }
+            eo.method = rp.method;
+            break;
+        case 5: rp.cache_salt = optarg; break;
+        case 6:
+            if (la_cli_parse_f32(optarg, "--temperature", &rp.sampling.temperature) != 0) goto out;
+            break;
+        case 7:
+            if (la_cli_parse_f32(optarg, "--top-p", &rp.sampling.top_p) != 0) goto out;
+            break;
+        case 8:
+            if (la_cli_parse_i32(optarg, "--top-k", &rp.sampling.top_k) != 0) goto out;
+            break;
+        case 9: {
+            int64_t seed;
+            if (la_cli_parse_i64(optarg, "--seed", &seed) != 0) goto out;
+            rp.sampling.seed = (uint64_t)seed;
+            break;
+        }
+        case 10: la_cli_strings_push(&stops, optarg); break;
+        case 11: rp.sampling.ignore_eos = true; break;
+        case 12: rp.add_special = false; break;
+        case 13: warm = true; break;
+        case 14: stats = true; break;
+        case 15:
+            if (la_device_parse(optarg, &eo.device, &err) != LA_OK) {
+                fprintf(stderr, "lazyattn run: --device: %s\n", err.msg);
+                goto out;
+            }
+            break;
+        case 16:
+            if (la_cli_parse_i32(optarg, "--threads", &eo.n_threads) != 0) goto out;
+            break;
+        case 17:
+            if (la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks) != 0) goto out;
+            break;
+        case 18:
+            if (la_cli_parse_i32(optarg, "--block-size", &eo.block_size) != 0) goto out;
+            break;
+        case 'h':
+            usage(stdout);
+            rc = LA_EXIT_OK;
+            goto out;
+        default: usage(stderr); goto out;
+        }
+    }
+    if (!prompt || optind < argc) {
+        fprintf(stderr, optind < argc ? "lazyattn run: unexpected argument '%s'\n"
+                                      : "lazyattn run: -p PROMPT is required%s\n",
+                optind < argc ? argv[optind] : "");
+        usage(stderr);
+        goto out;
+    }
+    rc = LA_EXIT_ERROR;
+    la_engine *e = NULL;
+    if (la_engine_create(&eo, &e, &err) != LA_OK) {
+        fprintf(stderr, "lazyattn run: %s\n", err.msg);
+        goto out;
+    }
+    la_segment *segs = calloc((size_t)(docs.n ? docs.n : 1), sizeof(la_segment));
+    for (int i = 0; i < docs.n; i++) segs[i].text = docs.items[i];
+    rp.prompt.text = prompt;
+    rp.preamble.text = preamble;
+    rp.docs = segs;
+    rp.n_docs = docs.n;
+    rp.sampling.stop = (const char *const *)stops.items;
+    rp.sampling.n_stop = stops.n;
+    rp.on_event = on_event;
+    run_out o = {0};
+    rp.user = &o;
+    if (warm && docs.n > 0) { /* same documents, reversed: warms the cache, prints nothing */
+        la_segment *rev = calloc((size_t)docs.n, sizeof(la_segment));
+        for (int i = 0; i < docs.n; i++) rev[i] = segs[docs.n - 1 - i];
+        la_request_params wp = rp;
+        wp.docs = rev;
+        wp.sampling.max_tokens = 1;
+        if (la_engine_submit(e, &wp, NULL, &err) == LA_OK) la_engine_run(e, &err);
+        free(rev);
+    }
+    o.print = true;
+    if (la_engine_submit(e, &rp, NULL, &err) != LA_OK) {
+        fprintf(stderr, "lazyattn run: %s\n", err.msg);
+    } else {
+        la_engine_run(e, &err);
+        if (o.finish == LA_FINISH_ERROR) {
+            fprintf(stderr, "lazyattn run: %s\n", o.error);
+        } else {
+            rc = LA_EXIT_OK;
+            if (isatty(fileno(stdout))) fputc('\n', stdout);
+            if (stats) {
+                cJSON *j = cJSON_CreateObject();
+                cJSON_AddStringToObject(j, "method", la_method_name(rp.method == LA_METHOD_COUNT ? eo.method : rp.method));
+                cJSON_AddNumberToObject(j, "prompt_tokens", o.stats.n_prompt_tokens);
+                cJSON_AddNumberToObject(j, "doc_tokens", o.stats.n_doc_tokens);
+                cJSON_AddNumberToObject(j, "doc_tokens_reused", (double)o.stats.doc_tokens_reused);
+                cJSON_AddNumberToObject(j, "doc_tokens_computed", (double)o.stats.doc_tokens_computed);
+                cJSON_AddNumberToObject(j, "prefix_tokens_reused", (double)o.stats.prefix_tokens_reused);
+                cJSON_AddNumberToObject(j, "generated_tokens", o.stats.n_generated);
+                cJSON_AddNumberToObject(j, "ttft_ms", o.stats.ttft_ms);
+                cJSON_AddNumberToObject(j, "tpot_ms", o.stats.tpot_ms);
+                cJSON_AddNumberToObject(j, "e2e_ms", o.stats.e2e_ms);
+                cJSON_AddStringToObject(j, "finish", o.finish == LA_FINISH_STOP ? "stop" : "length");
+                cJSON_AddStringToObject(j, "device", la_engine_device_name(e));
+                char *line = cJSON_PrintUnformatted(j);
+                fprintf(stderr, "%s\n", line);
+                free(line);
+                cJSON_Delete(j);
+            }
+        }
+    }
+    free(segs);
+    la_engine_destroy(e);
+out:
+    for (int i = 0; i < owned.n; i++) free(owned.items[i]);
+    la_cli_strings_free(&owned);
+    la_cli_strings_free(&docs);
+    la_cli_strings_free(&stops);
+    return rc;
+}

@@ -1,0 +1,59 @@
+#include "cli/cli_util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int la_cli_parse_i64(const char *s, const char *flag, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) {
+        fprintf(stderr, "lazyattn: %s: '%s' is not an integer\n", flag, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+int la_cli_parse_i32(const char *s, const char *flag, int32_t *out) {
+    int64_t v;
+    if (la_cli_parse_i64(s, flag, &v)) return 2;
+    if (v < INT32_MIN || v > INT32_MAX) {
+        fprintf(stderr, "lazyattn: %s: %s is out of range\n", flag, s);
+        return 2;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+int la_cli_parse_f32(const char *s, const char *flag, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) {
+        fprintf(stderr, "lazyattn: %s: '%s' is not a number\n", flag, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+void la_cli_strings_push(la_cli_strings *l, char *s) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 8;
+        char **p = realloc(l->items, sizeof(char *) * (size_t)cap);
+        if (!p) return;
+        l->items = p;
+        l->cap = cap;
+    }
+    l->items[l->n++] = s;
+}
+
+void la_cli_strings_free(la_cli_strings *l) {
+    free(l->items);
+    l->items = NULL;
+    l->n = l->cap = 0;
+}

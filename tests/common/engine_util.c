@@ -1,0 +1,64 @@
+#include "common/engine_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/test_util.h"
+
+la_engine *la_test_engine(const char *model_dir, int64_t kv_blocks, int32_t block_size) {
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = model_dir;
+    o.kv_blocks = kv_blocks;
+    if (block_size) o.block_size = block_size;
+    o.n_threads = 2;
+    la_engine *e = NULL;
+    la_err err = {0};
+    la_status s = la_engine_create(&o, &e, &err);
+    cr_assert(s == LA_OK, "engine on %s: %s", model_dir, err.msg);
+    return e;
+}
+
+void la_test_on_event(void *user, const la_event *ev) {
+    la_test_gen *g = user;
+    if (ev->text_len) {
+        g->text = realloc(g->text, g->text_len + ev->text_len + 1);
+        memcpy(g->text + g->text_len, ev->text, ev->text_len);
+        g->text_len += ev->text_len;
+        g->text[g->text_len] = '\0';
+    }
+    if (ev->kind == LA_EVENT_TOKEN) {
+        if (g->n_tokens < 4096) {
+            if (ev->logits) {
+                g->n_vocab = ev->n_vocab;
+                g->logits = realloc(g->logits, sizeof(float) * (size_t)(g->n_tokens + 1) * (size_t)ev->n_vocab);
+                memcpy(g->logits + (size_t)g->n_tokens * (size_t)ev->n_vocab, ev->logits,
+                       sizeof(float) * (size_t)ev->n_vocab);
+            }
+            g->tokens[g->n_tokens++] = ev->token_id;
+        }
+    } else {
+        g->stats = *ev->stats;
+        g->finish = ev->finish;
+        g->status = ev->status;
+        strncpy(g->error, ev->error ? ev->error : "", sizeof g->error - 1);
+        g->done = 1;
+    }
+}
+
+void la_test_generate(la_engine *e, la_request_params *p, la_test_gen *g) {
+    memset(g, 0, sizeof *g);
+    p->on_event = la_test_on_event;
+    p->user = g;
+    la_err err = {0};
+    la_status s = la_engine_submit(e, p, NULL, &err);
+    cr_assert(s == LA_OK, "submit: %s", err.msg);
+    while (!g->done) la_engine_step(e, &err);
+    cr_assert(g->finish != LA_FINISH_ERROR, "request failed: %s", g->error);
+}
+
+void la_test_gen_free(la_test_gen *g) {
+    free(g->logits);
+    free(g->text);
+    memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,35 @@
+/* Test helpers around the engine: run one request to completion and collect its tokens,
+ * logits, text and stats. */
+#ifndef LA_TEST_ENGINE_UTIL_H
+#define LA_TEST_ENGINE_UTIL_H
+
+#include <stdint.h>
+
+#include "lazyattn/lazyattn.h"
+
+typedef struct la_test_gen {
+    int32_t n_tokens;
+    int32_t tokens[4096];
+    float *logits;        /* [n_tokens][n_vocab] when return_logits */
+    int32_t n_vocab;
+    char *text;           /* all text of TOKEN and DONE events */
+    size_t text_len;
+    la_request_stats stats;
+    la_finish_reason finish;
+    la_status status;
+    char error[512];
+    int done;
+} la_test_gen;
+
+/* Engine on a model directory with a small KV pool (kv_blocks; 0 = default 1 GiB). */
+la_engine *la_test_engine(const char *model_dir, int64_t kv_blocks, int32_t block_size);
+
+/* Submit p (on_event/user are overwritten) and step until it finishes. Fails the test on a
+ * submit error. Free with la_test_gen_free(). */
+void la_test_generate(la_engine *e, la_request_params *p, la_test_gen *g);
+void la_test_gen_free(la_test_gen *g);
+
+/* Event callback collecting into a la_test_gen (for tests that submit many at once). */
+void la_test_on_event(void *user, const la_event *ev);
+
+#endif

@@ -1,0 +1,80 @@
+/* The forward pass against Hugging Face transformers: logits at every position of every
+ * fixture prompt (tests/fixtures/models/<m>/oracle.json; regenerate with
+ * `python3 tools/oracle/make_models.py`). */
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "common/fixture.h"
+#include "common/test_util.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/weights.h"
+
+/* f32 compute on both sides (the bf16 checkpoint is upcast by the oracle too), so the only
+ * differences are summation order and RoPE angle precision: measured ~2e-5. */
+#define LOGIT_TOL 1e-4
+
+static void check_model(const char *name) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
+    la_err err = {0};
+    la_model_config cfg;
+    LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
+    la_weights *w = NULL;
+    LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
+    la_backend *be = NULL;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be, &err), err);
+    LA_CHECK_OK(be->ops->load_weights(be, &cfg, w, &err), err);
+    const int32_t B = 16, n_blocks = 16;
+    LA_CHECK_OK(be->ops->kv_alloc(be, n_blocks, B, &err), err);
+
+    cJSON *oracle = la_test_oracle(dir);
+    const cJSON *p;
+    int n_checked = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(oracle, "prompts")) {
+        int32_t n;
+        int32_t *ids = la_test_json_ints(cJSON_GetObjectItem(p, "ids"), &n);
+        cr_assert(n <= n_blocks * B);
+        int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+        int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+        int32_t *rows = malloc(sizeof(int32_t) * (size_t)n);
+        la_attn_block blocks[16];
+        for (int32_t t = 0; t < n; t++) pos[t] = rows[t] = t, slots[t] = t;
+        int32_t nb = (n + B - 1) / B;
+        for (int32_t b = 0; b < nb; b++)
+            blocks[b] = (la_attn_block){b, n - b * B < B ? n - b * B : B, b * B, 0, 0};
+        la_batch_seq seq = {0, n, 0, nb};
+        la_batch batch = {n, ids, pos, pos, slots, 1, &seq, nb, blocks, n, rows};
+        float *logits = malloc(sizeof(float) * (size_t)n * (size_t)cfg.vocab_size);
+        LA_CHECK_OK(la_forward(be, &batch, logits, &err), err);
+        int32_t t = 0;
+        const cJSON *row;
+        cJSON_ArrayForEach(row, cJSON_GetObjectItem(p, "logits")) {
+            int32_t nv;
+            float *ref = la_test_json_floats(row, &nv);
+            cr_assert_eq(nv, cfg.vocab_size);
+            size_t at;
+            double d = la_test_max_abs_diff(logits + (size_t)t * nv, ref, (size_t)nv, &at);
+            cr_assert(d <= LOGIT_TOL, "%s prompt '%.30s' position %d: max |diff| %.3g at token %zu "
+                      "(ours %.6f, HF %.6f)", name, cJSON_GetObjectItem(p, "text")->valuestring, t,
+                      d, at, logits[(size_t)t * nv + at], ref[at]);
+            free(ref);
+            t++;
+        }
+        cr_assert_eq(t, n);
+        n_checked++;
+        free(ids);
+        free(pos);
+        free(slots);
+        free(rows);
+        free(logits);
+    }
+    cr_assert(n_checked >= 6);
+    cJSON_Delete(oracle);
+    la_backend_destroy(be);
+    la_weights_destroy(w);
+}
+
+Test(forward_hf, f32_tied_llama3_logits_match_transformers) { check_model("tiny-f32-tied"); }
+Test(forward_hf, bf16_untied_mqa_head_dim_24_logits_match_transformers) { check_model("tiny-bf16-untied"); }
+Test(forward_hf, f32_linear_rope_mha_logits_match_transformers) { check_model("tiny-f32-linear"); }
