@@ -79,7 +79,20 @@ typedef struct la_segment {
     size_t len;
     const int32_t *ids;
     int32_t n_ids;
+    const char *title;  /* documents of chat requests: rendered "- Title: {title}\n{text}\n" */
 } la_segment;
+
+/* Chat formatting of la_request_params.messages (model/prompt_template.h). */
+typedef enum la_chat_format {
+    LA_CHAT_FORMAT_AUTO = 0, /* from tokenizer_config.json's chat_template */
+    LA_CHAT_FORMAT_LLAMA3,   /* <|start_header_id|>role<|end_header_id|> ... <|eot_id|> */
+    LA_CHAT_FORMAT_TULU,     /* <|user|> / <|assistant|> */
+} la_chat_format;
+
+typedef struct la_chat_message {
+    const char *role;     /* "system", "user", "assistant" */
+    const char *content;  /* UTF-8 */
+} la_chat_message;
 
 typedef enum la_event_kind { LA_EVENT_TOKEN = 1, LA_EVENT_DONE = 2 } la_event_kind;
 
@@ -124,10 +137,16 @@ typedef struct la_event {
 typedef void (*la_event_fn)(void *user, const la_event *ev);
 
 typedef struct la_request_params {
+    /* Either a raw prompt ... */
     la_segment prompt;            /* text after the documents (the question) */
     la_segment preamble;          /* optional document 0 (e.g. a system block) */
     const la_segment *docs;       /* [n_docs] documents, each tokenized alone, no BOS */
     int32_t n_docs;
+    /* ... or chat messages, rendered with the RAG template when there are documents
+     * (then prompt and preamble must be empty; see model/prompt_template.h) */
+    const la_chat_message *messages;
+    int32_t n_messages;
+    la_chat_format chat_format;
     la_method method;             /* LA_METHOD_COUNT: the engine's default */
     const char *cache_salt;       /* tenant id; NULL: none */
     bool add_special;             /* add BOS as the tokenizer's post-processor does (true) */

@@ -38,6 +38,7 @@
 #include "kv/plan.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/prompt_template.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
 
@@ -266,7 +267,16 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
     for (int32_t d = 0; d < p->n_docs; d++, k++) {
         char what[48];
         snprintf(what, sizeof what, "documents[%d]", d);
-        LA_TRY(encode_segment(e, &p->docs[d], false, what, &r->doc_ids[k], &r->doc_len[k], err));
+        la_segment doc = p->docs[d];
+        char *rendered = NULL;
+        if (doc.title && !doc.ids) { /* titled document: the RAG template's block */
+            if (!(rendered = la_prompt_render_document(&doc)))
+                return la_err_set(err, LA_ERR_NO_MEMORY, "request: out of memory");
+            doc = (la_segment){.text = rendered};
+        }
+        la_status s = encode_segment(e, &doc, false, what, &r->doc_ids[k], &r->doc_len[k], err);
+        free(rendered);
+        LA_TRY(s);
         r->n_docs = k + 1;
         if (r->doc_len[k] == 0)
             return la_err_set(err, LA_ERR_INVALID_ARG, "documents[%d] is empty (no tokens)", d);
@@ -340,7 +350,32 @@ la_status la_engine_submit(la_engine *e, const la_request_params *p, uint64_t *r
         }
     }
     r->sampling.stop = (const char *const *)r->stop;
-    if (s == LA_OK) s = build_tokens(e, p, r, err);
+    if (s == LA_OK && p->n_messages > 0) {
+        /* chat: render the conversation (and the RAG template around documents) to text
+         * blocks, then tokenize them like a raw request whose text carries the specials */
+        la_rendered_prompt rendered;
+        la_chat_format fmt = p->chat_format ? p->chat_format : la_chat_format_detect(e->tok);
+        if (segment_given(&p->prompt) || segment_given(&p->preamble) || !p->messages)
+            s = la_err_set(err, LA_ERR_INVALID_ARG, "give either messages or prompt/preamble, not both");
+        if (s == LA_OK)
+            s = la_prompt_render(fmt, p->messages, p->n_messages, p->docs, p->n_docs, &rendered, err);
+        if (s == LA_OK) {
+            la_segment *docs = calloc((size_t)(rendered.n_docs ? rendered.n_docs : 1), sizeof(la_segment));
+            if (!docs) s = la_err_set(err, LA_ERR_NO_MEMORY, "request: out of memory");
+            for (int32_t d = 0; docs && d < rendered.n_docs; d++) docs[d].text = rendered.docs[d];
+            la_request_params q = *p;
+            q.preamble = (la_segment){.text = rendered.preamble};
+            q.prompt = (la_segment){.text = rendered.tail};
+            q.docs = docs;
+            q.n_docs = rendered.n_docs;
+            q.add_special = false; /* the template writes <|begin_of_text|> itself */
+            if (s == LA_OK) s = build_tokens(e, &q, r, err);
+            free(docs);
+            la_rendered_prompt_free(&rendered);
+        }
+    } else if (s == LA_OK) {
+        s = build_tokens(e, p, r, err);
+    }
     if (s == LA_OK) {
         int64_t total = (int64_t)r->n_doc_tokens * la_method_is_blockwise(method) + r->n_tail +
                         r->sampling.max_tokens;

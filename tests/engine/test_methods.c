@@ -1,0 +1,271 @@
+/* The five methods against each other on the tiny f32 checkpoint (DESIGN.md §4):
+ * lazy, mepic and block equal the block-ref reference; prefix equals recompute; reuse
+ * counts are exact; a pool smaller than the working set changes nothing but evictions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/engine_util.h"
+#include "common/test_util.h"
+#include "engine/sampling.h"
+
+/* f32 everywhere; the methods differ only in where RoPE is applied and summation order. */
+#define LOGIT_TOL 1e-4
+#define N_GEN 6
+
+static char g_dir[512];
+
+static const char *tiny_dir(void) {
+    snprintf(g_dir, sizeof g_dir, "%s/tests/fixtures/models/tiny-f32-tied", LA_SOURCE_DIR);
+    return g_dir;
+}
+
+typedef struct docset {
+    int32_t n;
+    int32_t *len;
+    int32_t **ids;
+} docset;
+
+/* n documents with lengths from `lens` (or random in 1..200), random non-special ids. */
+static docset make_docs(la_rng *rng, int32_t n, const int32_t *lens) {
+    docset d = {n, calloc((size_t)n, sizeof(int32_t)), calloc((size_t)n, sizeof(int32_t *))};
+    for (int32_t i = 0; i < n; i++) {
+        d.len[i] = lens ? lens[i] : 1 + (int32_t)(la_rng_next(rng) % 200);
+        d.ids[i] = malloc(sizeof(int32_t) * (size_t)d.len[i]);
+        for (int32_t t = 0; t < d.len[i]; t++) d.ids[i][t] = (int32_t)(la_rng_next(rng) % 500);
+    }
+    return d;
+}
+
+static void free_docs(docset *d) {
+    for (int32_t i = 0; i < d->n; i++) free(d->ids[i]);
+    free(d->ids);
+    free(d->len);
+}
+
+static void run(la_engine *e, la_method m, const docset *d, const int32_t *order,
+                const int32_t *q, int32_t nq, const char *salt, la_test_gen *g) {
+    la_segment *segs = calloc((size_t)(d->n ? d->n : 1), sizeof(la_segment));
+    for (int32_t i = 0; i < d->n; i++) {
+        int32_t k = order ? order[i] : i;
+        segs[i] = (la_segment){.ids = d->ids[k], .n_ids = d->len[k]};
+    }
+    la_request_params rp;
+    la_request_params_init(&rp);
+    rp.docs = segs;
+    rp.n_docs = d->n;
+    rp.prompt = (la_segment){.ids = q, .n_ids = nq};
+    rp.add_special = false;
+    rp.method = m;
+    rp.cache_salt = salt;
+    rp.return_logits = true;
+    rp.sampling.max_tokens = N_GEN;
+    rp.sampling.ignore_eos = true;
+    la_test_generate(e, &rp, g);
+    free(segs);
+}
+
+static void assert_same(const la_test_gen *a, const la_test_gen *ref, const char *what) {
+    cr_assert_eq(a->n_tokens, ref->n_tokens, "%s", what);
+    for (int32_t i = 0; i < ref->n_tokens; i++) {
+        size_t at;
+        double diff = la_test_max_abs_diff(a->logits + (size_t)i * a->n_vocab,
+                                           ref->logits + (size_t)i * ref->n_vocab,
+                                           (size_t)a->n_vocab, &at);
+        cr_assert(diff <= LOGIT_TOL, "%s: step %d logits differ by %.3g at token %zu", what, i, diff, at);
+        cr_assert_eq(a->tokens[i], ref->tokens[i], "%s: greedy token %d differs", what, i);
+    }
+}
+
+static void shuffle(la_rng *rng, int32_t *v, int32_t n) {
+    for (int32_t i = n - 1; i > 0; i--) {
+        int32_t j = (int32_t)(la_rng_next(rng) % (uint64_t)(i + 1)), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+Test(methods, lazy_mepic_block_equal_block_ref_over_many_document_sets) {
+    la_engine *e = la_test_engine(tiny_dir(), 2048, 16);
+    la_rng rng;
+    la_rng_seed(&rng, 42);
+    /* fixed edge cases first, then random sets of 1..20 documents of 1..200 tokens */
+    const int32_t edge_lens[][6] = {{1}, {16}, {32, 1, 15}, {17, 16, 200, 1, 48, 3}};
+    const int32_t edge_n[] = {1, 1, 3, 6};
+    int32_t n_sets = 4 + 6;
+    for (int32_t s = 0; s < n_sets; s++) {
+        int32_t n = s < 4 ? edge_n[s] : (s == 9 ? 20 : 1 + (int32_t)(la_rng_next(&rng) % 12));
+        docset d = make_docs(&rng, n, s < 4 ? edge_lens[s] : NULL);
+        int32_t q[7];
+        for (int i = 0; i < 7; i++) q[i] = (int32_t)(la_rng_next(&rng) % 500);
+        int32_t *order = malloc(sizeof(int32_t) * (size_t)n);
+        for (int32_t i = 0; i < n; i++) order[i] = i;
+        for (int32_t o = 0; o < 3; o++) { /* three orders of the same documents */
+            if (o > 0) shuffle(&rng, order, n);
+            la_test_gen ref;
+            run(e, LA_METHOD_BLOCK_REF, &d, order, q, 7, NULL, &ref);
+            const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK};
+            for (int k = 0; k < 3; k++) {
+                la_test_gen g;
+                run(e, ms[k], &d, order, q, 7, NULL, &g);
+                char what[128];
+                snprintf(what, sizeof what, "set %d (%d docs) order %d %s (%s cache)", s, n, o,
+                         la_method_name(ms[k]), o == 0 && k != 2 ? "cold" : "warm");
+                assert_same(&g, &ref, what);
+                if (o > 0)
+                    cr_assert_eq(g.stats.doc_tokens_computed, 0, "%s: documents recomputed", what);
+                la_test_gen_free(&g);
+            }
+            la_test_gen_free(&ref);
+        }
+        free(order);
+        free_docs(&d);
+    }
+    la_err err;
+    LA_CHECK_OK(la_engine_check(e, &err), err);
+    la_engine_destroy(e);
+}
+
+Test(methods, prefix_equals_recompute_and_reuses_only_up_to_the_first_change) {
+    la_engine *e = la_test_engine(tiny_dir(), 1024, 16);
+    la_rng rng;
+    la_rng_seed(&rng, 7);
+    const int32_t lens[4] = {40, 16, 23, 50};
+    docset d = make_docs(&rng, 4, lens);
+    int32_t q[5] = {11, 12, 13, 14, 15};
+    int32_t order1[4] = {0, 1, 2, 3}, order2[4] = {0, 2, 1, 3};
+    la_test_gen rc, p1, p2, rc2;
+    run(e, LA_METHOD_RECOMPUTE, &d, order1, q, 5, NULL, &rc);
+    run(e, LA_METHOD_PREFIX, &d, order1, q, 5, NULL, &p1);
+    assert_same(&p1, &rc, "prefix cold vs recompute");
+    cr_assert_eq(p1.stats.prefix_tokens_reused, 0);
+    run(e, LA_METHOD_PREFIX, &d, order2, q, 5, NULL, &p2);
+    run(e, LA_METHOD_RECOMPUTE, &d, order2, q, 5, NULL, &rc2);
+    assert_same(&p2, &rc2, "prefix warm (reordered) vs recompute");
+    /* only doc 0 (40 tokens) precedes the change: 2 full blocks */
+    cr_assert_eq(p2.stats.prefix_tokens_reused, 32);
+    cr_assert_eq(rc2.stats.prefix_tokens_reused, 0, "recompute reuses nothing");
+    la_test_gen_free(&rc);
+    la_test_gen_free(&p1);
+    la_test_gen_free(&p2);
+    la_test_gen_free(&rc2);
+    free_docs(&d);
+    la_engine_destroy(e);
+}
+
+Test(methods, reordered_documents_reuse_every_document_token_under_lazy_block_mepic) {
+    la_engine *e = la_test_engine(tiny_dir(), 1024, 16);
+    la_rng rng;
+    la_rng_seed(&rng, 9);
+    const int32_t lens[5] = {33, 1, 64, 70, 2};
+    docset d = make_docs(&rng, 5, lens);
+    int32_t q[3] = {1, 2, 3};
+    int32_t order1[5] = {0, 1, 2, 3, 4}, order2[5] = {4, 2, 0, 3, 1};
+    const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_BLOCK, LA_METHOD_MEPIC};
+    for (int k = 0; k < 3; k++) {
+        la_test_gen a, b;
+        run(e, ms[k], &d, order1, q, 3, "salt-x", &a);
+        run(e, ms[k], &d, order2, q, 3, "salt-x", &b);
+        cr_assert_eq(b.stats.doc_tokens_reused, 170, "%s", la_method_name(ms[k]));
+        cr_assert_eq(b.stats.doc_tokens_computed, 0, "%s", la_method_name(ms[k]));
+        la_test_gen_free(&a);
+        la_test_gen_free(&b);
+    }
+    la_test_gen c;
+    run(e, LA_METHOD_LAZY, &d, order2, q, 3, "salt-y", &c);
+    cr_assert_eq(c.stats.doc_tokens_reused, 0, "another tenant's salt shares nothing");
+    la_test_gen_free(&c);
+    free_docs(&d);
+    la_engine_destroy(e);
+}
+
+Test(methods, a_pool_smaller_than_the_working_set_evicts_without_changing_outputs) {
+    la_rng rng;
+    la_rng_seed(&rng, 11);
+    enum { N_SETS = 6 };
+    docset sets[N_SETS];
+    for (int s = 0; s < N_SETS; s++) sets[s] = make_docs(&rng, 4, NULL);
+    int32_t q[4] = {5, 6, 7, 8};
+    la_engine *big = la_test_engine(tiny_dir(), 4096, 16);
+    la_engine *small = la_test_engine(tiny_dir(), 72, 16); /* holds about one set */
+    for (int round = 0; round < 2; round++)
+        for (int s = 0; s < N_SETS; s++) {
+            la_test_gen a, b;
+            run(big, LA_METHOD_LAZY, &sets[s], NULL, q, 4, NULL, &a);
+            run(small, LA_METHOD_LAZY, &sets[s], NULL, q, 4, NULL, &b);
+            assert_same(&b, &a, "small pool vs large pool");
+            la_test_gen_free(&a);
+            la_test_gen_free(&b);
+            la_err err;
+            LA_CHECK_OK(la_engine_check(small, &err), err);
+        }
+    la_engine_stats st;
+    la_engine_get_stats(small, &st);
+    cr_assert_gt(st.kv_evictions, 0, "the small pool must have evicted");
+    cr_assert_eq(st.kv_blocks_pinned, 0, "no pins left after every request finished");
+    for (int s = 0; s < N_SETS; s++) free_docs(&sets[s]);
+    la_engine_destroy(big);
+    la_engine_destroy(small);
+}
+
+Test(methods, concurrent_requests_sharing_a_missing_document_compute_it_once) {
+    la_engine *e = la_test_engine(tiny_dir(), 1024, 16);
+    la_rng rng;
+    la_rng_seed(&rng, 13);
+    const int32_t lens[3] = {50, 20, 9};
+    docset d = make_docs(&rng, 3, lens);
+    int32_t q[3] = {4, 4, 4};
+    /* sequential reference */
+    la_test_gen ref;
+    run(e, LA_METHOD_LAZY, &d, NULL, q, 3, "seq", &ref);
+    /* 8 concurrent requests, different orders, same salt (cold) */
+    enum { N = 8 };
+    la_test_gen g[N];
+    la_segment segs[N][3];
+    int32_t orders[N][3];
+    for (int r = 0; r < N; r++) {
+        for (int i = 0; i < 3; i++) orders[r][i] = (i + r) % 3;
+        if (r % 2) {
+            int32_t t = orders[r][0];
+            orders[r][0] = orders[r][2];
+            orders[r][2] = t;
+        }
+    }
+    for (int r = 0; r < N; r++) {
+        memset(&g[r], 0, sizeof g[r]);
+        for (int i = 0; i < 3; i++)
+            segs[r][i] = (la_segment){.ids = d.ids[orders[r][i]], .n_ids = d.len[orders[r][i]]};
+        la_request_params rp;
+        la_request_params_init(&rp);
+        rp.docs = segs[r];
+        rp.n_docs = 3;
+        rp.prompt = (la_segment){.ids = q, .n_ids = 3};
+        rp.add_special = false;
+        rp.method = LA_METHOD_LAZY;
+        rp.cache_salt = "conc";
+        rp.return_logits = true;
+        rp.sampling.max_tokens = N_GEN;
+        rp.sampling.ignore_eos = true;
+        rp.on_event = la_test_on_event;
+        rp.user = &g[r];
+        la_err err;
+        LA_CHECK_OK(la_engine_submit(e, &rp, NULL, &err), err);
+    }
+    la_err err;
+    la_engine_run(e, &err);
+    int64_t computed = 0;
+    for (int r = 0; r < N; r++) {
+        cr_assert(g[r].done && g[r].finish == LA_FINISH_LENGTH);
+        computed += g[r].stats.doc_tokens_computed;
+        if (r == 0) continue;
+        /* same documents in the same order as request 0 -> identical tokens */
+    }
+    cr_assert_eq(computed, 79, "each missing document is computed once across all requests");
+    /* request with the sequential order gives the sequential answer */
+    for (int r = 0; r < N; r++)
+        if (orders[r][0] == 0 && orders[r][1] == 1 && orders[r][2] == 2) assert_same(&g[r], &ref, "concurrent vs sequential");
+    for (int r = 0; r < N; r++) la_test_gen_free(&g[r]);
+    la_test_gen_free(&ref);
+    LA_CHECK_OK(la_engine_check(e, &err), err);
+    free_docs(&d);
+    la_engine_destroy(e);
+}
