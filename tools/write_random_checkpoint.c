@@ -53,41 +53,7 @@
 /* ---- shapes --------------------------------------------------------------------- */
 
 static bool shape_preset(const char *name, la_model_config *c) {
-    *c = (la_model_config){
-        .vocab_size = 128256,
-        .rms_norm_eps = 1e-5,
-        .rope_theta = 500000.0,
-        .bos_id = 128000,
-        .n_eos_ids = 2,
-        .eos_ids = {128001, 128009},
-    };
-    const la_rope_scaling llama3 = {.type = LA_ROPE_LLAMA3,
-                                    .factor = 32.0,
-                                    .low_freq_factor = 1.0,
-                                    .high_freq_factor = 4.0,
-                                    .original_max_position = 8192};
-    if (strcmp(name, "llama3.2-1b") == 0) {
-        c->hidden_size = 2048, c->intermediate_size = 8192, c->n_layers = 16;
-        c->n_heads = 32, c->n_kv_heads = 8, c->head_dim = 64;
-        c->rope_scaling = llama3;
-        c->max_position_embeddings = 131072;
-        c->tie_word_embeddings = true;
-    } else if (strcmp(name, "llama3-8b") == 0) {
-        c->hidden_size = 4096, c->intermediate_size = 14336, c->n_layers = 32;
-        c->n_heads = 32, c->n_kv_heads = 8, c->head_dim = 128;
-        c->rope_scaling = (la_rope_scaling){.type = LA_ROPE_DEFAULT, .factor = 1.0};
-        c->max_position_embeddings = 8192;
-        c->tie_word_embeddings = false;
-    } else if (strcmp(name, "tiny") == 0) {
-        c->hidden_size = 64, c->intermediate_size = 192, c->n_layers = 2;
-        c->n_heads = 4, c->n_kv_heads = 2, c->head_dim = 16;
-        c->rope_scaling = llama3;
-        c->max_position_embeddings = 131072;
-        c->tie_word_embeddings = true;
-    } else {
-        return false;
-    }
-    return true;
+    return la_model_config_preset(name, c, NULL) == LA_OK;
 }
 
 /* ---- config.json and generation_config.json --------------------------------------- */

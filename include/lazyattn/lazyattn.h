@@ -32,7 +32,13 @@ typedef struct la_engine la_engine;
 /* ---- engine options ------------------------------------------------------------------- */
 
 typedef struct la_engine_options {
-    const char *model_dir;       /* Hugging Face model directory (required) */
+    const char *model_dir;       /* Hugging Face model directory (required unless
+                                    random_weights is set) */
+    const char *random_weights;  /* "llama3-8b", "llama3.2-1b", "tiny": the exact shape with
+                                    random weights, no checkpoint (timing only: answers are
+                                    meaningless); NULL for a real model */
+    const char *tokenizer_dir;   /* tokenizer to use instead of model_dir's (optional); with
+                                    random_weights and no tokenizer, requests must be token ids */
     la_device device;            /* LA_DEVICE_CPU (default) or LA_DEVICE_CUDA */
     int n_threads;               /* CPU threads; <= 0: all cores */
     int32_t block_size;          /* KV block size in tokens (default 16) */

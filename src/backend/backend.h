@@ -91,7 +91,9 @@ typedef struct la_backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*destroy)(la_backend *be);
 
-    /* Convert and upload every weight (and RoPE tables) for cfg. */
+    /* Convert and upload every weight (and RoPE tables) for cfg. w == NULL: random weights
+     * of cfg's exact shape (uniform, std 0.02, norm weights 1, deterministic), for timing
+     * without a checkpoint. */
     la_status (*load_weights)(la_backend *be, const la_model_config *cfg, const la_weights *w,
                               la_err *err);
     /* Allocate K/V storage: n_blocks x block_size slots per layer. Replaces any previous

@@ -118,7 +118,7 @@ void la_request_params_init(la_request_params *p) {
 }
 
 static la_status check_options(const la_engine_options *o, la_err *err) {
-    if (!o->model_dir || !*o->model_dir)
+    if ((!o->model_dir || !*o->model_dir) && !o->random_weights)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: model_dir is required");
     if (o->block_size < 1 || o->block_size > 1024)
         return la_err_set(err, LA_ERR_INVALID_ARG, "block_size=%d must be in [1, 1024]", o->block_size);
@@ -133,6 +133,20 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
     return LA_OK;
 }
 
+/* Model name for responses: the directory's base name, or "random-<shape>". */
+static char *model_name_of(const la_engine_options *o) {
+    char buf[256];
+    if (o->random_weights) {
+        snprintf(buf, sizeof buf, "random-%s", o->random_weights);
+        return dup_str(buf);
+    }
+    snprintf(buf, sizeof buf, "%s", o->model_dir);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+    const char *slash = strrchr(buf, '/');
+    return dup_str(slash && slash[1] ? slash + 1 : buf);
+}
+
 la_status la_engine_create(const la_engine_options *o, la_engine **out, la_err *err) {
     LA_TRY(check_options(o, err));
     la_engine *e = calloc(1, sizeof *e);
@@ -141,17 +155,22 @@ la_status la_engine_create(const la_engine_options *o, la_engine **out, la_err *
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     e->next_id = 1;
-    e->model_dir = dup_str(o->model_dir);
-    const char *base = strrchr(o->model_dir, '/');
-    base = base && base[1] ? base + 1 : o->model_dir;
-    e->model_name = dup_str(base);
+    e->model_dir = o->model_dir ? dup_str(o->model_dir) : NULL;
+    e->model_name = model_name_of(o);
     e->opts.model_dir = e->model_dir;
-    la_status s = (e->model_dir && e->model_name) ? LA_OK
-                  : la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
-    if (s == LA_OK) s = la_model_config_load(o->model_dir, &e->cfg, err);
-    if (s == LA_OK) s = la_tokenizer_load(o->model_dir, &e->tok, err);
-    if (s == LA_OK) s = la_weights_load(o->model_dir, &e->cfg, &e->weights, err);
+    e->opts.random_weights = e->opts.tokenizer_dir = NULL; /* borrowed: not kept */
+    la_status s = e->model_name ? LA_OK : la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
+    const char *tok_dir = o->tokenizer_dir ? o->tokenizer_dir : o->model_dir;
+    if (o->random_weights) {
+        if (s == LA_OK) s = la_model_config_preset(o->random_weights, &e->cfg, err);
+        if (s == LA_OK && tok_dir) s = la_tokenizer_load(tok_dir, &e->tok, err);
+    } else {
+        if (s == LA_OK) s = la_model_config_load(o->model_dir, &e->cfg, err);
+        if (s == LA_OK) s = la_tokenizer_load(tok_dir, &e->tok, err);
+        if (s == LA_OK) s = la_weights_load(o->model_dir, &e->cfg, &e->weights, err);
+    }
     if (s == LA_OK) s = la_backend_create(o->device, o->n_threads, &e->be, err);
+    /* weights NULL: the backend initialises random weights of cfg's shape */
     if (s == LA_OK) s = e->be->ops->load_weights(e->be, &e->cfg, e->weights, err);
     if (s == LA_OK) {
         int64_t n_blocks = o->kv_blocks;
@@ -198,6 +217,14 @@ static void request_free(la_request *r) {
     free(r);
 }
 
+static int32_t bos_id(const la_engine *e) {
+    return e->tok ? la_tokenizer_bos_id(e->tok) : e->cfg.bos_id;
+}
+
+static bool tok_adds_bos(const la_engine *e) {
+    return e->tok && la_tokenizer_adds_bos(e->tok) && bos_id(e) >= 0;
+}
+
 /* Tokenize one segment (text or ids). *ids is heap memory the caller frees. */
 static la_status encode_segment(const la_engine *e, const la_segment *seg, bool add_special,
                                 const char *what, int32_t **ids, int32_t *n, la_err *err) {
@@ -207,15 +234,18 @@ static la_status encode_segment(const la_engine *e, const la_segment *seg, bool 
             if (seg->ids[i] < 0 || seg->ids[i] >= v)
                 return la_err_set(err, LA_ERR_INVALID_ARG, "%s: token id %d at %d outside [0, %d)",
                                   what, seg->ids[i], i, v);
-        int32_t extra = add_special && la_tokenizer_adds_bos(e->tok) ? 1 : 0;
+        int32_t extra = add_special && tok_adds_bos(e) ? 1 : 0;
         int32_t *p = malloc(sizeof(int32_t) * (size_t)(seg->n_ids + extra + 1));
         if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "%s: out of memory", what);
-        if (extra) p[0] = la_tokenizer_bos_id(e->tok);
+        if (extra) p[0] = bos_id(e);
         memcpy(p + extra, seg->ids, sizeof(int32_t) * (size_t)seg->n_ids);
         *ids = p;
         *n = seg->n_ids + extra;
         return LA_OK;
     }
+    if (!e->tok)
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "%s: this engine has no tokenizer (random weights): give token ids", what);
     const char *text = seg->text ? seg->text : "";
     size_t len = seg->len ? seg->len : strlen(text);
     la_status s = la_tokenizer_encode(e->tok, text, len, add_special, ids, n, err);
@@ -246,7 +276,7 @@ static la_status tail_append(la_request *r, const int32_t *ids, int32_t n, la_er
 static la_status build_tokens(la_engine *e, const la_request_params *p, la_request *r, la_err *err) {
     bool blockwise = la_method_is_blockwise(r->method);
     bool has_pre = segment_given(&p->preamble);
-    bool bos_doc = p->add_special && !has_pre && p->n_docs > 0 && la_tokenizer_adds_bos(e->tok);
+    bool bos_doc = p->add_special && !has_pre && p->n_docs > 0 && tok_adds_bos(e);
     int32_t n_segs = (has_pre || bos_doc ? 1 : 0) + p->n_docs;
     r->doc_ids = calloc((size_t)(n_segs ? n_segs : 1), sizeof(int32_t *));
     r->doc_len = calloc((size_t)(n_segs ? n_segs : 1), sizeof(int32_t));
@@ -259,7 +289,7 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
     } else if (bos_doc) {
         r->doc_ids[0] = malloc(sizeof(int32_t));
         if (!r->doc_ids[0]) return la_err_set(err, LA_ERR_NO_MEMORY, "request: out of memory");
-        r->doc_ids[0][0] = la_tokenizer_bos_id(e->tok);
+        r->doc_ids[0][0] = bos_id(e);
         r->doc_len[0] = 1;
         k = 1;
     }
@@ -355,7 +385,9 @@ la_status la_engine_submit(la_engine *e, const la_request_params *p, uint64_t *r
          * blocks, then tokenize them like a raw request whose text carries the specials */
         la_rendered_prompt rendered;
         la_chat_format fmt = p->chat_format ? p->chat_format : la_chat_format_detect(e->tok);
-        if (segment_given(&p->prompt) || segment_given(&p->preamble) || !p->messages)
+        if (!e->tok)
+            s = la_err_set(err, LA_ERR_INVALID_ARG, "chat messages need a tokenizer");
+        else if (segment_given(&p->prompt) || segment_given(&p->preamble) || !p->messages)
             s = la_err_set(err, LA_ERR_INVALID_ARG, "give either messages or prompt/preamble, not both");
         if (s == LA_OK)
             s = la_prompt_render(fmt, p->messages, p->n_messages, p->docs, p->n_docs, &rendered, err);
@@ -394,7 +426,7 @@ la_status la_engine_submit(la_engine *e, const la_request_params *p, uint64_t *r
                            "request needs %lld KV blocks but the pool holds %lld", (long long)need,
                            (long long)ps.n_blocks);
     }
-    if (s == LA_OK) s = la_detok_create(e->tok, true, &r->detok, err);
+    if (s == LA_OK && e->tok) s = la_detok_create(e->tok, true, &r->detok, err);
     if (s != LA_OK) {
         request_free(r);
         return s;
@@ -550,19 +582,19 @@ static la_finish_reason accept_token(la_engine *e, la_request *r, int32_t token,
     la_err err;
     if (tail_append(r, &token, 1, &err) != LA_OK) return LA_FINISH_ERROR;
     if (!r->sampling.ignore_eos &&
-        (la_model_config_is_eos(&e->cfg, token) || token == la_tokenizer_eos_id(e->tok))) {
+        (la_model_config_is_eos(&e->cfg, token) || (e->tok && token == la_tokenizer_eos_id(e->tok)))) {
         const char *piece;
         size_t n;
-        if (la_detok_flush(r->detok, &piece, &n, &err) == LA_OK) text_append(r, piece, n);
+        if (r->detok && la_detok_flush(r->detok, &piece, &n, &err) == LA_OK) text_append(r, piece, n);
         return LA_FINISH_STOP;
     }
     const char *piece = "";
     size_t n = 0;
-    if (la_detok_push(r->detok, token, &piece, &n, &err) != LA_OK) return LA_FINISH_ERROR;
+    if (r->detok && la_detok_push(r->detok, token, &piece, &n, &err) != LA_OK) return LA_FINISH_ERROR;
     if (text_append(r, piece, n) != LA_OK) return LA_FINISH_ERROR;
     bool last = r->n_generated >= r->sampling.max_tokens ||
                 r->plan.tail_start + r->n_tail >= e->max_context;
-    if (last) { /* bytes of an unfinished character become U+FFFD */
+    if (last && r->detok) { /* bytes of an unfinished character become U+FFFD */
         if (la_detok_flush(r->detok, &piece, &n, &err) != LA_OK) return LA_FINISH_ERROR;
         if (text_append(r, piece, n) != LA_OK) return LA_FINISH_ERROR;
     }
@@ -1096,6 +1128,7 @@ const char *la_engine_device_name(const la_engine *e) { return e->be->ops->name;
 
 la_status la_engine_tokenize(const la_engine *e, const char *text, size_t len, bool add_special,
                              int32_t **ids, int32_t *n_ids, la_err *err) {
+    if (!e->tok) return la_err_set(err, LA_ERR_INVALID_ARG, "this engine has no tokenizer");
     return la_tokenizer_encode(e->tok, text, len, add_special, ids, n_ids, err);
 }
 

@@ -85,4 +85,9 @@ void la_rope_inv_freq(const la_model_config *cfg, float *inv_freq);
 /* Whether token_id is one of cfg's eos ids. */
 bool la_model_config_is_eos(const la_model_config *cfg, int32_t token_id);
 
+/* Fill cfg with a named shape: "llama3.2-1b", "llama3-8b" or "tiny" (vocab 128256, the
+ * Llama-3 tokenizer's). Errors: LA_ERR_INVALID_ARG naming the shape; *cfg untouched.
+ * (model/config_preset.c) */
+la_status la_model_config_preset(const char *name, la_model_config *cfg, la_err *err);
+
 #endif

@@ -2,6 +2,7 @@
  * `python3 tools/oracle/make_models.py`): greedy continuations of every prompt under every
  * full-attention method, and the block-mask cases (4-D mask in HF) under block-ref, lazy,
  * mepic and block. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

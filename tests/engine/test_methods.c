@@ -1,6 +1,7 @@
 /* The five methods against each other on the tiny f32 checkpoint (DESIGN.md §4):
  * lazy, mepic and block equal the block-ref reference; prefix equals recompute; reuse
  * counts are exact; a pool smaller than the working set changes nothing but evictions. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* The forward pass against Hugging Face transformers: logits at every position of every
  * fixture prompt (tests/fixtures/models/<m>/oracle.json; regenerate with
  * `python3 tools/oracle/make_models.py`). */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend/backend.h"

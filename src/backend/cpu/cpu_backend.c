@@ -72,6 +72,53 @@ static void free_weights(cpu_backend *c) {
     c->n_layers = 0;
 }
 
+/* Random weights (w == NULL): uniform with std INIT_STD (as tools/write_random_checkpoint),
+ * norm weights 1; each value a pure function of (tensor, index) through splitmix64. */
+#define INIT_STD 0.02
+
+static uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static la_status random_f32(int64_t n, uint64_t tensor_id, bool norm, float **out, la_err *err) {
+    float *p = malloc(sizeof(float) * (size_t)n);
+    if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "random weights: out of memory (%lld floats)",
+                              (long long)n);
+    const double half_width = INIT_STD * sqrt(3.0); /* uniform(-a, a) has std a / sqrt(3) */
+    for (int64_t i = 0; i < n; i++) {
+        if (norm) {
+            p[i] = 1.0f;
+        } else {
+            double u = (double)(mix64(tensor_id * 0x100000001b3ull + (uint64_t)i) >> 11) * 0x1.0p-53;
+            p[i] = (float)((2.0 * u - 1.0) * half_width);
+        }
+    }
+    *out = p;
+    return LA_OK;
+}
+
+static la_status random_weights(cpu_backend *c, const la_model_config *m, la_err *err) {
+    int64_t d = m->hidden_size, qd = (int64_t)m->n_heads * m->head_dim,
+            kvd = (int64_t)m->n_kv_heads * m->head_dim, f = m->intermediate_size;
+    LA_TRY(random_f32((int64_t)m->vocab_size * d, 1, false, &c->embed, err));
+    LA_TRY(random_f32(d, 2, true, &c->final_norm, err));
+    if (m->tie_word_embeddings) c->lm_head = c->embed;
+    else LA_TRY(random_f32((int64_t)m->vocab_size * d, 3, false, &c->lm_head, err));
+    const int64_t sizes[LA_W_KIND_COUNT] = {
+        [LA_W_ATTN_NORM] = d, [LA_W_Q] = qd * d, [LA_W_K] = kvd * d, [LA_W_V] = kvd * d,
+        [LA_W_O] = d * qd, [LA_W_MLP_NORM] = d, [LA_W_GATE] = f * d, [LA_W_UP] = f * d,
+        [LA_W_DOWN] = d * f};
+    for (int32_t l = 0; l < m->n_layers; l++)
+        for (int k = 0; k < LA_W_KIND_COUNT; k++)
+            if (sizes[k])
+                LA_TRY(random_f32(sizes[k], 16 + (uint64_t)l * LA_W_KIND_COUNT + (uint64_t)k,
+                                  k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM, &c->layers[l].w[k], err));
+    return LA_OK;
+}
+
 static la_status cpu_load_weights(la_backend *be, const la_model_config *cfg,
                                   const la_weights *w, la_err *err) {
     cpu_backend *c = cpu(be);
@@ -85,6 +132,11 @@ static la_status cpu_load_weights(la_backend *be, const la_model_config *cfg,
     }
     c->n_layers = cfg->n_layers;
     la_rope_inv_freq(cfg, c->inv_freq);
+    if (!w) {
+        la_status s = random_weights(c, cfg, err);
+        if (s != LA_OK) free_weights(c);
+        return s;
+    }
     la_status s = to_f32(w->embed, &c->embed, err);
     if (s == LA_OK) s = to_f32(w->final_norm, &c->final_norm, err);
     if (s == LA_OK) {

@@ -1,0 +1,47 @@
+#include <string.h>
+
+#include "base/err.h"
+#include "model/config.h"
+
+/* Exact published shapes of Llama-3.2-1B and Llama-3-8B (their config.json files on the
+ * Hugging Face hub), and a tiny shape with the same vocabulary, for --random-weights runs and
+ * tools/write_random_checkpoint. */
+la_status la_model_config_preset(const char *name, la_model_config *c, la_err *err) {
+    la_model_config cfg = (la_model_config){
+        .vocab_size = 128256,
+        .rms_norm_eps = 1e-5,
+        .rope_theta = 500000.0,
+        .bos_id = 128000,
+        .n_eos_ids = 2,
+        .eos_ids = {128001, 128009},
+    };
+    const la_rope_scaling llama3 = {.type = LA_ROPE_LLAMA3,
+                                    .factor = 32.0,
+                                    .low_freq_factor = 1.0,
+                                    .high_freq_factor = 4.0,
+                                    .original_max_position = 8192};
+    if (strcmp(name, "llama3.2-1b") == 0) {
+        cfg.hidden_size = 2048, cfg.intermediate_size = 8192, cfg.n_layers = 16;
+        cfg.n_heads = 32, cfg.n_kv_heads = 8, cfg.head_dim = 64;
+        cfg.rope_scaling = llama3;
+        cfg.max_position_embeddings = 131072;
+        cfg.tie_word_embeddings = true;
+    } else if (strcmp(name, "llama3-8b") == 0) {
+        cfg.hidden_size = 4096, cfg.intermediate_size = 14336, cfg.n_layers = 32;
+        cfg.n_heads = 32, cfg.n_kv_heads = 8, cfg.head_dim = 128;
+        cfg.rope_scaling = (la_rope_scaling){.type = LA_ROPE_DEFAULT, .factor = 1.0};
+        cfg.max_position_embeddings = 8192;
+        cfg.tie_word_embeddings = false;
+    } else if (strcmp(name, "tiny") == 0) {
+        cfg.hidden_size = 64, cfg.intermediate_size = 192, cfg.n_layers = 2;
+        cfg.n_heads = 4, cfg.n_kv_heads = 2, cfg.head_dim = 16;
+        cfg.rope_scaling = llama3;
+        cfg.max_position_embeddings = 131072;
+        cfg.tie_word_embeddings = true;
+    } else {
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "unknown shape '%s' (choose llama3.2-1b, llama3-8b, tiny)", name);
+    }
+    *c = cfg;
+    return LA_OK;
+}
