@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""Synthetic 2WikiMultihopQA-style world for the bundled demo model (deterministic).
+
+Fictional people, films, cities and countries with made-up names built from
+syllables. Every name pool is split into train / validation / test parts, so the
+entities of the held-out test set never occur in training: the model must copy
+answers from the documents. Each question gets its own small random world (the
+facts about a name change from question to question), so nothing can be
+memorised either.
+
+  python3 tools/demo/gen_data.py --out DIR [--n-val 500] [--n-test 1000]
+      writes DIR/val.jsonl, DIR/test.jsonl, DIR/train_sample.jsonl (corpus for
+      the tokenizer). Training examples are made on the fly by make_example(
+      "train", i), a pure function of (seed, split, i).
+
+Record format (one JSON object per line):
+  {"id", "question", "documents": [{"title", "text"}, ...] (shuffled),
+   "answers": [str, ...], "hops": 1 or 2, "type": str}
+"""
+import argparse
+import json
+import os
+import random
+
+SEED = 20250101
+SPLITS = ("train", "val", "test")
+
+ONSETS = ["b", "br", "c", "ch", "d", "dr", "f", "fl", "g", "gr", "h", "j", "k", "kr", "l",
+          "m", "n", "p", "pr", "r", "s", "sh", "st", "t", "th", "tr", "v", "w", "z", "", ""]
+VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ea", "ou", "y", "ia", "ei"]
+CODAS = ["", "", "", "n", "r", "l", "s", "m", "k", "th", "nd", "st", "rn", "x", "v"]
+
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
+          "September", "October", "November", "December"]
+GENRES = ["drama", "comedy", "thriller", "western", "horror", "musical", "war", "romance",
+          "crime", "science fiction", "adventure", "mystery", "fantasy", "biographical"]
+OCCUPATIONS = ["actor", "screenwriter", "film producer", "novelist", "painter", "composer",
+               "poet", "singer", "journalist", "cinematographer", "politician", "architect"]
+TITLE_NOUNS = ["Night", "Nights", "Affair", "Road", "River", "Garden", "Secret", "Summer",
+               "Winter", "House", "Letters", "Storm", "Crown", "Island", "Song", "Bridge",
+               "Shadow", "Dream", "Journey", "Harbour", "Promise", "Stranger", "Legacy"]
+TITLE_PLURALS = ["Shadows", "Echoes", "Ghosts", "Daughters", "Sons", "Songs", "Lights",
+                 "Roses", "Bells", "Children", "Kings", "Wolves"]
+CITY_SUFFIXES = ["", "", "", "", "ton", "burg", "ford", "ville", "port", "mouth", "dale"]
+COUNTRY_SUFFIXES = ["ia", "ia", "land", "ania", "ica", "istan", "or", "ea"]
+
+# (first names, surnames, cities, countries, film words, rivers) per split
+POOL_SIZES = {
+    "train": (1600, 2400, 1600, 240, 1600, 400),
+    "val": (150, 250, 150, 30, 150, 40),
+    "test": (300, 400, 300, 40, 300, 60),
+}
+
+
+def _syllable(r):
+    return r.choice(ONSETS) + r.choice(VOWELS) + r.choice(CODAS)
+
+
+def _word(r, nsyl):
+    w = "".join(_syllable(r) for _ in range(nsyl))
+    return w
+
+
+def _build_pools():
+    r = random.Random(SEED)
+    seen = set()
+
+    def fresh(n, lo, hi, suffixes=None, minlen=3, maxlen=11):
+        out = []
+        while len(out) < n:
+            w = _word(r, r.randint(lo, hi))
+            if suffixes:
+                s = r.choice(suffixes)
+                if s and w[-1] in "aeiouy" and s[0] in "aeiouy":
+                    w = w[:-1]
+                w = w + s
+            if not (minlen <= len(w) <= maxlen) or w[0] not in "bcdfghjklmnprstvwzaeiou":
+                continue
+            w = w.capitalize()
+            if w in seen:
+                continue
+            seen.add(w)
+            out.append(w)
+        return out
+
+    pools = {}
+    kinds = ("first", "last", "city", "country", "film", "river")
+    # one pass per kind over all splits so every name is globally unique
+    for k_i, kind in enumerate(kinds):
+        total = sum(POOL_SIZES[s][k_i] for s in SPLITS)
+        if kind == "first":
+            names = fresh(total, 2, 2, maxlen=8)
+        elif kind == "last":
+            names = fresh(total, 2, 3, minlen=4, maxlen=10)
+        elif kind == "city":
+            names = fresh(total, 1, 2, CITY_SUFFIXES, minlen=4, maxlen=10)
+        elif kind == "country":
+            names = fresh(total, 1, 2, COUNTRY_SUFFIXES, minlen=4, maxlen=10)
+        elif kind == "film":
+            names = fresh(total, 2, 3, minlen=4, maxlen=10)
+        else:
+            names = fresh(total, 2, 2, maxlen=8)
+        r.shuffle(names)
+        pos = 0
+        for s in SPLITS:
+            n = POOL_SIZES[s][k_i]
+            pools.setdefault(s, {})[kind] = names[pos:pos + n]
+            pos += n
+    return pools
+
+
+POOLS = _build_pools()
+
+
+# ---------------------------------------------------------------- world ----------
+
+def fmt_date(d):
+    y, m, day = d
+    return f"{day} {MONTHS[m - 1]} {y}"
+
+
+class World:
+    """A small random world for one question."""
+
+    def __init__(self, r, split):
+        self.r = r
+        self.P = POOLS[split]
+        self.persons = {}   # name -> dict
+        self.films = {}     # title -> dict
+        self.cities = {}    # name -> dict
+        c = r.sample(self.P["country"], r.randint(3, 5))
+        self.countries = c
+        for city in r.sample(self.P["city"], r.randint(5, 9)):
+            self.cities[city] = {"name": city, "country": r.choice(c),
+                                 "river": r.choice(self.P["river"]),
+                                 "pop": r.choice([2, 3, 5, 8, 12, 20, 45, 60, 90, 150, 300]) * 1000}
+
+    # -- people
+    def new_name(self, first=None, last=None):
+        for _ in range(100):
+            n = f"{first or self.r.choice(self.P['first'])} {last or self.r.choice(self.P['last'])}"
+            if n not in self.persons:
+                return n
+        raise RuntimeError("name space exhausted")
+
+    def add_person(self, occupation=None, name=None, year_range=(1900, 1985)):
+        r = self.r
+        name = name or self.new_name()
+        city = r.choice(list(self.cities))
+        y = r.randint(*year_range)
+        p = {"name": name, "occ": occupation or r.choice(OCCUPATIONS),
+             "she": r.random() < 0.5, "date": (y, r.randint(1, 12), r.randint(1, 28)),
+             "city": city, "country": self.cities[city]["country"], "works": []}
+        self.persons[name] = p
+        return p
+
+    def add_similar_person(self, p):
+        first, last = p["name"].split(" ", 1)
+        if self.r.random() < 0.5:
+            name = self.new_name(first=first)
+        else:
+            name = self.new_name(last=last)
+        return self.add_person(name=name)
+
+    # -- films
+    def new_title(self, proper=None):
+        r = self.r
+        for _ in range(100):
+            w = proper or r.choice(self.P["film"])
+            t = r.randrange(7)
+            if t == 0:
+                title = w
+            elif t == 1:
+                title = f"The {w} {r.choice(TITLE_NOUNS)}"
+            elif t == 2:
+                title = f"{r.choice(TITLE_PLURALS)} of {w}"
+            elif t == 3:
+                title = f"{w} {r.choice(TITLE_NOUNS)}"
+            elif t == 4:
+                title = f"Return to {w}"
+            elif t == 5:
+                title = f"The {r.choice(TITLE_NOUNS)} of {w}"
+            else:
+                title = f"{r.choice(['A', 'One', 'The Last'])} {r.choice(TITLE_NOUNS)} in {w}"
+            if title not in self.films:
+                return title
+        raise RuntimeError("title space exhausted")
+
+    def add_film(self, director=None, title=None):
+        r = self.r
+        if director is None:
+            director = self.add_person(occupation="film director")
+        director["occ"] = "film director"
+        lo = director["date"][0] + 22
+        year = r.randint(lo, min(lo + 45, 2023))
+        title = title or self.new_title()
+        actors = [self.new_name() for _ in range(2)]
+        f = {"title": title, "year": year, "genre": r.choice(GENRES), "director": director["name"],
+             "actors": actors}
+        self.films[title] = f
+        director["works"].append(title)
+        return f
+
+    # -- documents
+    def person_doc(self, name):
+        p = self.persons[name]
+        r = self.r
+        he = "She" if p["she"] else "He"
+        occ = p["occ"]
+        if occ == "actor" and p["she"]:
+            occ = "actress"
+        art = "an" if occ[0] in "aeiou" else "a"
+        date, city, country = fmt_date(p["date"]), p["city"], p["country"]
+        work = p["works"][0] if p["works"] else None
+        t = r.randrange(4)
+        if t == 0:
+            s = f"{name} (born {date} in {city}, {country}) is {art} {occ}."
+            if work:
+                s += f" {he} is best known for the film {work}."
+        elif t == 1:
+            s = f"{name} is {art} {occ} from {country}. {he} was born on {date} in {city}."
+            if work:
+                s += f" {he} directed {work}."
+        elif t == 2:
+            s = f"{name} was born in {city}, {country}, on {date}. {he} worked as {art} {occ}"
+            s += f" and made the film {work}." if work else "."
+        else:
+            s = f"{name} ({date}) is {art} {occ}. Born in {city}, {country}, {he.lower()} "
+            s += f"later became famous for {work}." if work else "still lives there."
+        return {"title": name, "text": s}
+
+    def film_doc(self, title):
+        f = self.films[title]
+        r = self.r
+        g, y, d = f["genre"], f["year"], f["director"]
+        a1, a2 = f["actors"]
+        ag = "an" if g[0] in "aeiou" else "a"
+        t = r.randrange(4)
+        if t == 0:
+            s = f"{title} is a {y} {g} film directed by {d}. It stars {a1} and {a2}."
+        elif t == 1:
+            s = f"{title} is {ag} {g} film from {y}, directed by {d} and starring {a1}."
+        elif t == 2:
+            s = f"Directed by {d}, {title} is {ag} {g} film released in {y}. {a1} plays the lead."
+        else:
+            s = f"{title} is {ag} {g} film. It was directed by {d} and came out in {y}, with {a2}."
+        return {"title": title, "text": s}
+
+    def city_doc(self, name):
+        c = self.cities[name]
+        t = self.r.randrange(2)
+        if t == 0:
+            s = (f"{name} is a city in {c['country']}. It lies on the {c['river']} river and "
+                 f"has about {c['pop']:,} inhabitants.")
+        else:
+            s = f"{name} is a town on the {c['river']} river in {c['country']}, with {c['pop']:,} people."
+        return {"title": name, "text": s}
+
+    def doc(self, key):
+        kind, name = key
+        return {"person": self.person_doc, "film": self.film_doc, "city": self.city_doc}[kind](name)
+
+
+ONE_HOP = ["birthplace", "birthdate", "director", "film_year", "nationality"]
+TWO_HOP = ["director_birthplace", "director_birthdate", "director_country", "compare_film",
+           "compare_birth"]
+TYPES = ONE_HOP + TWO_HOP
+
+
+def _question(w, qtype):
+    """Returns (question, answer, gold doc keys)."""
+    r = w.r
+    films = list(w.films.values())
+    if qtype in ("birthplace", "birthdate", "nationality"):
+        p = w.persons[r.choice([n for n in w.persons if w.persons[n]["occ"] != "film director"]
+                               or list(w.persons))]
+        n = p["name"]
+        if qtype == "birthplace":
+            q = r.choice([f"Where was {n} born?", f"What is the place of birth of {n}?"])
+            a = p["city"]
+        elif qtype == "birthdate":
+            q = r.choice([f"When was {n} born?", f"What is the date of birth of {n}?"])
+            a = fmt_date(p["date"])
+        else:
+            q = r.choice([f"Which country is {n} from?", f"What is the nationality of {n}?"])
+            a = p["country"]
+        return q, a, [("person", n)]
+    if qtype in ("director", "film_year"):
+        f = r.choice(films)
+        t = f["title"]
+        if qtype == "director":
+            q = r.choice([f"Who directed the film {t}?", f"Who is the director of the film {t}?"])
+            return q, f["director"], [("film", t)]
+        q = r.choice([f"When did the film {t} come out?", f"In which year was the film {t} released?"])
+        return q, str(f["year"]), [("film", t)]
+    if qtype.startswith("director_"):
+        f = r.choice(films)
+        t = f["title"]
+        d = w.persons[f["director"]]
+        if qtype == "director_birthplace":
+            q = r.choice([f"Where was the director of the film {t} born?",
+                          f"What is the place of birth of the director of film {t}?"])
+            a = d["city"]
+        elif qtype == "director_birthdate":
+            q = r.choice([f"When was the director of the film {t} born?",
+                          f"What is the date of birth of the director of film {t}?"])
+            a = fmt_date(d["date"])
+        else:
+            q = r.choice([f"In which country was the director of the film {t} born?",
+                          f"What nationality is the director of film {t}?"])
+            a = d["country"]
+        return q, a, [("film", t), ("person", d["name"])]
+    if qtype == "compare_film":
+        for _ in range(50):
+            f1, f2 = r.sample(films, 2)
+            if f1["year"] != f2["year"]:
+                break
+        else:
+            return None
+        a = f1 if f1["year"] < f2["year"] else f2
+        if r.random() < 0.5:
+            q = f"Which film came out first, {f1['title']} or {f2['title']}?"
+        else:
+            q = f"Which film came out later, {f1['title']} or {f2['title']}?"
+            a = f2 if a is f1 else f1
+        return q, a["title"], [("film", f1["title"]), ("film", f2["title"])]
+    if qtype == "compare_birth":
+        ps = list(w.persons.values())
+        for _ in range(50):
+            p1, p2 = r.sample(ps, 2)
+            if p1["date"][0] != p2["date"][0]:
+                break
+        else:
+            return None
+        a = p1 if p1["date"] < p2["date"] else p2
+        if r.random() < 0.5:
+            q = f"Who was born first, {p1['name']} or {p2['name']}?"
+        else:
+            q = f"Who was born later, {p1['name']} or {p2['name']}?"
+            a = p2 if a is p1 else p1
+        return q, a["name"], [("person", p1["name"]), ("person", p2["name"])]
+    raise ValueError(qtype)
+
+
+def make_example(split, idx, n_docs=None, qtype=None):
+    """Example idx of a split: a pure function of (SEED, split, idx).
+
+    n_docs: documents in the prompt (default 10 for val/test, 1..12 for train);
+    fewer when the gold documents alone need more."""
+    r = random.Random(f"{SEED}/{split}/{idx}")
+    if qtype is None:
+        qtype = TYPES[idx % len(TYPES)] if split != "train" else r.choice(TYPES)
+    if n_docs is None:
+        n_docs = 10 if split != "train" else r.choice([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 11, 12, 12])
+    while True:
+        w = World(r, split)
+        # films with directors; some directors have two films; similar titles
+        dirs = []
+        for _ in range(r.randint(3, 5)):
+            if dirs and r.random() < 0.2:
+                w.add_film(director=r.choice(dirs))
+            else:
+                f = w.add_film()
+                dirs.append(w.persons[f["director"]])
+        if r.random() < 0.6:
+            base = r.choice(list(w.films.values()))
+            words = [x for x in base["title"].split() if x not in TITLE_NOUNS + TITLE_PLURALS
+                     and x not in ("The", "of", "to", "Return", "A", "One", "Last", "in")]
+            if words:
+                w.add_film(title=w.new_title(proper=words[-1]))
+        # other people, some with names close to directors
+        for _ in range(r.randint(2, 4)):
+            w.add_person()
+        for p in list(w.persons.values()):
+            if r.random() < 0.35:
+                w.add_similar_person(p)
+        res = _question(w, qtype)
+        if res is not None:
+            break
+    question, answer, gold = res
+    # distractors: similar entities first (same first/last name, films sharing a word,
+    # the other directors), then anything from the world
+    keys = [("person", n) for n in w.persons] + [("film", t) for t in w.films] + \
+        [("city", c) for c in w.cities]
+    gold_set = set(gold)
+    words = set(" ".join(k[1] for k in gold).split())
+
+    def score(k):
+        s = len(words & set(k[1].split())) * 2 + (1 if k[0] == gold[0][0] else 0)
+        return s + r.random() * 1.5
+
+    cand = sorted((k for k in keys if k not in gold_set), key=score, reverse=True)
+    n_docs = max(n_docs, len(gold))
+    chosen = list(gold) + cand[: n_docs - len(gold)]
+    r.shuffle(chosen)
+    docs = [w.doc(k) for k in chosen]
+    return {"id": f"{split}-{idx:06d}", "question": question, "documents": docs,
+            "answers": [answer], "hops": 1 if qtype in ONE_HOP else 2, "type": qtype}
+
+
+def write_jsonl(path, rows):
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n-val", type=int, default=500)
+    ap.add_argument("--n-test", type=int, default=1000)
+    ap.add_argument("--n-train-sample", type=int, default=20000)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    write_jsonl(os.path.join(a.out, "val.jsonl"), (make_example("val", i) for i in range(a.n_val)))
+    write_jsonl(os.path.join(a.out, "test.jsonl"), (make_example("test", i) for i in range(a.n_test)))
+    write_jsonl(os.path.join(a.out, "train_sample.jsonl"),
+                (make_example("train", i) for i in range(a.n_train_sample)))
+    print(f"wrote {a.n_val} val, {a.n_test} test, {a.n_train_sample} train-sample examples to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

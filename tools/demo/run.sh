@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Rebuild the bundled demo model models/rag-tiny from nothing: data, tokenizer,
+# Block-FT training, export, checks, HF evaluation. Needs python3 with torch,
+# transformers, tokenizers, safetensors, numpy; a CUDA GPU for training (one H200:
+# about 7 minutes of training). Deterministic data and tokenizer; training itself is
+# not bit-reproducible on a GPU (and stops at TIME_BUDGET seconds if that comes first).
+#
+#   tools/demo/run.sh                      # everything
+#   STAGES="data eval" tools/demo/run.sh   # only some stages (data tok train check eval)
+#
+# Knobs (environment): MODEL_DIR (models/rag-tiny), DATA_DIR (tools/demo/data),
+# STEPS, BATCH, LR, LM_WEIGHT, FULL_FRAC, TIME_BUDGET (seconds), N_TEST, DEVICE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+PY=${PYTHON:-python3}
+MODEL_DIR=${MODEL_DIR:-models/rag-tiny}
+DATA_DIR=${DATA_DIR:-tools/demo/data}
+STAGES=${STAGES:-data tok train check eval}
+N_TEST=${N_TEST:-1000}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has data; then
+    $PY tools/demo/gen_data.py --out "$DATA_DIR" --n-val 500 --n-test "$N_TEST" --n-train-sample 20000
+    mkdir -p "$MODEL_DIR/eval"
+    cp "$DATA_DIR/test.jsonl" "$MODEL_DIR/eval/test.jsonl"
+fi
+if has tok; then
+    $PY tools/demo/make_tokenizer.py --corpus "$DATA_DIR/train_sample.jsonl" --out "$MODEL_DIR" --vocab-size 3072
+fi
+if has train; then
+    $PY tools/demo/train.py --tokenizer "$MODEL_DIR" --out "$MODEL_DIR" --val "$DATA_DIR/val.jsonl" \
+        --steps "${STEPS:-12000}" --batch "${BATCH:-128}" --lr "${LR:-1e-3}" \
+        --lm-weight "${LM_WEIGHT:-0.1}" --full-frac "${FULL_FRAC:-0.25}" \
+        --time-budget "${TIME_BUDGET:-0}" ${DEVICE:+--device "$DEVICE"} \
+        --log-json "$MODEL_DIR/eval/train_log.json"
+fi
+if has check; then
+    $PY tools/demo/check_export.py --model "$MODEL_DIR" --test "$MODEL_DIR/eval/test.jsonl"
+fi
+if has eval; then
+    $PY tools/demo/eval_hf.py --model "$MODEL_DIR" --test "$MODEL_DIR/eval/test.jsonl" \
+        --out "$MODEL_DIR/eval/hf_results.json" --orders 3 ${DEVICE:+--device "$DEVICE"}
+fi

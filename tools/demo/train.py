@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""Train the demo model (a tiny Llama) with Block-Attention fine-tuning, then export it.
+
+  python3 tools/demo/train.py --tokenizer models/rag-tiny --out models/rag-tiny \
+      [--steps 6000] [--batch 96] [--time-budget 420] [--device cuda]
+
+Most batches encode every document block independently (block-diagonal mask, block 0
+and each document causal within themselves; the final block -- question + answer --
+attends to everything before it); --full-frac of the batches use plain causal
+attention. Positions are contiguous 0..N-1 in both modes. Loss: the answer tokens
+(incl. the final <|eot_id|>); --lm-weight adds a language-model loss on all other
+tokens (a stand-in for the pretraining a real checkpoint starts from).
+Training examples are gen_data.make_example("train", i) for i = 0, 1, 2, ...
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_data  # noqa: E402
+from prompt import ANSWER_FMT, encode_blocks, prompt_blocks  # noqa: E402
+
+
+def model_config(tok, a):
+    """config.json in the classic Llama-3.1 format (rope_theta + rope_scaling)."""
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": tok.get_vocab_size(),
+        "hidden_size": a.hidden,
+        "intermediate_size": a.ffn,
+        "num_hidden_layers": a.layers,
+        "num_attention_heads": a.heads,
+        "num_key_value_heads": a.kv_heads,
+        "head_dim": a.hidden // a.heads,
+        "hidden_act": "silu",
+        "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": True,
+        "bos_token_id": tok.token_to_id("<|begin_of_text|>"),
+        "eos_token_id": [tok.token_to_id("<|end_of_text|>"), tok.token_to_id("<|eot_id|>")],
+        "pad_token_id": tok.token_to_id("<|pad|>"),
+        "torch_dtype": "bfloat16",
+        "use_cache": True,
+    }
+
+
+def build_model(cfg_dict):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig.from_dict(dict(cfg_dict))
+    cfg._attn_implementation = "sdpa"
+    return LlamaForCausalLM(cfg)
+
+
+# ------------------------------------------------------------------ data ----------
+
+_PREAMBLE_IDS = {}
+
+
+def tokenize_example(tok, ex, with_answer=True):
+    """ids, block id per token (0 = preamble, 1..K docs, K+1 final), answer start index."""
+    texts = prompt_blocks(ex["question"], ex["documents"])
+    key = (id(tok), texts[0])
+    if key not in _PREAMBLE_IDS:
+        _PREAMBLE_IDS[key] = tok.encode(texts[0], add_special_tokens=False).ids
+    blocks = [_PREAMBLE_IDS[key]] + encode_blocks(tok, texts[1:])
+    ids, bid = [], []
+    for b, bl in enumerate(blocks):
+        ids += bl
+        bid += [b] * len(bl)
+    ans_start = len(ids)
+    if with_answer:
+        a = tok.encode(ANSWER_FMT.format(answer=ex["answers"][0]), add_special_tokens=False).ids
+        ids += a
+        bid += [len(blocks) - 1] * len(a)
+    return ids, bid, ans_start
+
+
+def collate(items, pad_id, left_pad=False):
+    """items: list of (ids, bid, ans_start). Returns dict of CPU tensors.
+    bid is -1 on padding; pos are contiguous from 0 over the real tokens."""
+    n = max(len(x[0]) for x in items)
+    B = len(items)
+    ids = np.full((B, n), pad_id, dtype=np.int64)
+    bid = np.full((B, n), -1, dtype=np.int64)
+    pos = np.zeros((B, n), dtype=np.int64)
+    labels = np.full((B, n), -100, dtype=np.int64)  # labels[t] = target for logits[t]
+    lm = np.zeros((B, n), dtype=bool)  # the other real tokens t+1 (targets for logits[t])
+    final = np.zeros(B, dtype=np.int64)
+    for i, (x, b, a0) in enumerate(items):
+        L = len(x)
+        o = n - L if left_pad else 0
+        ids[i, o:o + L] = x
+        bid[i, o:o + L] = b
+        pos[i, o:o + L] = np.arange(L)
+        final[i] = b[-1]
+        if a0 < L:
+            labels[i, o + a0 - 1:o + L - 1] = x[a0:]
+            lm[i, o:o + a0 - 1] = True
+    t = torch.from_numpy
+    return {"ids": t(ids), "bid": t(bid), "pos": t(pos), "labels": t(labels), "lm": t(lm),
+            "final": t(final)}
+
+
+def attn_mask(bid, final, block, dtype):
+    """[B,1,N,N] additive mask. block=True: block-diagonal docs + final block sees all."""
+    B, n = bid.shape
+    i = torch.arange(n, device=bid.device)
+    causal = (i[None, :] <= i[:, None])[None]            # [1,N(q),N(k)]
+    valid_k = (bid >= 0)[:, None, :]
+    allowed = causal & valid_k
+    if block:
+        bq = bid[:, :, None]
+        same = bq == bid[:, None, :]
+        fin = bq == final[:, None, None]
+        allowed = allowed & (same | fin)
+    allowed = allowed | torch.eye(n, dtype=torch.bool, device=bid.device)[None]  # pad rows
+    m = torch.zeros((B, 1, n, n), dtype=dtype, device=bid.device)
+    m.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+    return m
+
+
+class TrainStream(torch.utils.data.IterableDataset):
+    """Batch k holds examples k*B .. k*B+B-1; worker w makes the batches k = w mod W, and the
+    DataLoader takes them round robin, so the stream is the same for any worker count."""
+
+    def __init__(self, tok_path, batch, pad_id, full_frac, start_batch=0):
+        self.tok_path, self.batch, self.pad_id = tok_path, batch, pad_id
+        self.full_frac, self.start = full_frac, start_batch
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        w, W = (info.id, info.num_workers) if info else (0, 1)
+        tok = Tokenizer.from_file(self.tok_path)
+        k = self.start + w
+        while True:
+            items = [tokenize_example(tok, gen_data.make_example("train", k * self.batch + j))
+                     for j in range(self.batch)]
+            d = collate(items, self.pad_id)
+            # deterministic mode per batch
+            d["block"] = torch.tensor(((k * 2654435761) % 1000) >= self.full_frac * 1000)
+            yield d
+            k += W
+
+
+def load_jsonl(path, n=None):
+    out = []
+    with open(path) as f:
+        for line in f:
+            out.append(json.loads(line))
+            if n and len(out) >= n:
+                break
+    return out
+
+
+@torch.no_grad()
+def teacher_forced_em(model, tok, examples, dev, block, bs=64, amp=True):
+    """Fraction of examples whose answer tokens are all argmax under teacher forcing."""
+    model.eval()
+    ok = 0
+    pad = tok.token_to_id("<|pad|>")
+    for s in range(0, len(examples), bs):
+        d = collate([tokenize_example(tok, e) for e in examples[s:s + bs]], pad)
+        d = {k: v.to(dev) for k, v in d.items()}
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+            m = attn_mask(d["bid"], d["final"], block, torch.bfloat16 if amp else torch.float32)
+            h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
+            logits = model.lm_head(h)
+        pred = logits.argmax(-1)
+        lab = d["labels"]
+        wrong = ((pred != lab) & (lab != -100)).any(-1)
+        ok += int((~wrong).sum())
+    model.train()
+    return ok / len(examples)
+
+
+# ---------------------------------------------------------------- export ----------
+
+def export(model, cfg_dict, tok_dir, out_dir):
+    from safetensors.torch import save_file
+    os.makedirs(out_dir, exist_ok=True)
+    sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in model.state_dict().items()
+          if k != "lm_head.weight" and "rotary_emb" not in k}
+    save_file(sd, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg_dict, f, indent=2)
+        f.write("\n")
+    gen = {"bos_token_id": cfg_dict["bos_token_id"], "eos_token_id": cfg_dict["eos_token_id"],
+           "pad_token_id": cfg_dict["pad_token_id"], "do_sample": False, "max_new_tokens": 32}
+    with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2)
+        f.write("\n")
+    if os.path.abspath(tok_dir) != os.path.abspath(out_dir):
+        import shutil
+        for n in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(tok_dir, n), os.path.join(out_dir, n))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tokenizer", required=True, help="dir with tokenizer.json")
+    ap.add_argument("--out", required=True, help="export dir (HF format)")
+    ap.add_argument("--val", default=None, help="val.jsonl for periodic checks")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--ffn", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--batch", type=int, default=96)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--full-frac", type=float, default=0.25)
+    ap.add_argument("--lm-weight", type=float, default=0.0)
+    ap.add_argument("--time-budget", type=float, default=0.0,
+                    help="seconds; the LR schedule runs on max(step/steps, time/budget) and "
+                         "training stops when either ends")
+    ap.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--eval-every", type=int, default=500)
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--log-json", default=None)
+    a = ap.parse_args()
+
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device)
+    amp = dev.type == "cuda"
+    if amp:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    tok_path = os.path.join(a.tokenizer, "tokenizer.json")
+    tok = Tokenizer.from_file(tok_path)
+    pad_id = tok.token_to_id("<|pad|>")
+    cfg_dict = model_config(tok, a)
+    model = build_model(cfg_dict).to(dev)
+    nparam = sum(p.numel() for p in model.parameters())
+    print(f"model: {nparam / 1e6:.2f}M parameters, config {json.dumps({k: cfg_dict[k] for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'vocab_size')})}")
+    val = load_jsonl(a.val, 256) if a.val else []
+
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=amp)
+    dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac),
+                                     batch_size=None, num_workers=a.workers, pin_memory=amp,
+                                     prefetch_factor=8 if a.workers else None,
+                                     persistent_workers=False)
+    log = []
+    t0 = time.time()
+    it = iter(dl)
+    run_loss = run_ans = 0.0
+    run_n = 0
+    step = 0
+    while True:
+        el = time.time() - t0
+        prog = step / a.steps
+        if a.time_budget > 0:
+            prog = max(prog, el / a.time_budget)
+        if prog >= 1.0:
+            break
+        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        d = next(it)
+        block = bool(d.pop("block"))
+        d = {k: v.to(dev, non_blocking=True) for k, v in d.items()}
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+            m = attn_mask(d["bid"], d["final"], block, torch.bfloat16 if amp else torch.float32)
+            h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
+            sel = d["labels"] != -100
+            logits = model.lm_head(h[sel]).float()
+            ans_loss = F.cross_entropy(logits, d["labels"][sel])
+            loss = ans_loss
+            if a.lm_weight > 0:
+                lmsel = d["lm"]
+                tgt = d["ids"][:, 1:][lmsel[:, :-1]]
+                lml = F.cross_entropy(model.lm_head(h[:, :-1][lmsel[:, :-1]]).float(), tgt)
+                loss = ans_loss + a.lm_weight * lml
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        run_loss += float(loss.detach()) if step % 10 == 0 or step < 20 else 0.0
+        run_ans += float(ans_loss.detach()) if step % 10 == 0 or step < 20 else 0.0
+        run_n += 1 if step % 10 == 0 or step < 20 else 0
+        if step % a.log_every == 0:
+            rec = {"step": step, "time": round(time.time() - t0, 1), "lr": lr,
+                   "loss": run_loss / max(run_n, 1), "ans_loss": run_ans / max(run_n, 1)}
+            run_loss = run_ans = 0.0
+            run_n = 0
+            if val and step % a.eval_every == 0:
+                rec["val_tf_em_block"] = teacher_forced_em(model, tok, val, dev, True, amp=amp)
+                rec["val_tf_em_full"] = teacher_forced_em(model, tok, val, dev, False, amp=amp)
+            log.append(rec)
+            print(json.dumps(rec), flush=True)
+    train_time = time.time() - t0
+    print(f"trained {step} steps in {train_time:.0f}s ({step * a.batch} examples)")
+    if val:
+        final = {"step": step, "val_tf_em_block": teacher_forced_em(model, tok, val, dev, True, amp=amp),
+                 "val_tf_em_full": teacher_forced_em(model, tok, val, dev, False, amp=amp)}
+        print(json.dumps(final))
+        log.append(final)
+    export(model, cfg_dict, a.tokenizer, a.out)
+    print(f"exported to {a.out}")
+    if a.log_json:
+        with open(a.log_json, "w") as f:
+            json.dump({"args": vars(a), "params": nparam, "steps": step, "train_seconds": train_time,
+                       "log": log}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
