@@ -1,0 +1,344 @@
+/* src/model/tokenizer*.c against the Rust `tokenizers` library: fixtures written by
+ * tools/oracle/tokenizer_fixtures.py (the command is in each fixture's "command" field)
+ * for the real Llama-3 tokenizer (shared data, used in place), the tiny byte-level and
+ * SentencePiece-style tokenizers in tests/fixtures/tokenizer/, their variants, and the
+ * tokenizers of the model fixtures.
+ *
+ * Every check is exact: ids, bytes of decoded text, bytes of streamed pieces. A failure
+ * prints the fixture, the case index, the text and the first differing position.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/json.h"
+#include "common/test_util.h"
+#include "model/tokenizer.h"
+#include "model/tokenizer_text.h"
+
+/* At most this many mismatches are described in detail per test. */
+#define MAX_REPORTS 5
+
+typedef struct fixture {
+    cJSON *root;
+    la_tokenizer *tok;
+    char name[64];
+} fixture;
+
+/* "shared:<rel>" is a path in the shared data directory; anything else is relative to
+ * the source tree. */
+static char *resolve(const char *ref) {
+    if (strncmp(ref, "shared:", 7) == 0) {
+        char *p = NULL;
+        cr_assert(asprintf(&p, "%s/%s", la_test_shared_dir(), ref + 7) > 0);
+        return p;
+    }
+    return la_test_path(ref);
+}
+
+static void fixture_open(fixture *f, const char *name) {
+    snprintf(f->name, sizeof f->name, "%s", name);
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/fixtures/tokenizer/%s.json", name);
+    char *path = la_test_path(rel);
+    la_err err = {0};
+    la_status s = la_json_load_file(path, &f->root, &err);
+    free(path);
+    LA_CHECK_OK(s, err);
+    const cJSON *cmd = cJSON_GetObjectItem(f->root, "command");
+    cr_assert(cJSON_IsString(cmd), "%s: fixture without a command field", name);
+    char *dir = resolve(cJSON_GetObjectItem(f->root, "tokenizer")->valuestring);
+    s = la_tokenizer_load(dir, &f->tok, &err);
+    free(dir);
+    LA_CHECK_OK(s, err);
+}
+
+static void fixture_close(fixture *f) {
+    la_tokenizer_destroy(f->tok);
+    cJSON_Delete(f->root);
+}
+
+static char *unhex(const char *hex, size_t *len) {
+    size_t n = strlen(hex) / 2;
+    char *out = malloc(n + 1);
+    cr_assert(out);
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        cr_assert(sscanf(hex + 2 * i, "%2x", &v) == 1);
+        out[i] = (char)v;
+    }
+    out[n] = '\0';
+    *len = n;
+    return out;
+}
+
+static int32_t *json_ids(const cJSON *arr, int32_t *n) {
+    *n = cJSON_GetArraySize(arr);
+    int32_t *ids = malloc(((size_t)*n + 1) * sizeof *ids);
+    cr_assert(ids);
+    for (int32_t i = 0; i < *n; i++) ids[i] = (int32_t)cJSON_GetArrayItem(arr, i)->valuedouble;
+    return ids;
+}
+
+/* Index of the first difference, or -1 when equal. */
+static int32_t first_diff(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    for (int32_t i = 0; i < na && i < nb; i++)
+        if (a[i] != b[i]) return i;
+    return na == nb ? -1 : (na < nb ? na : nb);
+}
+
+static void print_ids(const char *label, const int32_t *ids, int32_t n, int32_t around) {
+    fprintf(stderr, "    %s (%d ids) from %d:", label, n, around);
+    for (int32_t i = around; i < n && i < around + 8; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+}
+
+static int check_ids(const fixture *f, int idx, const char *text, const cJSON *want_json,
+                     const int32_t *got, int32_t n_got, const char *what, int *reports) {
+    int32_t n_want;
+    int32_t *want = json_ids(want_json, &n_want);
+    int32_t at = first_diff(want, n_want, got, n_got);
+    if (at >= 0 && (*reports)++ < MAX_REPORTS) {
+        fprintf(stderr, "%s: encode case %d (%s) differs at id %d: text \"%.80s\"\n", f->name, idx,
+                what, at, text);
+        int32_t from = at > 2 ? at - 2 : 0;
+        print_ids("want", want, n_want, from);
+        print_ids("got ", got, n_got, from);
+    }
+    free(want);
+    return at >= 0;
+}
+
+/* ---- encode ------------------------------------------------------------------------- */
+
+static void check_encode(const char *name) {
+    fixture f;
+    fixture_open(&f, name);
+    cr_assert_eq(la_tokenizer_vocab_size(f.tok),
+                 (int32_t)cJSON_GetObjectItem(f.root, "vocab_size")->valuedouble);
+    cr_assert_eq(la_tokenizer_bos_id(f.tok), (int32_t)cJSON_GetObjectItem(f.root, "bos_id")->valuedouble);
+    cr_assert_eq(la_tokenizer_eos_id(f.tok), (int32_t)cJSON_GetObjectItem(f.root, "eos_id")->valuedouble);
+    const cJSON *tok_entry;
+    cJSON_ArrayForEach(tok_entry, cJSON_GetObjectItem(f.root, "tokens")) {
+        int32_t id = atoi(tok_entry->string);
+        const char *s = la_tokenizer_id_to_token(f.tok, id);
+        cr_assert(s && !strcmp(s, tok_entry->valuestring), "%s: id_to_token(%d)", name, id);
+        cr_assert_eq(la_tokenizer_token_to_id(f.tok, tok_entry->valuestring), id);
+    }
+
+    int bad = 0, reports = 0, idx = 0, n_cases = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f.root, "encode")) {
+        size_t len;
+        char *text = unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &len);
+        for (int special = 0; special < 2; special++) {
+            int32_t *ids = NULL, n = 0;
+            la_err err = {0};
+            la_status s = la_tokenizer_encode(f.tok, text, len, special, &ids, &n, &err);
+            LA_CHECK_OK(s, err);
+            bad += check_ids(&f, idx, text, cJSON_GetObjectItem(c, special ? "ids_special" : "ids"),
+                             ids, n, special ? "add_special" : "no special", &reports);
+            free(ids);
+        }
+        free(text);
+        idx++;
+        n_cases++;
+    }
+    cr_assert(n_cases >= 300 || strcmp(name, "llama3") != 0, "%s: only %d cases", name, n_cases);
+    cr_assert_eq(bad, 0, "%s: %d of %d encodings differ from HF tokenizers", name, bad, 2 * n_cases);
+    fixture_close(&f);
+}
+
+/* ---- decode ------------------------------------------------------------------------- */
+
+static int check_text(const fixture *f, const char *what, int idx, const char *got, size_t n_got,
+                      const char *want, size_t n_want, int *reports) {
+    if (n_got == n_want && memcmp(got, want, n_got) == 0) return 0;
+    if ((*reports)++ < MAX_REPORTS) {
+        size_t at = 0;
+        while (at < n_got && at < n_want && got[at] == want[at]) at++;
+        fprintf(stderr, "%s: %s case %d differs at byte %zu:\n    want \"%.*s\"\n    got  \"%.*s\"\n",
+                f->name, what, idx, at, (int)(n_want > 120 ? 120 : n_want), want,
+                (int)(n_got > 120 ? 120 : n_got), got);
+    }
+    return 1;
+}
+
+static void check_decode(const char *name) {
+    fixture f;
+    fixture_open(&f, name);
+    int bad = 0, reports = 0, idx = 0, n_roundtrip = 0, n_cases = 0;
+    const cJSON *c;
+    /* decode(ids) for chosen and random id lists, skip_special both ways */
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f.root, "decode")) {
+        int32_t n;
+        int32_t *ids = json_ids(cJSON_GetObjectItem(c, "ids"), &n);
+        size_t n_want;
+        char *want = unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &n_want);
+        char *got = NULL;
+        size_t n_got = 0;
+        la_err err = {0};
+        la_status s = la_tokenizer_decode(f.tok, ids, n,
+                                          cJSON_IsTrue(cJSON_GetObjectItem(c, "skip_special")),
+                                          &got, &n_got, &err);
+        LA_CHECK_OK(s, err);
+        cr_assert_eq(got[n_got], '\0');
+        bad += check_text(&f, "decode", idx++, got, n_got, want, n_want, &reports);
+        free(got);
+        free(want);
+        free(ids);
+    }
+    /* decode(encode(s)): as HF's, and equal to s wherever HF round-trips */
+    idx = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f.root, "encode")) {
+        size_t len, n_want;
+        char *text = unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &len);
+        char *want = unhex(cJSON_GetObjectItem(c, "decoded_hex")->valuestring, &n_want);
+        int32_t *ids = NULL, n = 0;
+        char *got = NULL;
+        size_t n_got = 0;
+        la_err err = {0};
+        LA_CHECK_OK(la_tokenizer_encode(f.tok, text, len, true, &ids, &n, &err), err);
+        LA_CHECK_OK(la_tokenizer_decode(f.tok, ids, n, false, &got, &n_got, &err), err);
+        bad += check_text(&f, "decode(encode)", idx, got, n_got, want, n_want, &reports);
+        free(got);
+        free(ids);
+        if (cJSON_IsTrue(cJSON_GetObjectItem(c, "roundtrip"))) {
+            LA_CHECK_OK(la_tokenizer_encode(f.tok, text, len, false, &ids, &n, &err), err);
+            LA_CHECK_OK(la_tokenizer_decode(f.tok, ids, n, false, &got, &n_got, &err), err);
+            bad += check_text(&f, "round trip", idx, got, n_got, text, len, &reports);
+            free(got);
+            free(ids);
+            n_roundtrip++;
+        }
+        free(want);
+        free(text);
+        idx++;
+        n_cases++;
+    }
+    /* byte-level BPE without lstrip/rstrip tokens loses nothing: every string round-trips */
+    if (!strcmp(name, "llama3"))
+        cr_assert_eq(n_roundtrip, n_cases, "llama3: %d of %d strings round-trip in HF", n_roundtrip,
+                     n_cases);
+    cr_assert_eq(bad, 0, "%s: %d decodes differ", name, bad);
+    fixture_close(&f);
+}
+
+/* ---- streaming detokenizer ----------------------------------------------------------- */
+
+/* Push ids one at a time; every piece must be valid UTF-8 and their concatenation
+ * (with the flush) must equal la_tokenizer_decode. Returns 1 on a mismatch. */
+static int stream_matches(const fixture *f, const int32_t *ids, int32_t n, bool skip,
+                          const char *want, size_t n_want, int idx, int *reports) {
+    la_detok *d = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_detok_create(f->tok, skip, &d, &err), err);
+    char *all = malloc(1);
+    size_t n_all = 0;
+    cr_assert(all);
+    for (int32_t i = 0; i <= n; i++) {
+        const char *piece = NULL;
+        size_t len = 0;
+        la_status s = i < n ? la_detok_push(d, ids[i], &piece, &len, &err)
+                            : la_detok_flush(d, &piece, &len, &err);
+        LA_CHECK_OK(s, err);
+        cr_assert_eq(strlen(piece) <= len, true);
+        size_t bad_at = la_utf8_invalid_at((const uint8_t *)piece, len);
+        cr_assert_eq(bad_at, len, "%s: piece %d of case %d is not UTF-8 (byte %zu)", f->name, i,
+                     idx, bad_at);
+        all = realloc(all, n_all + len + 1);
+        cr_assert(all);
+        memcpy(all + n_all, piece, len);
+        n_all += len;
+    }
+    la_detok_destroy(d);
+    int r = check_text(f, skip ? "detok (skip_special)" : "detok", idx, all, n_all, want, n_want,
+                       reports);
+    free(all);
+    return r;
+}
+
+static void check_detok(const char *name) {
+    fixture f;
+    fixture_open(&f, name);
+    int bad = 0, reports = 0, idx = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f.root, "decode")) {
+        int32_t n;
+        int32_t *ids = json_ids(cJSON_GetObjectItem(c, "ids"), &n);
+        size_t n_want;
+        char *want = unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &n_want);
+        bad += stream_matches(&f, ids, n, cJSON_IsTrue(cJSON_GetObjectItem(c, "skip_special")), want,
+                              n_want, idx++, &reports);
+        free(want);
+        free(ids);
+    }
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(f.root, "encode")) {
+        int32_t n;
+        int32_t *ids = json_ids(cJSON_GetObjectItem(c, "ids_special"), &n);
+        for (int skip = 0; skip < 2; skip++) {
+            char *want = NULL;
+            size_t n_want = 0;
+            la_err err = {0};
+            LA_CHECK_OK(la_tokenizer_decode(f.tok, ids, n, skip, &want, &n_want, &err), err);
+            bad += stream_matches(&f, ids, n, skip, want, n_want, idx, &reports);
+            free(want);
+        }
+        free(ids);
+        idx++;
+    }
+    cr_assert_eq(bad, 0, "%s: %d streams differ from decode", name, bad);
+    fixture_close(&f);
+}
+
+#define FIXTURE_TESTS(sym, name)                                                          \
+    Test(tokenizer_fixtures, sym##_encode_matches_hf_tokenizers) { check_encode(name); } \
+    Test(tokenizer_fixtures, sym##_decode_matches_hf_tokenizers) { check_decode(name); } \
+    Test(tokenizer_fixtures, sym##_detok_pieces_are_utf8_and_add_up_to_decode) { check_detok(name); }
+
+FIXTURE_TESTS(llama3, "llama3")
+FIXTURE_TESTS(bpe_tiny, "bpe-tiny")
+FIXTURE_TESTS(sp_tiny, "sp-tiny")
+FIXTURE_TESTS(bpe_gpt2_byte_level_regex, "bpe-gpt2")
+FIXTURE_TESTS(bpe_split_behaviors, "bpe-split")
+FIXTURE_TESTS(sp_metaspace, "sp-meta")
+
+/* ---- tokenizers of the model fixtures ---------------------------------------------- */
+
+Test(tokenizer_fixtures, model_dir_tokenizers_match_hf_tokenizers) {
+    char *path = la_test_path("tests/fixtures/tokenizer/models.json");
+    cJSON *root = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_json_load_file(path, &root, &err), err);
+    free(path);
+    int n_models = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(root, "models")) {
+        char *dir = la_test_path(cJSON_GetObjectItem(m, "dir")->valuestring);
+        la_tokenizer *tok = NULL;
+        la_status s = la_tokenizer_load(dir, &tok, &err);
+        if (s == LA_ERR_IO) { /* the model fixture was removed since: regenerate */
+            fprintf(stderr, "skipped %s: %s\n", dir, err.msg);
+            free(dir);
+            continue;
+        }
+        LA_CHECK_OK(s, err);
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(m, "encode")) {
+            size_t len;
+            char *text = unhex(cJSON_GetObjectItem(c, "hex")->valuestring, &len);
+            int32_t *ids = NULL, n = 0, n_want;
+            LA_CHECK_OK(la_tokenizer_encode(tok, text, len, true, &ids, &n, &err), err);
+            int32_t *want = json_ids(cJSON_GetObjectItem(c, "ids_special"), &n_want);
+            cr_assert_eq(first_diff(want, n_want, ids, n), -1, "%s: \"%s\"", dir, text);
+            free(want);
+            free(ids);
+            free(text);
+        }
+        la_tokenizer_destroy(tok);
+        free(dir);
+        n_models++;
+    }
+    cJSON_Delete(root);
+    cr_log_info("%d model tokenizers checked", n_models);
+}
