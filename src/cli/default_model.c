@@ -14,7 +14,7 @@
 /* $LAZYATTN_MODEL, else <dir of the executable>/../models/<name> (the build tree sits in
  * the checkout), else ./models/<name>. */
 const char *la_cli_default_model_dir(void) {
-    static char path[PATH_MAX];
+    static char path[PATH_MAX + 64];
     const char *env = getenv("LAZYATTN_MODEL");
     if (env && *env) return env;
     char exe[PATH_MAX];

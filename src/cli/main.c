@@ -12,6 +12,7 @@ static const struct {
     {"run", la_cli_run, "generate a completion (with documents) and print it"},
     {"tokenize", la_cli_tokenize, "print token ids of text (or --jsonl lines on stdin)"},
     {"info", la_cli_info, "print the model's architecture"},
+    {"eval", la_cli_eval, "answer a RAG question set and score exact match per method"},
 };
 
 static void usage(FILE *out) {

@@ -8,6 +8,8 @@
 static int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 static int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
 
+static la_status tail_capacity(la_plan *plan, int32_t need, la_err *err);
+
 static la_kv_format doc_format(la_method m) {
     return m == LA_METHOD_MEPIC ? LA_KV_FORMAT_UNROTATED : LA_KV_FORMAT_ROTATED_LOCAL;
 }
@@ -105,7 +107,7 @@ static la_status lookup_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tai
     bool cached = plan->method != LA_METHOD_RECOMPUTE && plan->method != LA_METHOD_BLOCK_REF;
     int32_t n_full = la_hash_chain(plan->tail_parent, tail, n_tail, B, 0, scratch);
     int32_t max_reuse = (n_tail - 1) / B; /* keeps >= 1 token to compute */
-    LA_TRY(la_plan_reserve_tail(plan, pool, 0, err)); /* allocates the array */
+    LA_TRY(tail_capacity(plan, ceil_div(n_tail, B), err));
     int32_t k = 0;
     while (cached && k < n_full && k < max_reuse) {
         int32_t id = la_kv_pool_lookup_pin(pool, scratch[k]);
@@ -210,16 +212,21 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
 
 /* ============================================================ tail growth ============ */
 
+/* Grow the tail block array to hold at least `need` ids (allocates no block). */
+static la_status tail_capacity(la_plan *plan, int32_t need, la_err *err) {
+    if (need <= plan->tail_cap && plan->tail_blocks) return LA_OK;
+    int32_t cap = plan->tail_cap ? plan->tail_cap : 8;
+    while (cap < need) cap *= 2;
+    int32_t *nb = realloc(plan->tail_blocks, sizeof(int32_t) * (size_t)cap);
+    if (!nb) return la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
+    plan->tail_blocks = nb;
+    plan->tail_cap = cap;
+    return LA_OK;
+}
+
 la_status la_plan_reserve_tail(la_plan *plan, la_kv_pool *pool, int32_t n_tail, la_err *err) {
     int32_t need = ceil_div(n_tail, plan->block_size);
-    if (need > plan->tail_cap || !plan->tail_blocks) {
-        int32_t cap = plan->tail_cap ? plan->tail_cap : 8;
-        while (cap < need) cap *= 2;
-        int32_t *nb = realloc(plan->tail_blocks, sizeof(int32_t) * (size_t)cap);
-        if (!nb) return la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
-        plan->tail_blocks = nb;
-        plan->tail_cap = cap;
-    }
+    LA_TRY(tail_capacity(plan, need, err));
     int32_t have = plan->n_tail_blocks;
     while (plan->n_tail_blocks < need) {
         la_status s = la_kv_pool_alloc(pool, &plan->tail_blocks[plan->n_tail_blocks], err);

@@ -262,3 +262,21 @@ Test(plan, documents_need_a_blockwise_method_and_tokens) {
     LA_CHECK_OK(la_kv_pool_check(pool, 0, &err), err);
     la_kv_pool_destroy(pool);
 }
+
+Test(plan, prefix_reuse_of_a_prompt_longer_than_eight_blocks) {
+    /* regression: the tail block array must hold every reused block (it grew too late) */
+    la_kv_pool *pool = pool_of(128, 16);
+    int32_t prompt[300];
+    for (int i = 0; i < 300; i++) prompt[i] = i;
+    la_err err = {0};
+    la_plan a, b;
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, 0, prompt, 300, &a, &err), err);
+    mark_computed(&a, pool, prompt, 300);
+    la_plan_release(&a, pool);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, 0, prompt, 300, &b, &err), err);
+    cr_assert_eq(b.tail_tokens_reused, 288);
+    cr_assert_eq(b.n_tail_blocks, 19);
+    la_plan_release(&b, pool);
+    LA_CHECK_OK(la_kv_pool_check(pool, 0, &err), err);
+    la_kv_pool_destroy(pool);
+}

@@ -1,0 +1,97 @@
+#include "cli/machine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#include <stdbool.h>
+
+#ifndef LA_SOURCE_DIR
+#define LA_SOURCE_DIR "."
+#endif
+
+static void read_line_of(const char *cmd, char *buf, size_t n) {
+    buf[0] = '\0';
+    FILE *f = popen(cmd, "r");
+    if (!f) return;
+    if (fgets(buf, (int)n, f)) buf[strcspn(buf, "\n")] = '\0';
+    pclose(f);
+}
+
+cJSON *la_machine_json(void) {
+    cJSON *m = cJSON_CreateObject();
+    struct utsname u;
+    if (uname(&u) == 0) {
+        char s[512];
+        snprintf(s, sizeof s, "%s %s %s", u.sysname, u.release, u.machine);
+        cJSON_AddStringToObject(m, "uname", s);
+    }
+    char cpu[256] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "model name", 10)) {
+                char *c = strchr(line, ':');
+                if (c) snprintf(cpu, sizeof cpu, "%s", c + 2);
+                cpu[strcspn(cpu, "\n")] = '\0';
+                break;
+            }
+        fclose(f);
+    }
+    cJSON_AddStringToObject(m, "cpu", cpu);
+    cJSON_AddNumberToObject(m, "n_cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddNumberToObject(m, "mem_gib",
+                            (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE) / (1 << 30));
+    char commit[128];
+    read_line_of("git -C '" LA_SOURCE_DIR "' rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    cJSON_AddStringToObject(m, "commit", commit);
+    char gpu[256];
+    read_line_of("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", gpu, sizeof gpu);
+    if (gpu[0]) cJSON_AddStringToObject(m, "gpu", gpu);
+    time_t t = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    cJSON_AddStringToObject(m, "date_utc", date);
+    return m;
+}
+
+char *la_command_line(int argc, char **argv) {
+    size_t n = 1;
+    for (int i = 0; i < argc; i++) n += strlen(argv[i]) * 2 + 3;
+    char *s = malloc(n);
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < argc; i++) {
+        if (i) strcat(s, " ");
+        bool quote = argv[i][0] == '\0' || strpbrk(argv[i], " \t'\"$;&|<>()*?") != NULL;
+        if (quote) strcat(s, "'");
+        strcat(s, argv[i]);
+        if (quote) strcat(s, "'");
+    }
+    return s;
+}
+
+int la_json_write_file(const char *path, const cJSON *root) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0755);
+            *p = '/';
+        }
+    char *text = cJSON_Print(root);
+    FILE *f = text ? fopen(path, "w") : NULL;
+    int rc = -1;
+    if (f) {
+        rc = fputs(text, f) < 0 ? -1 : 0;
+        fputc('\n', f);
+        if (fclose(f) != 0) rc = -1;
+    }
+    free(text);
+    return rc;
+}

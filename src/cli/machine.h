@@ -1,0 +1,17 @@
+/* Describing the machine and the run for benchmark results (JSON). */
+#ifndef LA_CLI_MACHINE_H
+#define LA_CLI_MACHINE_H
+
+#include <cjson/cJSON.h>
+
+/* {"uname", "cpu", "n_cpus", "mem_gib", "commit", "date_utc"}; commit from `git rev-parse`
+ * in the source tree when available. Caller owns it (cJSON_Delete). */
+cJSON *la_machine_json(void);
+
+/* argv joined with spaces (shell-quoted where needed). Heap string. */
+char *la_command_line(int argc, char **argv);
+
+/* Write root pretty-printed to path, creating parent directories. 0 on success. */
+int la_json_write_file(const char *path, const cJSON *root);
+
+#endif
