@@ -2,14 +2,15 @@
 # Rebuild the bundled demo model models/rag-tiny from nothing: data, tokenizer,
 # Block-FT training, export, checks, HF evaluation. Needs python3 with torch,
 # transformers, tokenizers, safetensors, numpy; a CUDA GPU for training (one H200:
-# about 7 minutes of training). Deterministic data and tokenizer; training itself is
+# 6.5 minutes of training). Deterministic data and tokenizer; training itself is
 # not bit-reproducible on a GPU (and stops at TIME_BUDGET seconds if that comes first).
 #
 #   tools/demo/run.sh                      # everything
 #   STAGES="data eval" tools/demo/run.sh   # only some stages (data tok train check eval)
 #
 # Knobs (environment): MODEL_DIR (models/rag-tiny), DATA_DIR (tools/demo/data),
-# STEPS, BATCH, LR, LM_WEIGHT, FULL_FRAC, TIME_BUDGET (seconds), N_TEST, DEVICE.
+# STEPS, TIME_BUDGET (seconds), BATCH, LR, WARMUP, CURRICULUM, LM_WEIGHT, FULL_FRAC, N_TEST,
+# DEVICE, TRAIN_ARGS / EVAL_ARGS (extra arguments).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -30,15 +31,15 @@ if has tok; then
 fi
 if has train; then
     $PY tools/demo/train.py --tokenizer "$MODEL_DIR" --out "$MODEL_DIR" --val "$DATA_DIR/val.jsonl" \
-        --steps "${STEPS:-12000}" --batch "${BATCH:-128}" --lr "${LR:-1e-3}" \
-        --lm-weight "${LM_WEIGHT:-0.1}" --full-frac "${FULL_FRAC:-0.25}" \
-        --time-budget "${TIME_BUDGET:-0}" ${DEVICE:+--device "$DEVICE"} \
-        --log-json "$MODEL_DIR/eval/train_log.json"
+        --steps "${STEPS:-100000}" --time-budget "${TIME_BUDGET:-390}" --batch "${BATCH:-128}" \
+        --lr "${LR:-1.5e-3}" --warmup "${WARMUP:-300}" --curriculum "${CURRICULUM:-1200}" \
+        --lm-weight "${LM_WEIGHT:-0}" --full-frac "${FULL_FRAC:-0.25}" ${DEVICE:+--device "$DEVICE"} \
+        --log-json "$MODEL_DIR/eval/train_log.json" ${TRAIN_ARGS:-}
 fi
 if has check; then
     $PY tools/demo/check_export.py --model "$MODEL_DIR" --test "$MODEL_DIR/eval/test.jsonl"
 fi
 if has eval; then
     $PY tools/demo/eval_hf.py --model "$MODEL_DIR" --test "$MODEL_DIR/eval/test.jsonl" \
-        --out "$MODEL_DIR/eval/hf_results.json" --orders 3 ${DEVICE:+--device "$DEVICE"}
+        --out "$MODEL_DIR/eval/hf_results.json" --orders 3 ${DEVICE:+--device "$DEVICE"} ${EVAL_ARGS:-}
 fi

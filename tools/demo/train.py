@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import random
 import sys
 import time
 
@@ -135,13 +136,29 @@ def attn_mask(bid, final, block, dtype):
     return m
 
 
+TRAIN_DOC_COUNTS = [1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 10, 10, 10, 11, 11, 12, 12]
+
+
+def batch_plan(k, full_frac, curriculum):
+    """Attention mode and document count of training batch k (one count per batch, so
+    batches hardly need padding). Curriculum: during the first `curriculum` batches the
+    largest document count grows from 2 to 12."""
+    r = random.Random(f"batch/{gen_data.SEED}/{k}")
+    block = r.random() >= full_frac
+    if k < curriculum:
+        n_docs = r.randint(1, 2 + (10 * k) // max(curriculum, 1))
+    else:
+        n_docs = r.choice(TRAIN_DOC_COUNTS)
+    return block, n_docs
+
+
 class TrainStream(torch.utils.data.IterableDataset):
     """Batch k holds examples k*B .. k*B+B-1; worker w makes the batches k = w mod W, and the
     DataLoader takes them round robin, so the stream is the same for any worker count."""
 
-    def __init__(self, tok_path, batch, pad_id, full_frac, start_batch=0):
+    def __init__(self, tok_path, batch, pad_id, full_frac, curriculum, start_batch=0):
         self.tok_path, self.batch, self.pad_id = tok_path, batch, pad_id
-        self.full_frac, self.start = full_frac, start_batch
+        self.full_frac, self.curriculum, self.start = full_frac, curriculum, start_batch
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -149,11 +166,11 @@ class TrainStream(torch.utils.data.IterableDataset):
         tok = Tokenizer.from_file(self.tok_path)
         k = self.start + w
         while True:
-            items = [tokenize_example(tok, gen_data.make_example("train", k * self.batch + j))
+            block, n_docs = batch_plan(k, self.full_frac, self.curriculum)
+            items = [tokenize_example(tok, gen_data.make_example("train", k * self.batch + j, n_docs=n_docs))
                      for j in range(self.batch)]
             d = collate(items, self.pad_id)
-            # deterministic mode per batch
-            d["block"] = torch.tensor(((k * 2654435761) % 1000) >= self.full_frac * 1000)
+            d["block"] = torch.tensor(block)
             yield d
             k += W
 
@@ -197,6 +214,7 @@ def export(model, cfg_dict, tok_dir, out_dir):
     sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in model.state_dict().items()
           if k != "lm_head.weight" and "rotary_emb" not in k}
     save_file(sd, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    os.chmod(os.path.join(out_dir, "model.safetensors"), 0o644)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg_dict, f, indent=2)
         f.write("\n")
@@ -228,6 +246,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--full-frac", type=float, default=0.25)
+    ap.add_argument("--curriculum", type=int, default=1200,
+                    help="batches over which the max document count grows from 2 to 12")
     ap.add_argument("--lm-weight", type=float, default=0.0)
     ap.add_argument("--time-budget", type=float, default=0.0,
                     help="seconds; the LR schedule runs on max(step/steps, time/budget) and "
@@ -259,7 +279,7 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=amp)
-    dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac),
+    dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac, a.curriculum),
                                      batch_size=None, num_workers=a.workers, pin_memory=amp,
                                      prefetch_factor=8 if a.workers else None,
                                      persistent_workers=False)
@@ -269,6 +289,7 @@ def main():
     run_loss = run_ans = 0.0
     run_n = 0
     step = 0
+    wait = 0.0
     while True:
         el = time.time() - t0
         prog = step / a.steps
@@ -279,7 +300,9 @@ def main():
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
         for g in opt.param_groups:
             g["lr"] = lr
+        tw = time.time()
         d = next(it)
+        wait += time.time() - tw
         block = bool(d.pop("block"))
         d = {k: v.to(dev, non_blocking=True) for k, v in d.items()}
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
@@ -304,7 +327,8 @@ def main():
         run_n += 1 if step % 10 == 0 or step < 20 else 0
         if step % a.log_every == 0:
             rec = {"step": step, "time": round(time.time() - t0, 1), "lr": lr,
-                   "loss": run_loss / max(run_n, 1), "ans_loss": run_ans / max(run_n, 1)}
+                   "loss": run_loss / max(run_n, 1), "ans_loss": run_ans / max(run_n, 1),
+                   "data_wait": round(wait, 1), "tokens": int(d["ids"].numel())}
             run_loss = run_ans = 0.0
             run_n = 0
             if val and step % a.eval_every == 0:
@@ -313,7 +337,8 @@ def main():
             log.append(rec)
             print(json.dumps(rec), flush=True)
     train_time = time.time() - t0
-    print(f"trained {step} steps in {train_time:.0f}s ({step * a.batch} examples)")
+    print(f"trained {step} steps in {train_time:.0f}s ({step * a.batch} examples), "
+          f"{wait:.0f}s waiting for data")
     if val:
         final = {"step": step, "val_tf_em_block": teacher_forced_em(model, tok, val, dev, True, amp=amp),
                  "val_tf_em_full": teacher_forced_em(model, tok, val, dev, False, amp=amp)}
@@ -324,6 +349,7 @@ def main():
     if a.log_json:
         with open(a.log_json, "w") as f:
             json.dump({"args": vars(a), "params": nparam, "steps": step, "train_seconds": train_time,
+                   "data_wait_seconds": wait,
                        "log": log}, f, indent=1)
 
 
