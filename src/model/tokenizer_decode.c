@@ -99,6 +99,7 @@ static bool close_byte_run(la_detok *d, la_tok_buf *out) {
 
 /* Convert as much of the pending ByteLevel bytes as is final. */
 static bool convert_pending(la_detok *d, bool at_end, la_tok_buf *out) {
+    if (d->pending.len == 0) return true;
     size_t used = la_utf8_lossy_append(out, (const uint8_t *)d->pending.data, d->pending.len, at_end);
     if (used == SIZE_MAX) return false;
     memmove(d->pending.data, d->pending.data + used, d->pending.len - used);

@@ -159,6 +159,7 @@ size_t la_utf8_invalid_at(const uint8_t *s, size_t n) {
 
 size_t la_utf8_lossy_append(la_tok_buf *out, const uint8_t *s, size_t n, bool at_end) {
     static const char k_fffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
+    if (n == 0) return 0;
     if (!la_tok_buf_reserve(out, n)) return SIZE_MAX;
     size_t i = 0, run = 0; /* s[run..i) is well-formed and not yet copied */
     while (i < n) {
@@ -199,20 +200,19 @@ static bool byte_is_printable(unsigned b) {
     return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
 
+/* The 68 other bytes in order: 0x00..0x20 (k = 0..32), 0x7F..0xA0 (k = 33..66), 0xAD (67). */
 uint32_t la_byte_level_char(uint8_t b) {
     if (byte_is_printable(b)) return b;
-    /* the k-th non-printable byte (in byte order) maps to U+0100 + k */
-    unsigned k = 0;
-    for (unsigned c = 0; c < b; c++)
-        if (!byte_is_printable(c)) k++;
-    return 0x100 + k;
+    if (b <= 0x20) return 0x100u + b;
+    if (b <= 0xA0) return 0x100u + 33 + (b - 0x7Fu);
+    return 0x100u + 67; /* 0xAD */
 }
 
 int la_byte_level_byte(uint32_t cp) {
     if (cp < 0x100) return byte_is_printable(cp) ? (int)cp : -1;
     if (cp >= 0x100 + 68) return -1;
-    unsigned k = cp - 0x100;
-    for (unsigned c = 0; c < 256; c++)
-        if (!byte_is_printable(c) && k-- == 0) return (int)c;
-    return -1;
+    uint32_t k = cp - 0x100;
+    if (k <= 32) return (int)k;
+    if (k <= 66) return (int)(0x7F + k - 33);
+    return 0xAD;
 }
