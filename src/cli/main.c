@@ -12,6 +12,8 @@ static const struct {
     {"run", la_cli_run, "generate a completion (with documents) and print it"},
     {"tokenize", la_cli_tokenize, "print token ids of text (or --jsonl lines on stdin)"},
     {"info", la_cli_info, "print the model's architecture"},
+    {"serve", la_cli_serve, "serve the OpenAI-compatible HTTP API (with documents)"},
+    {"race", la_cli_race, "two methods answer the same reordered RAG question side by side"},
     {"eval", la_cli_eval, "answer a RAG question set and score exact match per method"},
 };
 
