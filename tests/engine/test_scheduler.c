@@ -1,0 +1,288 @@
+/* The scheduler (src/engine/engine.c): concurrency, preemption, cancellation, limits,
+ * sampling and stop strings, on the tiny f32 checkpoint. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/engine_util.h"
+#include "common/test_util.h"
+
+/* The template strings, written out independently of model/prompt_template.h. */
+#define LA_TEST_RAG_SYSTEM                                                                     \
+    "You are an intelligent AI assistant. Please answer questions based on the user's "       \
+    "instructions. Below are some reference documents that may help you in answering the "    \
+    "user's question."
+#define LA_TEST_RAG_INSTRUCTION                                                                \
+    "Please write a high-quality answer for the given question using only the provided "      \
+    "search documents (some of which might be irrelevant).\n"
+
+static char g_dir[512];
+static const char *tiny_dir(void) {
+    snprintf(g_dir, sizeof g_dir, "%s/tests/fixtures/models/tiny-f32-tied", LA_SOURCE_DIR);
+    return g_dir;
+}
+
+static const char *k_docs[4] = {
+    "Paris is the capital and most populous city of France.",
+    "Berlin is the capital and largest city of Germany by both area and population.",
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris.",
+    "Mount Everest is Earth's highest mountain above sea level.",
+};
+
+static void params(la_request_params *rp, la_segment *segs, int n_docs, int shift, la_method m,
+                   int32_t max_tokens) {
+    for (int i = 0; i < n_docs; i++) segs[i] = (la_segment){.text = k_docs[(i + shift) % 4]};
+    la_request_params_init(rp);
+    rp->docs = segs;
+    rp->n_docs = n_docs;
+    rp->prompt.text = "Question: which city is the capital of France? Answer:";
+    rp->method = m;
+    rp->sampling.max_tokens = max_tokens;
+    rp->sampling.ignore_eos = true;
+}
+
+static void concurrent_equals_sequential(la_method m, int64_t kv_blocks) {
+    enum { N = 24 };
+    la_engine *seq = la_test_engine(tiny_dir(), 4096, 16);
+    la_engine *par = la_test_engine(tiny_dir(), kv_blocks, 16);
+    la_test_gen ref[N], got[N];
+    la_segment segs[N][4];
+    for (int i = 0; i < N; i++) {
+        la_request_params rp;
+        params(&rp, segs[i], 1 + i % 4, i, m, 20);
+        la_test_generate(seq, &rp, &ref[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        la_request_params rp;
+        params(&rp, segs[i], 1 + i % 4, i, m, 20);
+        memset(&got[i], 0, sizeof got[i]);
+        rp.on_event = la_test_on_event;
+        rp.user = &got[i];
+        la_err err = {0};
+        LA_CHECK_OK(la_engine_submit(par, &rp, NULL, &err), err);
+    }
+    la_err err = {0};
+    la_engine_run(par, &err);
+    for (int i = 0; i < N; i++) {
+        cr_assert(got[i].done && got[i].finish == LA_FINISH_LENGTH, "request %d: %s", i, got[i].error);
+        cr_assert_eq(got[i].n_tokens, ref[i].n_tokens);
+        for (int t = 0; t < ref[i].n_tokens; t++)
+            cr_assert_eq(got[i].tokens[t], ref[i].tokens[t], "%s request %d token %d", la_method_name(m), i, t);
+        cr_assert_str_eq(got[i].text, ref[i].text);
+        la_test_gen_free(&got[i]);
+        la_test_gen_free(&ref[i]);
+    }
+    la_engine_stats st;
+    la_engine_get_stats(par, &st);
+    cr_assert_eq(st.kv_blocks_pinned, 0);
+    cr_assert_eq(st.requests_ok, N);
+    LA_CHECK_OK(la_engine_check(par, &err), err);
+    if (kv_blocks < 64) {
+        cr_assert_gt(st.n_preemptions, 0, "the small pool must preempt");
+        cr_assert_gt(st.kv_evictions, 0, "the small pool must evict");
+    }
+    la_engine_destroy(seq);
+    la_engine_destroy(par);
+}
+
+Test(scheduler, concurrent_requests_match_sequential_runs_lazy) { concurrent_equals_sequential(LA_METHOD_LAZY, 4096); }
+Test(scheduler, concurrent_requests_match_sequential_runs_prefix) { concurrent_equals_sequential(LA_METHOD_PREFIX, 4096); }
+Test(scheduler, a_tiny_pool_preempts_and_still_matches_lazy) { concurrent_equals_sequential(LA_METHOD_LAZY, 40); }
+Test(scheduler, a_tiny_pool_preempts_and_still_matches_prefix) { concurrent_equals_sequential(LA_METHOD_PREFIX, 40); }
+
+Test(scheduler, cancel_mid_decode_frees_every_block_and_keeps_cached_documents) {
+    la_engine *e = la_test_engine(tiny_dir(), 256, 16);
+    la_segment segs[4];
+    la_request_params rp;
+    params(&rp, segs, 3, 0, LA_METHOD_LAZY, 200);
+    la_test_gen g = {0};
+    rp.on_event = la_test_on_event;
+    rp.user = &g;
+    uint64_t id;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_submit(e, &rp, &id, &err), err);
+    while (g.n_tokens < 5) la_engine_step(e, &err);
+    LA_CHECK_OK(la_engine_cancel(e, id), err);
+    la_engine_run(e, &err);
+    cr_assert(g.done);
+    cr_assert_eq(g.finish, LA_FINISH_CANCELLED);
+    la_engine_stats st;
+    la_engine_get_stats(e, &st);
+    cr_assert_eq(st.kv_blocks_pinned, 0, "cancellation frees every block");
+    cr_assert_gt(st.kv_blocks_cached, 0, "the documents stay cached");
+    /* the same documents again: fully reused */
+    la_test_gen g2;
+    params(&rp, segs, 3, 0, LA_METHOD_LAZY, 4);
+    la_test_generate(e, &rp, &g2);
+    cr_assert_eq(g2.stats.doc_tokens_computed, 0);
+    cr_assert_gt(g2.stats.doc_tokens_reused, 0);
+    la_test_gen_free(&g);
+    la_test_gen_free(&g2);
+    cr_assert_eq(la_engine_cancel(e, 9999), LA_ERR_NOT_FOUND);
+    la_engine_destroy(e);
+}
+
+Test(scheduler, a_full_queue_says_busy_and_loses_nothing) {
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = tiny_dir();
+    o.max_queue = 3;
+    o.n_threads = 1;
+    la_engine *e;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+    la_test_gen g[3] = {0};
+    la_segment segs[4];
+    for (int i = 0; i < 4; i++) {
+        la_request_params rp;
+        params(&rp, segs, 1, 0, LA_METHOD_LAZY, 3);
+        rp.on_event = la_test_on_event;
+        rp.user = &g[i < 3 ? i : 0];
+        la_status s = la_engine_submit(e, &rp, NULL, &err);
+        if (i < 3) LA_CHECK_OK(s, err);
+        else cr_assert_eq(s, LA_ERR_BUSY, "%s", err.msg);
+    }
+    la_engine_run(e, &err);
+    for (int i = 0; i < 3; i++) {
+        cr_assert(g[i].done && g[i].finish == LA_FINISH_LENGTH);
+        la_test_gen_free(&g[i]);
+    }
+    la_engine_destroy(e);
+}
+
+Test(scheduler, bad_requests_get_clear_errors) {
+    la_engine *e = la_test_engine(tiny_dir(), 64, 16);
+    la_err err = {0};
+    la_request_params rp;
+    la_segment segs[4];
+    params(&rp, segs, 1, 0, LA_METHOD_LAZY, 0);
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "max_tokens") != NULL, "%s", err.msg);
+    params(&rp, segs, 1, 0, LA_METHOD_LAZY, 4);
+    rp.sampling.temperature = -1;
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG);
+    params(&rp, segs, 1, 0, LA_METHOD_LAZY, 4);
+    segs[0].text = "";
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "documents[0] is empty") != NULL, "%s", err.msg);
+    params(&rp, segs, 1, 0, LA_METHOD_LAZY, 4);
+    rp.prompt.text = "bad \xff utf-8";
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG, "%s", err.msg);
+    params(&rp, segs, 4, 0, LA_METHOD_LAZY, 2000); /* 64 blocks cannot hold it */
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_TOO_LONG);
+    cr_assert(strstr(err.msg, "KV blocks") != NULL, "%s", err.msg);
+    params(&rp, segs, 1, 0, (la_method)77, 4);
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG);
+    int32_t bad_id = 100000;
+    params(&rp, segs, 1, 0, LA_METHOD_LAZY, 4);
+    rp.prompt = (la_segment){.ids = &bad_id, .n_ids = 1};
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG);
+    /* nothing was queued, and the engine still serves */
+    cr_assert(!la_engine_has_work(e));
+    la_test_gen g;
+    params(&rp, segs, 2, 0, LA_METHOD_LAZY, 3);
+    la_test_generate(e, &rp, &g);
+    cr_assert_eq(g.n_tokens, 3);
+    la_test_gen_free(&g);
+    la_engine_destroy(e);
+}
+
+Test(scheduler, context_limit_is_enforced_at_submit) {
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = tiny_dir();
+    o.max_context = 40;
+    la_engine *e;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+    la_request_params rp;
+    la_segment segs[4];
+    params(&rp, segs, 2, 0, LA_METHOD_LAZY, 4);
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_TOO_LONG);
+    cr_assert(strstr(err.msg, "context of 40 tokens") != NULL, "%s", err.msg);
+    la_engine_destroy(e);
+}
+
+Test(scheduler, stop_strings_end_the_text_before_the_stop) {
+    la_engine *e = la_test_engine(tiny_dir(), 256, 16);
+    la_request_params rp;
+    la_segment segs[4];
+    la_test_gen full, cut;
+    params(&rp, segs, 2, 0, LA_METHOD_LAZY, 24);
+    la_test_generate(e, &rp, &full);
+    cr_assert_gt(full.text_len, 6);
+    /* stop at a substring that first occurs in the middle of the text */
+    char stop[4];
+    size_t at = full.text_len / 2;
+    while (at > 0 && (full.text[at] & 0xC0) == 0x80) at--;
+    memcpy(stop, full.text + at, 3);
+    stop[3] = '\0';
+    const char *first = strstr(full.text, stop);
+    const char *stops[1] = {stop};
+    params(&rp, segs, 2, 0, LA_METHOD_LAZY, 24);
+    rp.sampling.stop = stops;
+    rp.sampling.n_stop = 1;
+    la_test_generate(e, &rp, &cut);
+    cr_assert_eq(cut.finish, LA_FINISH_STOP);
+    cr_assert_eq(cut.text_len, (size_t)(first - full.text), "text stops right before the stop string");
+    cr_assert(strncmp(cut.text ? cut.text : "", full.text, cut.text_len) == 0);
+    la_test_gen_free(&full);
+    la_test_gen_free(&cut);
+    la_engine_destroy(e);
+}
+
+Test(scheduler, seeded_sampling_is_reproducible) {
+    la_engine *e = la_test_engine(tiny_dir(), 256, 16);
+    la_request_params rp;
+    la_segment segs[4];
+    la_test_gen a, b, c;
+    for (int k = 0; k < 3; k++) {
+        params(&rp, segs, 2, 0, LA_METHOD_LAZY, 24);
+        rp.sampling.temperature = 1.0f;
+        rp.sampling.top_p = 0.9f;
+        rp.sampling.top_k = 50;
+        rp.sampling.seed = k == 2 ? 99 : 5;
+        la_test_generate(e, &rp, k == 0 ? &a : k == 1 ? &b : &c);
+    }
+    cr_assert_eq(memcmp(a.tokens, b.tokens, sizeof(int32_t) * 24), 0, "same seed, same tokens");
+    cr_assert_neq(memcmp(a.tokens, c.tokens, sizeof(int32_t) * 24), 0, "another seed, other tokens");
+    la_test_gen_free(&a);
+    la_test_gen_free(&b);
+    la_test_gen_free(&c);
+    la_engine_destroy(e);
+}
+
+Test(scheduler, chat_messages_render_the_rag_template) {
+    la_engine *e = la_test_engine(tiny_dir(), 256, 16);
+    la_segment docs[2] = {{.text = "Paris is in France.", .title = "Paris"},
+                          {.text = "Berlin is in Germany.", .title = "Berlin"}};
+    la_chat_message msg = {"user", "Where is Paris?"};
+    la_request_params rp;
+    la_request_params_init(&rp);
+    rp.messages = &msg;
+    rp.n_messages = 1;
+    rp.docs = docs;
+    rp.n_docs = 2;
+    rp.sampling.max_tokens = 8;
+    rp.sampling.ignore_eos = true;
+    la_test_gen chat, raw;
+    la_test_generate(e, &rp, &chat);
+    /* the same blocks written out by hand */
+    la_segment raw_docs[2] = {{.text = "- Title: Paris\nParis is in France.\n"},
+                              {.text = "- Title: Berlin\nBerlin is in Germany.\n"}};
+    la_request_params_init(&rp);
+    rp.preamble.text = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n" LA_TEST_RAG_SYSTEM "\n\n";
+    rp.docs = raw_docs;
+    rp.n_docs = 2;
+    rp.prompt.text = "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n" LA_TEST_RAG_INSTRUCTION
+                     "Question: Where is Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+    rp.add_special = false;
+    rp.sampling.max_tokens = 8;
+    rp.sampling.ignore_eos = true;
+    la_test_generate(e, &rp, &raw);
+    cr_assert_eq(chat.stats.n_prompt_tokens, raw.stats.n_prompt_tokens);
+    cr_assert_eq(memcmp(chat.tokens, raw.tokens, sizeof(int32_t) * 8), 0);
+    la_test_gen_free(&chat);
+    la_test_gen_free(&raw);
+    la_engine_destroy(e);
+}
