@@ -19,6 +19,10 @@
  * Regex: PCRE2 with UTF and UCP. Two Oniguruma differences are rewritten away: U+180E is
  * not whitespace in HF's engine though PCRE2's \s says it is, and HF's (?i:'s) does not
  * match "'ſ" (U+017F) though PCRE2's caseless match does (see rewrite_regex()).
+ * Unicode properties are PCRE2's (Debian 10.42: Unicode 14); HF's engine knows Unicode 16.
+ * A sweep of every code point (tools/oracle/tokenizer_fixtures.py --sweep) finds 120 that
+ * encode differently, all digits of scripts added since (e.g. Kawi U+11F50..U+11F59),
+ * which \p{N}{1,3} groups differently.
  * Decoding is tokenizers' decode: transformers' clean_up_tokenization_spaces is not
  * applied, so decode(encode(s)) == s for the supported tokenizers.
  *

@@ -22,6 +22,8 @@ regenerated without changing them.
 Regenerate (from the repository root):
     python3 tools/oracle/tokenizer_fixtures.py            # fixtures only
     python3 tools/oracle/tokenizer_fixtures.py --retrain  # also retrain the tiny tokenizers
+Unicode sweep (manual, about a minute; every code point, Llama-3 tokenizer):
+    python3 tools/oracle/tokenizer_fixtures.py --sweep build/lazyattn
 """
 import argparse
 import json
@@ -357,6 +359,14 @@ def fixture(name, tok_dir, tok_ref, texts, byte_level, rng):
     }
 
 
+def fnv1a64(data):
+    """FNV-1a 64 of a file's bytes: lets the C test notice a tokenizer changed since."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
 def model_fixtures(rng):
     """A few strings through each tokenizer under tests/fixtures/models and models/."""
     out = []
@@ -372,11 +382,34 @@ def model_fixtures(rng):
             texts = ["Hello, world! It's 2024.", "<|begin_of_text|>hi<|eot_id|>",
                      "a\u180eb \u00a0 x\u3000y", "日本語 😀 café", "   trailing\n\n"]
             out.append({"dir": base + "/" + m,
+                        "fnv1a64": fnv1a64(open(path, "rb").read()),
                         "encode": [{"hex": t.encode().hex(),
                                     "ids_special": tok.encode(t, add_special_tokens=True).ids}
                                    for t in texts]})
     return {"command": COMMAND, "generator": "tokenizers %s" % tokenizers.__version__,
             "models": out}
+
+
+def sweep(binary, tok_dir):
+    """Every code point (surrogates excepted) in letter, digit, space and quote contexts,
+    through `lazyattn tokenize --jsonl` and through tokenizers; prints the code points
+    whose ids differ. A manual check of the Unicode tables (too slow for ctest)."""
+    import subprocess
+    tok = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = ["a{0}a {0}{0} 1{0}1\n{0}\n'{0}".format(chr(c)) for c in cps]
+    want = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    run = subprocess.run([binary, "tokenize", "-m", tok_dir, "--jsonl", "--no-special"],
+                         input="".join(json.dumps(t) + "\n" for t in texts), capture_output=True,
+                         text=True)
+    if run.returncode != 0:
+        sys.exit("%s failed: %s" % (binary, run.stderr.strip()))
+    got = [json.loads(line) for line in run.stdout.splitlines()]
+    bad = [cps[i] for i in range(len(cps)) if got[i] != want[i]]
+    print("%d code points, %d differ%s" % (len(cps), len(bad), ":" if bad else ""))
+    if bad:
+        print(" ".join("U+%04X" % c for c in bad))
+    return 1 if bad else 0
 
 
 def write(name, obj):
@@ -388,7 +421,12 @@ def write(name, obj):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--retrain", action="store_true", help="retrain the tiny tokenizers")
+    ap.add_argument("--sweep", metavar="LAZYATTN",
+                    help="instead: compare every code point through this lazyattn binary "
+                         "with the Llama-3 tokenizer (about a minute)")
     args = ap.parse_args()
+    if args.sweep:
+        return sweep(args.sweep, LLAMA3)
     os.makedirs(OUT, exist_ok=True)
     bpe_dir, sp_dir = os.path.join(OUT, "bpe-tiny"), os.path.join(OUT, "sp-tiny")
     if args.retrain or not os.path.isfile(os.path.join(bpe_dir, "tokenizer.json")):
