@@ -11,12 +11,13 @@
  * down cleanly: requests in flight are cancelled and answered, the engine is destroyed,
  * exit status 0.
  */
+#include <errno.h>
 #include <getopt.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -44,6 +45,14 @@ static void usage(FILE *f) {
             "      --chat-format F      auto | llama3 | tulu (auto: from the chat_template)\n"
             "      --model-id NAME      model id in the API (the directory's name)\n"
             "      --log-requests       one line per request on stderr\n");
+}
+
+static int g_sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    unsigned char b = (unsigned char)sig;
+    ssize_t n = write(g_sig_pipe[1], &b, 1);
+    (void)n;
 }
 
 static int parse_chat_format(const char *s, la_chat_format *out) {
@@ -153,13 +162,20 @@ int la_cli_serve(int argc, char **argv) {
     so.max_docs = eo.max_docs;
     so.method = eo.method;
 
-    /* SIGINT/SIGTERM are taken with sigwait() below: block them before any thread exists
-     * so every thread (engine, thread pool, HTTP) inherits the mask */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* SIGINT/SIGTERM write their number to a pipe the main thread reads: a handler works
+     * whichever thread the signal lands on (libraries such as OpenBLAS start threads before
+     * main, so blocking the signals for sigwait() cannot cover every thread) */
+    if (pipe(g_sig_pipe) != 0) {
+        perror("lazyattn serve: pipe");
+        return LA_EXIT_ERROR;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     la_engine *e = NULL;
@@ -178,8 +194,9 @@ int la_cli_serve(int argc, char **argv) {
     fprintf(stderr, "lazyattn serve: listening on http://%s%s%s:%d (model %s, device %s, method %s)\n",
             v6 ? "[" : "", host, v6 ? "]" : "", la_server_port(srv), la_engine_model_name(e),
             la_engine_device_name(e), la_method_name(eo.method));
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    unsigned char sig = 0;
+    while (read(g_sig_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
     fprintf(stderr, "lazyattn serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     la_server_destroy(srv);
     la_engine_destroy(e);
