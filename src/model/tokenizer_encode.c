@@ -72,7 +72,7 @@ static bool pieces_push(piece_list *l, piece p) {
 }
 
 /* Text pieces are dropped when empty, as HF drops empty splits. */
-static bool push_text(enc *e, piece_list *l, size_t off, size_t len, bool at_start) {
+static bool push_text(piece_list *l, size_t off, size_t len, bool at_start) {
     if (len == 0) return true;
     return pieces_push(l, (piece){off, len, -1, at_start});
 }
@@ -195,13 +195,13 @@ static bool find_added(enc *e, const la_tok_trie *t, const piece *src, piece_lis
         }
         if (a->rstrip) stop += leading_space_len(s + stop, n - stop);
         if (start_offset < start &&
-            !push_text(e, out, src->off + start_offset, start - start_offset,
+            !push_text(out, src->off + start_offset, start - start_offset,
                        src->at_start && start_offset == 0))
             return false;
         if (!pieces_push(out, (piece){src->off + start, stop - start, a->id, false})) return false;
         start_offset = stop;
     }
-    return push_text(e, out, src->off + start_offset, n - start_offset,
+    return push_text(out, src->off + start_offset, n - start_offset,
                      src->at_start && start_offset == 0);
 }
 
@@ -320,7 +320,7 @@ static bool split_piece(enc *e, const la_tok_pre *p, const piece *pc, piece_list
     for (size_t i = 0; i < e->ranges.n; i++) {
         const range *r = &e->ranges.v[i];
         if (r->match) continue;
-        if (!push_text(e, out, pc->off + r->start, r->end - r->start, pc->at_start && r->start == 0))
+        if (!push_text(out, pc->off + r->start, r->end - r->start, pc->at_start && r->start == 0))
             return false;
     }
     return true;
@@ -339,7 +339,7 @@ static bool metaspace_piece(enc *e, const la_tok_pre *p, const piece *pc, piece_
         la_tok_buf_append(&e->buf, p->repl, p->repl_len);
     la_tok_replace_all(s, pc->len, " ", 1, p->repl, p->repl_len, &e->buf);
     piece np = {off, e->buf.len - off, -1, pc->at_start};
-    if (!p->split) return push_text(e, out, np.off, np.len, np.at_start);
+    if (!p->split) return push_text(out, np.off, np.len, np.at_start);
     la_tok_pre by_char = {.kind = LA_TOK_PRE_SPLIT,
                           .literal = (char *)p->repl,
                           .literal_len = p->repl_len,
