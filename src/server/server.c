@@ -31,6 +31,9 @@
 #include "server/call.h"
 #include "server/server_internal.h"
 
+/* How long shutdown waits for the answers to requests it cancelled. */
+#define SHUTDOWN_DRAIN_MS 30000
+
 /* ============================================================ options =============== */
 
 void la_server_options_init(la_server_options *o) {
@@ -235,6 +238,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         rc = calloc(1, sizeof *rc);
         if (!rc) return MHD_NO;
         *con_cls = rc;
+        atomic_fetch_add(&s->n_requests, 1);
         rc->route = find_route(url);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
@@ -274,16 +278,18 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     return dispatch(s, conn, rc, method, url);
 }
 
+/* The request's answer is out (or the connection died): free its state. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
     (void)conn;
     (void)toe;
+    la_server *s = cls;
     request_ctx *rc = *con_cls;
     if (!rc) return;
     free(rc->body);
     free(rc);
     *con_cls = NULL;
+    atomic_fetch_sub(&s->n_requests, 1);
 }
 
 /* ============================================================ engine thread ========= */
@@ -346,6 +352,7 @@ la_status la_server_create(la_engine *e, const la_server_options *o, la_server *
     s->created = (int64_t)time(NULL);
     atomic_init(&s->engine_stop, false);
     atomic_init(&s->next_id, 1);
+    atomic_init(&s->n_requests, 0);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     s->id_salt = (uint32_t)(ts.tv_nsec ^ (ts.tv_sec << 20) ^ (long)getpid());
@@ -369,7 +376,8 @@ la_status la_server_create(la_engine *e, const la_server_options *o, la_server *
         return la_err_set(err, LA_ERR_NO_MEMORY, "server: cannot start the engine thread");
     }
     s->engine_started = true;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ITC; /* ITC: la_server_destroy quiesces the daemon */
     if (ipv6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_access, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
@@ -391,16 +399,25 @@ la_status la_server_create(la_engine *e, const la_server_options *o, la_server *
 
 void la_server_destroy(la_server *s) {
     if (!s) return;
-    /* 1. refuse new work and cancel what is in flight; handlers and streams wake on the
-     *    DONE events the engine thread (still running) sends */
+    /* 1. stop accepting connections; refuse new work and cancel what is in flight:
+     *    handlers and streams wake on the DONE events of the engine thread (still running)
+     *    and answer (503 / an error event and [DONE]) */
+    MHD_socket listen_fd = s->daemon ? MHD_quiesce_daemon(s->daemon) : MHD_INVALID_SOCKET;
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     for (la_call *c = s->calls; c; c = c->next)
         if (c->request_id) la_engine_cancel(s->engine, c->request_id);
     pthread_mutex_unlock(&s->mu);
-    /* 2. stop HTTP: joins every connection thread once its answer is out */
+    /* 2. let those answers go out: libmicrohttpd's stop cuts every connection at once.
+     *    Idle keep-alive connections hold no request and do not delay this. */
+    for (int waited_ms = 0; atomic_load(&s->n_requests) > 0 && waited_ms < SHUTDOWN_DRAIN_MS;
+         waited_ms += 5) {
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    /* 3. stop HTTP (joins every connection thread), then the engine thread */
     if (s->daemon) MHD_stop_daemon(s->daemon);
-    /* 3. stop the engine thread */
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
     if (s->engine_started) {
         atomic_store(&s->engine_stop, true);
         pthread_join(s->engine_thread, NULL);

@@ -27,6 +27,7 @@ struct la_server {
     bool engine_started;
     atomic_bool engine_stop;
     atomic_uint_fast64_t next_id;
+    atomic_int n_requests;    /* HTTP requests between their headers and their completion */
     uint32_t id_salt;
 
     pthread_mutex_t mu;       /* guards what follows */
