@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_data import ONE_HOP  # noqa: E402
-from train import attn_mask, collate, load_jsonl, tokenize_example  # noqa: E402
+from train import attn_mask, collate, load_jsonl, safe_sdpa, tokenize_example  # noqa: E402
 
 
 def normalize(s):
@@ -67,7 +67,8 @@ def greedy(model, tok, examples, block, dev, max_new=16, bs=128):
             d = collate(items, pad, left_pad=True)
             d = {k: v.to(dev) for k, v in d.items()}
             m = attn_mask(d["bid"], d["final"], block, torch.float32)
-            h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
+            with safe_sdpa():
+                h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
             nxt = model.lm_head(h[:, -1]).argmax(-1).tolist()
             for i, t in enumerate(nxt):
                 if done[i]:
@@ -111,6 +112,28 @@ def markdown(results, n):
     return "\n".join(lines)
 
 
+def update_card(card, table, train_log):
+    text = open(card).read()
+    b, e = "<!-- eval:begin -->", "<!-- eval:end -->"
+    if b not in text or e not in text:
+        print(f"{card}: no eval markers, not updated")
+        return
+    body = table
+    if os.path.exists(train_log):
+        t = json.load(open(train_log))
+        last = [r for r in t["log"] if "val_tf_em_block" in r]
+        body = (f"Training run: {t['steps']} steps x {t['args']['batch']} examples "
+                f"({t['steps'] * t['args']['batch']:,} examples) in {t['train_seconds']:.0f} s, "
+                f"{t['params'] / 1e6:.2f}M parameters, {t.get('skipped_steps', 0)} updates skipped "
+                f"(non-finite)" + (f"; teacher-forced validation EM at the end: block "
+                f"{100 * last[-1]['val_tf_em_block']:.1f}%, full {100 * last[-1]['val_tf_em_full']:.1f}%"
+                if last else "") + ".\n\n" + table)
+    text = text[:text.index(b) + len(b)] + "\n" + body + "\n" + text[text.index(e):]
+    with open(card, "w") as f:
+        f.write(text)
+    print(f"{card}: evaluation section updated")
+
+
 def check_tokenizer(model_dir, tok, examples):
     """The shipped tokenizer files load in transformers and agree with tokenizers."""
     from transformers import AutoTokenizer
@@ -139,6 +162,8 @@ def main():
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--card", default=None, help="README.md whose <!-- eval:begin/end --> part is "
+                    "replaced by the tables (and the training summary from eval/train_log.json)")
     a = ap.parse_args()
 
     from tokenizers import Tokenizer
@@ -203,7 +228,10 @@ def main():
     with open(a.out, "w") as f:
         json.dump(out, f, indent=None, ensure_ascii=False)
         f.write("\n")
-    print(markdown(results, len(rows)))
+    table = markdown(results, len(rows))
+    print(table)
+    if a.card:
+        update_card(a.card, table, os.path.join(os.path.dirname(os.path.abspath(a.out)), "train_log.json"))
     print(f"eval done in {time.time() - t0:.0f}s -> {a.out}")
 
 

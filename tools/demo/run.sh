@@ -2,7 +2,7 @@
 # Rebuild the bundled demo model models/rag-tiny from nothing: data, tokenizer,
 # Block-FT training, export, checks, HF evaluation. Needs python3 with torch,
 # transformers, tokenizers, safetensors, numpy; a CUDA GPU for training (one H200:
-# 6.5 minutes of training). Deterministic data and tokenizer; training itself is
+# 7 minutes of training). Deterministic data and tokenizer; training itself is
 # not bit-reproducible on a GPU (and stops at TIME_BUDGET seconds if that comes first).
 #
 #   tools/demo/run.sh                      # everything
@@ -31,7 +31,7 @@ if has tok; then
 fi
 if has train; then
     $PY tools/demo/train.py --tokenizer "$MODEL_DIR" --out "$MODEL_DIR" --val "$DATA_DIR/val.jsonl" \
-        --steps "${STEPS:-100000}" --time-budget "${TIME_BUDGET:-390}" --batch "${BATCH:-128}" \
+        --steps "${STEPS:-100000}" --time-budget "${TIME_BUDGET:-420}" --batch "${BATCH:-128}" \
         --lr "${LR:-1.5e-3}" --warmup "${WARMUP:-300}" --curriculum "${CURRICULUM:-1200}" \
         --lm-weight "${LM_WEIGHT:-0}" --full-frac "${FULL_FRAC:-0.25}" ${DEVICE:+--device "$DEVICE"} \
         --log-json "$MODEL_DIR/eval/train_log.json" ${TRAIN_ARGS:-}
@@ -41,5 +41,6 @@ if has check; then
 fi
 if has eval; then
     $PY tools/demo/eval_hf.py --model "$MODEL_DIR" --test "$MODEL_DIR/eval/test.jsonl" \
-        --out "$MODEL_DIR/eval/hf_results.json" --orders 3 ${DEVICE:+--device "$DEVICE"} ${EVAL_ARGS:-}
+        --out "$MODEL_DIR/eval/hf_results.json" --orders 3 --card "$MODEL_DIR/README.md" \
+        ${DEVICE:+--device "$DEVICE"} ${EVAL_ARGS:-}
 fi

@@ -30,6 +30,16 @@ import gen_data  # noqa: E402
 from prompt import ANSWER_FMT, encode_blocks, prompt_blocks  # noqa: E402
 
 
+def safe_sdpa():
+    """Pin SDPA to the memory-efficient kernel (math as fallback). With an explicit mask,
+    PyTorch 2.11's default cuDNN backward on H100/H200 returns NaN in dQ when the sequence
+    length is 64 mod 128 and a row's logsumexp is below -88.7 (pytorch/pytorch#196678);
+    block masks make such rows (a document's first token sees only itself). The first
+    full training run here went NaN at step ~2850 that way."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 def model_config(tok, a):
     """config.json in the classic Llama-3.1 format (rope_theta + rope_scaling)."""
     return {
@@ -194,7 +204,7 @@ def teacher_forced_em(model, tok, examples, dev, block, bs=64, amp=True):
     for s in range(0, len(examples), bs):
         d = collate([tokenize_example(tok, e) for e in examples[s:s + bs]], pad)
         d = {k: v.to(dev) for k, v in d.items()}
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp), safe_sdpa():
             m = attn_mask(d["bid"], d["final"], block, torch.bfloat16 if amp else torch.float32)
             h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
             logits = model.lm_head(h)
@@ -290,6 +300,8 @@ def main():
     run_n = 0
     step = 0
     wait = 0.0
+    skipped = 0
+    good = None  # last snapshot with finite weights
     while True:
         el = time.time() - t0
         prog = step / a.steps
@@ -305,7 +317,7 @@ def main():
         wait += time.time() - tw
         block = bool(d.pop("block"))
         d = {k: v.to(dev, non_blocking=True) for k, v in d.items()}
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp), safe_sdpa():
             m = attn_mask(d["bid"], d["final"], block, torch.bfloat16 if amp else torch.float32)
             h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
             sel = d["labels"] != -100
@@ -318,9 +330,14 @@ def main():
                 lml = F.cross_entropy(model.lm_head(h[:, :-1][lmsel[:, :-1]]).float(), tgt)
                 loss = ans_loss + a.lm_weight * lml
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        with safe_sdpa():
+            loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if torch.isfinite(gnorm) and torch.isfinite(loss):
+            opt.step()
+        else:  # never let one bad batch poison the weights
+            skipped += 1
+            print(f"step {step}: non-finite loss/grad, update skipped ({skipped} so far)", flush=True)
         step += 1
         run_loss += float(loss.detach()) if step % 10 == 0 or step < 20 else 0.0
         run_ans += float(ans_loss.detach()) if step % 10 == 0 or step < 20 else 0.0
@@ -328,15 +345,23 @@ def main():
         if step % a.log_every == 0:
             rec = {"step": step, "time": round(time.time() - t0, 1), "lr": lr,
                    "loss": run_loss / max(run_n, 1), "ans_loss": run_ans / max(run_n, 1),
-                   "data_wait": round(wait, 1), "tokens": int(d["ids"].numel())}
+                   "data_wait": round(wait, 1), "tokens": int(d["ids"].numel()),
+                   "skipped": skipped}
             run_loss = run_ans = 0.0
             run_n = 0
+            if step % a.eval_every == 0 and all(torch.isfinite(p).all() for p in model.parameters()):
+                good = (step, {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
             if val and step % a.eval_every == 0:
                 rec["val_tf_em_block"] = teacher_forced_em(model, tok, val, dev, True, amp=amp)
                 rec["val_tf_em_full"] = teacher_forced_em(model, tok, val, dev, False, amp=amp)
             log.append(rec)
             print(json.dumps(rec), flush=True)
     train_time = time.time() - t0
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        if good is None:
+            raise SystemExit("training produced non-finite weights and no finite snapshot exists")
+        print(f"final weights not finite: restoring the snapshot of step {good[0]}")
+        model.load_state_dict(good[1])
     print(f"trained {step} steps in {train_time:.0f}s ({step * a.batch} examples), "
           f"{wait:.0f}s waiting for data")
     if val:
@@ -349,7 +374,7 @@ def main():
     if a.log_json:
         with open(a.log_json, "w") as f:
             json.dump({"args": vars(a), "params": nparam, "steps": step, "train_seconds": train_time,
-                   "data_wait_seconds": wait,
+                   "data_wait_seconds": wait, "skipped_steps": skipped,
                        "log": log}, f, indent=1)
 
 
