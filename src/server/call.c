@@ -79,14 +79,11 @@ static void on_event(void *user, const la_event *ev) {
             snprintf(c->error, sizeof c->error, "server: out of memory for the response text");
         }
     }
+    /* counted before the handler can answer, so /metrics never lags a response */
+    if (done) la_metrics_observe(c->srv->metrics, &c->stats, c->finish);
     pthread_cond_broadcast(&c->cv);
-    la_request_stats st = c->stats;
-    la_finish_reason why = c->finish;
     pthread_mutex_unlock(&c->mu);
-    if (done) {
-        la_metrics_observe(c->srv->metrics, &st, why);
-        call_unref(c); /* the engine's reference */
-    }
+    if (done) call_unref(c); /* the engine's reference */
 }
 
 la_status la_call_submit(la_call *c, la_request_params *p, la_err *err) {

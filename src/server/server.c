@@ -382,8 +382,7 @@ la_status la_server_create(la_engine *e, const la_server_options *o, la_server *
     s->daemon = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_access, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-                                 MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
     if (!s->daemon) {
         atomic_store(&s->engine_stop, true);
         pthread_join(s->engine_thread, NULL);

@@ -360,6 +360,10 @@ Test(server_api, prewarm_refuses_methods_that_do_not_cache_documents_alone) {
 
 /* ============================================================ metrics =============== */
 
+static bool three_ok_and_idle(const la_engine_stats *s) {
+    return s->requests_ok == 3 && s->n_running == 0 && s->kv_blocks_pinned == 0;
+}
+
 Test(server_api, metrics_count_requests_tokens_and_kv_blocks) {
     test_server t;
     ts_start(&t, NULL);
@@ -373,6 +377,8 @@ Test(server_api, metrics_count_requests_tokens_and_kv_blocks) {
         cJSON_Delete(j);
     }
     ts_expect_error(t.port, "/v1/completions", "{", 400, "invalid_request_error", NULL, "invalid_json");
+    /* the engine counts a request just after its answer went out */
+    cr_assert(ts_wait_stats(t.e, three_ok_and_idle, 10000));
     la_http_resp r;
     cr_assert(la_http_request(t.port, "GET", "/metrics", NULL, 0, NULL, &r) == 0);
     cr_assert_eq(r.status, 200);
