@@ -15,7 +15,7 @@
  *   decode        la_tokenizer_decode of every passage's ids, MB/s of text produced
  *   detok         la_detok_push one id at a time, tokens/s
  * MB = 10^6 bytes. Writes one JSON object with the command and the machine (uname, CPU
- * model from /proc/cpuinfo) and prints a summary.
+ * model from /proc/cpuinfo, load average at start) and prints a summary.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -107,6 +107,18 @@ static double timed_pass(la_threadpool *tp, pass_ctx *p) {
     return la_now_ms() - t0;
 }
 
+/* 1-minute load average (/proc/loadavg), -1 if unknown: a busy machine lowers the
+ * numbers, so the result says how busy it was. */
+static double load_average(void) {
+    double v = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 static void cpu_model(char *out, size_t n) {
     snprintf(out, n, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -147,6 +159,7 @@ int main(int argc, char **argv) {
     }
     if (repeat < 1 || threads < 1) return die("--repeat and --threads must be >= 1", NULL);
 
+    double loadavg = load_average();
     corpus c = {0};
     if (load_corpus(data, &c)) return 1;
 
@@ -209,7 +222,7 @@ int main(int argc, char **argv) {
     snprintf(uname_s, sizeof uname_s, "%s %s %s %s", u.sysname, u.nodename, u.release, u.machine);
     for (int i = 0; i < argc; i++) {
         strncat(command, i ? " " : "", sizeof command - strlen(command) - 1);
-        strncat(command, i ? argv[i] : "./build/bench_tokenizer", sizeof command - strlen(command) - 1);
+        strncat(command, argv[i], sizeof command - strlen(command) - 1);
     }
 
     cJSON *o = cJSON_CreateObject(), *m = cJSON_CreateObject();
@@ -218,6 +231,7 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(m, "uname", uname_s);
     cJSON_AddStringToObject(m, "cpu", cpu);
     cJSON_AddNumberToObject(m, "n_cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddNumberToObject(m, "loadavg_1min_at_start", loadavg);
     cJSON_AddItemToObject(o, "machine", m);
     cJSON_AddStringToObject(o, "tokenizer", tok_dir);
     cJSON_AddStringToObject(o, "data", data);
