@@ -1,0 +1,720 @@
+/* GPU benchmark (bench/GPU_NOTES.md): TTFT of the five methods and TPOT, Llama-3-8B and
+ * Llama-3.2-1B shapes with random bf16 weights made on the device (timing only: the
+ * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
+ *
+ *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
+ *             [--out FILE] [--commit SHA] [--no-engine]
+ *
+ * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
+ * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
+ * request 2 has order B = A with documents 1 and 2 swapped (so prefix caching can reuse
+ * document 0, its best case for a reordering). Per method, what request 2 computes:
+ *   recompute  the whole prompt, causal (nothing cached)
+ *   prefix     everything after the full blocks of document 0, causal over the prefix
+ *   block      copy + re-rotate every cached document block, then the question
+ *   mepic      the question; attention rotates every cached key (stored unrotated)
+ *   lazy       the question; attention de-rotates the query once per document
+ * TTFT = wall time of that step's forward pass (block: plus its copies) from the call to
+ * logits on the host, median of --reps after one warm-up. The documents were encoded by
+ * real forward passes first (timed too: doc_encode_ms).
+ *
+ * TPOT at 8K: decode steps of batch 1, 8 and 32 sequences, each with its own 8K context
+ * (KV filled with random values: decode time does not depend on them), lazy (q_delta per
+ * document) against plain paged decode (q_delta 0, same blocks), plus lazy with all
+ * sequences sharing the documents' blocks (the real lazy layout). Median of 10 steps.
+ *
+ * Per-kernel device times (la_cuda_profile_*) for recompute and lazy at 8K and decode.
+ * An engine-level cross-check (public API, --random-weights) times lazy / prefix /
+ * recompute TTFT at 8K through la_engine_step with its scheduler.
+ * Prints a table on stderr, writes JSON to --out (or stdout).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "base/timer.h"
+#include "lazyattn/lazyattn.h"
+#include "model/config.h"
+#include "model/forward.h"
+
+#ifndef LA_HAVE_CUDA
+int main(void) {
+    fprintf(stderr, "bench_gpu: this build has no CUDA backend (nvcc was not found)\n");
+    return 1;
+}
+#else
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/cuda_backend.h"
+
+#define N_DOCS 10
+#define N_QUESTION 64
+#define BLOCK 16
+#define DATASHEET_BW 4.8e12    /* bytes/s, H200 HBM3e (DESIGN.md §8 floors) */
+#define DATASHEET_BF16 790e12  /* FLOP/s, bf16 dense measured on this GPU kind (DESIGN.md §8) */
+
+/* ============================================================ output ================= */
+
+typedef struct jbuf {
+    char *s;
+    size_t n, cap;
+} jbuf;
+
+static void jprintf(jbuf *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jprintf(jbuf *j, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(j->s + j->n, j->cap - j->n, fmt, ap);
+        va_end(ap);
+        if (w >= 0 && (size_t)w < j->cap - j->n) {
+            j->n += (size_t)w;
+            return;
+        }
+        j->cap = j->cap ? j->cap * 2 + (size_t)w : 1 << 16;
+        j->s = realloc(j->s, j->cap);
+        if (!j->s) {
+            fprintf(stderr, "bench_gpu: out of memory\n");
+            exit(1);
+        }
+    }
+}
+
+/* ============================================================ batches ================ */
+
+typedef struct bb {
+    int32_t n, cap;
+    int32_t *tokens, *pos, *kpos, *logit_rows;
+    int64_t *slots;
+    int32_t n_seqs, cap_seqs;
+    la_batch_seq *seqs;
+    int32_t n_blocks, cap_blocks;
+    la_attn_block *blocks;
+    int32_t n_logit;
+} bb;
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "bench_gpu: out of memory\n");
+        exit(1);
+    }
+    return q;
+}
+
+static void bb_reset(bb *b) { b->n = b->n_seqs = b->n_blocks = b->n_logit = 0; }
+
+static void bb_token(bb *b, int32_t tok, int32_t pos, int32_t kpos, int64_t slot) {
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 4096;
+        b->tokens = xrealloc(b->tokens, 4 * (size_t)b->cap);
+        b->pos = xrealloc(b->pos, 4 * (size_t)b->cap);
+        b->kpos = xrealloc(b->kpos, 4 * (size_t)b->cap);
+        b->logit_rows = xrealloc(b->logit_rows, 4 * (size_t)b->cap);
+        b->slots = xrealloc(b->slots, 8 * (size_t)b->cap);
+    }
+    b->tokens[b->n] = tok, b->pos[b->n] = pos, b->kpos[b->n] = kpos, b->slots[b->n] = slot;
+    b->n++;
+}
+
+static void bb_block(bb *b, int32_t id, int32_t n_valid, int32_t pos0, int32_t q_delta, int32_t k_rope) {
+    if (b->n_blocks == b->cap_blocks) {
+        b->cap_blocks = b->cap_blocks ? 2 * b->cap_blocks : 4096;
+        b->blocks = xrealloc(b->blocks, sizeof(la_attn_block) * (size_t)b->cap_blocks);
+    }
+    b->blocks[b->n_blocks++] = (la_attn_block){id, n_valid, pos0, q_delta, k_rope};
+}
+
+static void bb_seq(bb *b, int32_t row0, int32_t n_rows, int32_t block0, bool logit) {
+    if (b->n_seqs == b->cap_seqs) {
+        b->cap_seqs = b->cap_seqs ? 2 * b->cap_seqs : 64;
+        b->seqs = xrealloc(b->seqs, sizeof(la_batch_seq) * (size_t)b->cap_seqs);
+    }
+    b->seqs[b->n_seqs++] = (la_batch_seq){row0, n_rows, block0, b->n_blocks - block0};
+    if (logit) b->logit_rows[b->n_logit++] = row0 + n_rows - 1;
+}
+
+static la_batch bb_batch(bb *b) {
+    return (la_batch){b->n, b->tokens, b->pos, b->kpos, b->slots, b->n_seqs, b->seqs,
+                      b->n_blocks, b->blocks, b->n_logit, b->logit_rows};
+}
+
+/* ============================================================ model + workload ======= */
+
+typedef struct bench {
+    const char *shape;
+    la_model_config cfg;
+    la_backend *be;
+    int64_t n_blocks;
+    float *logits;
+    int reps;
+    jbuf *out;
+    bool first_row;
+    int failures;
+} bench;
+
+typedef struct layout {
+    int32_t ctx;                 /* documents + question, tokens */
+    int32_t len[N_DOCS];         /* document lengths, order A */
+    int32_t *ids[N_DOCS];
+    int32_t q_ids[N_QUESTION];
+    int32_t doc_block[N_DOCS];   /* first block of each cached document */
+    int32_t next_block;          /* bump allocator over the pool */
+} layout;
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 32);
+}
+
+static int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+static int32_t alloc_blocks(bench *bn, layout *L, int32_t n_tokens) {
+    int32_t first = L->next_block, n = ceil_div(n_tokens, BLOCK);
+    if (first + n > bn->n_blocks) {
+        fprintf(stderr, "bench_gpu: KV pool too small (%d + %d > %lld blocks)\n", first, n, (long long)bn->n_blocks);
+        exit(1);
+    }
+    L->next_block += n;
+    return first;
+}
+
+static void layout_init(layout *L, int32_t ctx, int32_t vocab) {
+    memset(L, 0, sizeof *L);
+    L->ctx = ctx;
+    int32_t docs = ctx - N_QUESTION, base = docs / N_DOCS, used = 0;
+    for (int d = 0; d < N_DOCS; d++) {
+        int32_t len = d == N_DOCS - 1 ? docs - used : base + (int32_t)(rnd() % 11) - 5;
+        L->len[d] = len;
+        used += len;
+        L->ids[d] = xrealloc(NULL, sizeof(int32_t) * (size_t)len);
+        for (int32_t i = 0; i < len; i++) L->ids[d][i] = 1000 + (int32_t)(rnd() % (uint32_t)(vocab - 2000));
+    }
+    for (int i = 0; i < N_QUESTION; i++) L->q_ids[i] = 1000 + (int32_t)(rnd() % (uint32_t)(vocab - 2000));
+}
+
+static void layout_free(layout *L) {
+    for (int d = 0; d < N_DOCS; d++) free(L->ids[d]);
+}
+
+static const int k_order_b[N_DOCS] = {0, 2, 1, 3, 4, 5, 6, 7, 8, 9};
+
+/* Run one forward; returns wall ms (to_host included when logits are wanted, else a
+ * synchronize), or -1 on error. */
+static double timed_forward(bench *bn, la_batch *b) {
+    la_err err = {0};
+    double t0 = la_now_ms();
+    la_status s = la_forward(bn->be, b, bn->logits, &err);
+    if (s == LA_OK && b->n_logit_rows == 0) s = la_cuda_synchronize(bn->be, &err);
+    double t1 = la_now_ms();
+    if (s != LA_OK) {
+        fprintf(stderr, "bench_gpu: %s: forward of %d rows failed: %s\n", bn->shape, b->n_tokens, err.msg);
+        bn->failures++;
+        return -1;
+    }
+    return t1 - t0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ============================================================ floors ================= */
+
+/* Parameters in the per-layer matrices (no embedding table, no lm_head). */
+static double layer_params(const la_model_config *m) {
+    double d = m->hidden_size, qd = (double)m->n_heads * m->head_dim, kvd = (double)m->n_kv_heads * m->head_dim;
+    return (double)m->n_layers * (d * (qd + 2 * kvd) + qd * d + 3.0 * d * m->intermediate_size);
+}
+/* Bytes of weights a forward pass streams: every layer matrix and lm_head, bf16. */
+static double weight_bytes(const la_model_config *m) {
+    return 2.0 * (layer_params(m) + (double)m->vocab_size * m->hidden_size);
+}
+static double kv_bytes_per_token(const la_model_config *m) {
+    return 2.0 * 2.0 * m->n_layers * m->n_kv_heads * m->head_dim;
+}
+/* Full prefill of n tokens, causal: 2 P n for the matrices + 2 n^2 L H d for attention
+ * (QK^T and PV over the causal half) (+ lm_head for one row): DESIGN.md §8's formula. */
+static double prefill_flops(const la_model_config *m, double n) {
+    return 2.0 * layer_params(m) * n + 2.0 * n * n * m->n_layers * m->n_heads * m->head_dim +
+           2.0 * (double)m->vocab_size * m->hidden_size;
+}
+
+/* ============================================================ TTFT =================== */
+
+/* Request 1: encode every document alone into its blocks (lazy / block layout: K rotated
+ * at local positions). Returns total ms. */
+static double encode_docs(bench *bn, layout *L, bb *b) {
+    double total = 0;
+    for (int d = 0; d < N_DOCS; d++) {
+        L->doc_block[d] = alloc_blocks(bn, L, L->len[d]);
+        bb_reset(b);
+        for (int32_t i = 0; i < L->len[d]; i++)
+            bb_token(b, L->ids[d][i], i, i, (int64_t)(L->doc_block[d] + i / BLOCK) * BLOCK + i % BLOCK);
+        for (int32_t k = 0; k * BLOCK < L->len[d]; k++)
+            bb_block(b, L->doc_block[d] + k, L->len[d] - k * BLOCK < BLOCK ? L->len[d] - k * BLOCK : BLOCK,
+                     k * BLOCK, 0, 0);
+        bb_seq(b, 0, L->len[d], 0, false);
+        la_batch batch = bb_batch(b);
+        double ms = timed_forward(bn, &batch);
+        if (ms < 0) return -1;
+        total += ms;
+    }
+    return total;
+}
+
+/* The whole prompt in order B from token `from` on, causal over contiguous positions,
+ * blocks from `first_block` (prefix reuses the earlier blocks of the same prompt). */
+static void build_full(layout *L, bb *b, int32_t first_block, int32_t from) {
+    bb_reset(b);
+    int32_t t = 0;
+    for (int k = 0; k < N_DOCS; k++) {
+        int d = k_order_b[k];
+        for (int32_t i = 0; i < L->len[d]; i++, t++)
+            if (t >= from) bb_token(b, L->ids[d][i], t, t, (int64_t)(first_block + t / BLOCK) * BLOCK + t % BLOCK);
+    }
+    for (int i = 0; i < N_QUESTION; i++, t++)
+        if (t >= from) bb_token(b, L->q_ids[i], t, t, (int64_t)(first_block + t / BLOCK) * BLOCK + t % BLOCK);
+    for (int32_t k = 0; k * BLOCK < t; k++)
+        bb_block(b, first_block + k, t - k * BLOCK < BLOCK ? t - k * BLOCK : BLOCK, k * BLOCK, 0, 0);
+    bb_seq(b, 0, b->n, 0, true);
+}
+
+typedef enum doc_view { VIEW_LAZY, VIEW_MEPIC, VIEW_BLOCK } doc_view;
+
+/* The question of request 2 (order B) over the cached documents, per method's view. */
+static void build_question(layout *L, bb *b, doc_view v, const int32_t *copy_block, int32_t tail_block) {
+    bb_reset(b);
+    int32_t S = 0;
+    for (int k = 0; k < N_DOCS; k++) {
+        int d = k_order_b[k];
+        for (int32_t i = 0; i * BLOCK < L->len[d]; i++) {
+            int32_t nv = L->len[d] - i * BLOCK < BLOCK ? L->len[d] - i * BLOCK : BLOCK;
+            if (v == VIEW_LAZY) bb_block(b, L->doc_block[d] + i, nv, S + i * BLOCK, S, 0);
+            else if (v == VIEW_MEPIC) bb_block(b, L->doc_block[d] + i, nv, S + i * BLOCK, 0, 1);
+            else bb_block(b, copy_block[d] + i, nv, S + i * BLOCK, 0, 0);
+        }
+        S += L->len[d];
+    }
+    for (int i = 0; i < N_QUESTION; i++)
+        bb_token(b, L->q_ids[i], S + i, S + i, (int64_t)(tail_block + i / BLOCK) * BLOCK + i % BLOCK);
+    for (int32_t k = 0; k * BLOCK < N_QUESTION; k++) bb_block(b, tail_block + k, BLOCK, S + k * BLOCK, 0, 0);
+    bb_seq(b, 0, N_QUESTION, 0, true);
+}
+
+static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
+                      int32_t computed, const char *profile) {
+    jbuf *j = bn->out;
+    jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"ttft_ms\": %.3f, \"floor_ms\": %.3f, "
+               "\"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
+            bn->first_row ? "" : ",", ctx, method, ms, floor_ms, floor_kind, ms / floor_ms, computed);
+    if (profile) jprintf(j, ", \"profile_ms\": %s", profile);
+    jprintf(j, "}");
+    bn->first_row = false;
+    fprintf(stderr, "  %-10s ctx %6d  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx, ms, floor_ms,
+            floor_kind, ms / floor_ms);
+}
+
+static char g_prof[8192];
+
+static const char *profile_of(bench *bn, la_batch *b) {
+    la_cuda_profile_enable(bn->be, true);
+    double ms = timed_forward(bn, b);
+    la_cuda_profile_json(bn->be, g_prof, sizeof g_prof);
+    la_cuda_profile_enable(bn->be, false);
+    return ms < 0 ? "{}" : g_prof;
+}
+
+static void ttft_context(bench *bn, int32_t ctx, bb *b) {
+    const la_model_config *m = &bn->cfg;
+    layout L;
+    layout_init(&L, ctx, m->vocab_size);
+    int reps = ctx >= 32768 ? (bn->reps < 3 ? bn->reps : 3) : bn->reps;
+    double *t = xrealloc(NULL, sizeof(double) * (size_t)(reps + 1));
+    double compute_floor = prefill_flops(m, ctx) / DATASHEET_BF16 * 1e3;
+    double stream_floor = (weight_bytes(m) + kv_bytes_per_token(m) * ctx) / DATASHEET_BW * 1e3;
+
+    double enc = encode_docs(bn, &L, b);
+    fprintf(stderr, "  documents  ctx %6d  encode %9.3f ms (10 forwards, request 1)\n", ctx, enc);
+    jprintf(bn->out, "%s\n      {\"context\": %d, \"method\": \"doc_encode\", \"ms\": %.3f}", bn->first_row ? "" : ",",
+            ctx, enc);
+    bn->first_row = false;
+
+    /* recompute: order B whole prompt */
+    int32_t full_block = alloc_blocks(bn, &L, ctx);
+    build_full(&L, b, full_block, 0);
+    la_batch batch = bb_batch(b);
+    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
+    const char *prof = ctx == 8192 ? profile_of(bn, &batch) : NULL;
+    emit_ttft(bn, ctx, "recompute", median(t + 1, reps), compute_floor, "compute", ctx, prof);
+
+    /* prefix: reuse the full blocks of document 0 (same tokens in both orders) */
+    int32_t reuse = L.len[0] / BLOCK * BLOCK;
+    build_full(&L, b, full_block, reuse);
+    batch = bb_batch(b);
+    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
+    double prefix_floor = prefill_flops(m, ctx) / DATASHEET_BF16 * 1e3 * (double)(ctx - reuse) / ctx;
+    emit_ttft(bn, ctx, "prefix", median(t + 1, reps), prefix_floor, "compute (uncached part)", ctx - reuse, NULL);
+
+    /* block: copies re-rotated by S_d, then the question over the copies */
+    int32_t copy_block[N_DOCS], tail = alloc_blocks(bn, &L, N_QUESTION);
+    for (int d = 0; d < N_DOCS; d++) copy_block[d] = alloc_blocks(bn, &L, L.len[d]);
+    build_question(&L, b, VIEW_BLOCK, copy_block, tail);
+    batch = bb_batch(b);
+    for (int r = 0; r <= reps; r++) {
+        la_err err = {0};
+        double t0 = la_now_ms();
+        int32_t S = 0;
+        for (int k = 0; k < N_DOCS; k++) {
+            int d = k_order_b[k];
+            for (int32_t i = 0; i * BLOCK < L.len[d]; i++) {
+                int32_t nv = L.len[d] - i * BLOCK < BLOCK ? L.len[d] - i * BLOCK : BLOCK;
+                if (bn->be->ops->kv_copy_rotate(bn->be, L.doc_block[d] + i, copy_block[d] + i, nv, S, &err) != LA_OK) {
+                    fprintf(stderr, "bench_gpu: kv_copy_rotate: %s\n", err.msg);
+                    bn->failures++;
+                }
+            }
+            S += L.len[d];
+        }
+        double ms = timed_forward(bn, &batch);
+        t[r] = ms < 0 ? -1 : la_now_ms() - t0;
+    }
+    emit_ttft(bn, ctx, "block", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, NULL);
+
+    build_question(&L, b, VIEW_MEPIC, NULL, tail);
+    batch = bb_batch(b);
+    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
+    emit_ttft(bn, ctx, "mepic", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, NULL);
+
+    build_question(&L, b, VIEW_LAZY, NULL, tail);
+    batch = bb_batch(b);
+    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
+    prof = profile_of(bn, &batch);
+    emit_ttft(bn, ctx, "lazy", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, prof);
+    free(t);
+    layout_free(&L);
+}
+
+/* ============================================================ TPOT =================== */
+
+typedef enum decode_kind { DEC_PLAIN, DEC_LAZY, DEC_LAZY_SHARED } decode_kind;
+
+static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const char *name) {
+    const la_model_config *m = &bn->cfg;
+    layout L;
+    layout_init(&L, 8192, m->vocab_size);
+    const int32_t prompt = 8192, steps = 12, warm = 2;
+    /* per sequence: its documents' blocks (or a contiguous prompt) and a tail */
+    int32_t *first = xrealloc(NULL, sizeof(int32_t) * (size_t)batch_size * (N_DOCS + 1));
+    int32_t shared[N_DOCS];
+    for (int d = 0; d < N_DOCS; d++) shared[d] = alloc_blocks(bn, &L, L.len[d]);
+    for (int32_t s = 0; s < batch_size; s++) {
+        int32_t *f = first + s * (N_DOCS + 1);
+        if (kind == DEC_PLAIN) f[0] = alloc_blocks(bn, &L, prompt + steps + 16);
+        else {
+            for (int d = 0; d < N_DOCS; d++) f[d] = kind == DEC_LAZY_SHARED ? shared[d] : alloc_blocks(bn, &L, L.len[d]);
+            f[N_DOCS] = alloc_blocks(bn, &L, N_QUESTION + steps + 16);
+        }
+    }
+    double *t = xrealloc(NULL, sizeof(double) * (size_t)steps);
+    char prof[8192] = "{}";
+    for (int32_t step = 0; step < steps; step++) {
+        bb_reset(b);
+        for (int32_t s = 0; s < batch_size; s++) {
+            const int32_t *f = first + s * (N_DOCS + 1);
+            int32_t block0 = b->n_blocks, p = prompt + step;
+            if (kind == DEC_PLAIN) {
+                for (int32_t k = 0; k * BLOCK <= p; k++)
+                    bb_block(b, f[0] + k, p + 1 - k * BLOCK < BLOCK ? p + 1 - k * BLOCK : BLOCK, k * BLOCK, 0, 0);
+                bb_token(b, 1000 + step, p, p, (int64_t)(f[0] + p / BLOCK) * BLOCK + p % BLOCK);
+            } else {
+                int32_t S = 0;
+                for (int d = 0; d < N_DOCS; d++) {
+                    for (int32_t i = 0; i * BLOCK < L.len[d]; i++)
+                        bb_block(b, f[d] + i, L.len[d] - i * BLOCK < BLOCK ? L.len[d] - i * BLOCK : BLOCK,
+                                 S + i * BLOCK, S, 0);
+                    S += L.len[d];
+                }
+                int32_t tail_n = N_QUESTION + step + 1; /* question + generated + this token */
+                for (int32_t k = 0; k * BLOCK < tail_n; k++)
+                    bb_block(b, f[N_DOCS] + k, tail_n - k * BLOCK < BLOCK ? tail_n - k * BLOCK : BLOCK,
+                             S + k * BLOCK, 0, 0);
+                int32_t ti = tail_n - 1;
+                bb_token(b, 1000 + step, S + ti, S + ti, (int64_t)(f[N_DOCS] + ti / BLOCK) * BLOCK + ti % BLOCK);
+            }
+            bb_seq(b, b->n - 1, 1, block0, true);
+        }
+        la_batch batch = bb_batch(b);
+        if (step == steps - 1) {
+            la_cuda_profile_enable(bn->be, true);
+            timed_forward(bn, &batch);
+            la_cuda_profile_json(bn->be, prof, sizeof prof);
+            la_cuda_profile_enable(bn->be, false);
+        }
+        t[step] = timed_forward(bn, &batch);
+    }
+    double ms = median(t + warm, steps - warm);
+    double kv = kv_bytes_per_token(m) * (prompt + N_QUESTION) * batch_size;
+    double floor_ms = (weight_bytes(m) + kv) / DATASHEET_BW * 1e3;
+    jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"tpot_ms\": %.3f, \"floor_ms\": %.3f, "
+                     "\"ratio_to_floor\": %.3f, \"profile_ms\": %s}",
+            bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, prof);
+    bn->first_row = false;
+    fprintf(stderr, "  decode %-12s batch %2d  TPOT %8.3f ms  floor %7.3f ms  ratio %5.2f\n", name, batch_size, ms,
+            floor_ms, ms / floor_ms);
+    free(t);
+    free(first);
+    layout_free(&L);
+}
+
+/* ============================================================ peaks ================== */
+
+static void peaks(bench *bn) {
+    const la_model_config *m = &bn->cfg;
+    la_err err = {0};
+    /* device-to-device copy, 2 GiB each way */
+    size_t bytes = (size_t)2 << 30;
+    void *a = NULL, *c = NULL;
+    double copy_gbs = 0, gemm_tflops = 0;
+    if (cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&c, bytes) == cudaSuccess) {
+        cudaMemset(a, 1, bytes);
+        cudaMemcpy(c, a, bytes, cudaMemcpyDeviceToDevice);
+        cudaDeviceSynchronize();
+        double t0 = la_now_ms();
+        for (int i = 0; i < 10; i++) cudaMemcpy(c, a, bytes, cudaMemcpyDeviceToDevice);
+        cudaDeviceSynchronize();
+        copy_gbs = 10.0 * 2.0 * (double)bytes / ((la_now_ms() - t0) * 1e-3) / 1e9;
+    }
+    if (a) cudaFree(a);
+    if (c) cudaFree(c);
+    (void)cudaGetLastError();
+    /* the model's own gate GEMM at 8192 rows through the backend (cuBLAS) */
+    la_act x, y;
+    int64_t n = 8192;
+    if (bn->be->ops->act_alloc(bn->be, n, m->hidden_size, &x, &err) == LA_OK &&
+        bn->be->ops->act_alloc(bn->be, n, m->intermediate_size, &y, &err) == LA_OK) {
+        float *h = xrealloc(NULL, sizeof(float) * (size_t)(n * m->hidden_size));
+        for (int64_t i = 0; i < n * m->hidden_size; i++) h[i] = (float)((int32_t)(rnd() % 2001) - 1000) * 1e-3f;
+        la_cuda_act_upload(bn->be, &x, h, &err);
+        free(h);
+        bn->be->ops->matmul(bn->be, &x, LA_W_GATE, 0, &y, &err);
+        la_cuda_synchronize(bn->be, &err);
+        double t0 = la_now_ms();
+        for (int i = 0; i < 20; i++) bn->be->ops->matmul(bn->be, &x, LA_W_GATE, i % m->n_layers, &y, &err);
+        la_cuda_synchronize(bn->be, &err);
+        gemm_tflops = 20.0 * 2.0 * (double)n * m->hidden_size * m->intermediate_size / ((la_now_ms() - t0) * 1e-3) / 1e12;
+        bn->be->ops->act_free(bn->be, &x);
+        bn->be->ops->act_free(bn->be, &y);
+    }
+    fprintf(stderr, "  peaks: device copy %.0f GB/s (read + write), gate GEMM [%lld x %d] x [%d x %d]^T %.0f TFLOP/s\n",
+            copy_gbs, (long long)n, m->hidden_size, m->intermediate_size, m->hidden_size, gemm_tflops);
+    jprintf(bn->out, "\n    \"peaks\": {\"copy_gb_s\": %.1f, \"gate_gemm_tflop_s\": %.1f, \"datasheet_bw_gb_s\": %.0f, "
+                     "\"bf16_reference_tflop_s\": %.0f},",
+            copy_gbs, gemm_tflops, DATASHEET_BW / 1e9, DATASHEET_BF16 / 1e12);
+}
+
+/* ============================================================ engine cross-check ===== */
+
+typedef struct ev_wait {
+    bool done;
+    la_request_stats st;
+} ev_wait;
+
+static void on_ev(void *user, const la_event *ev) {
+    ev_wait *w = user;
+    if (ev->kind == LA_EVENT_DONE) {
+        w->done = true;
+        w->st = *ev->stats;
+    }
+}
+
+static void engine_check(bench *bn) {
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.random_weights = bn->shape;
+    o.device = LA_DEVICE_CUDA;
+    o.kv_bytes = (int64_t)24 << 30;
+    o.max_batch_tokens = 16384;
+    o.max_context = 40000;
+    la_engine *e = NULL;
+    la_err err = {0};
+    if (la_engine_create(&o, &e, &err) != LA_OK) {
+        fprintf(stderr, "bench_gpu: engine (%s): %s\n", bn->shape, err.msg);
+        jprintf(bn->out, "\n    \"engine\": {\"error\": \"engine create failed\"},");
+        return;
+    }
+    layout L;
+    layout_init(&L, 8192, bn->cfg.vocab_size);
+    const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_PREFIX, LA_METHOD_RECOMPUTE};
+    jprintf(bn->out, "\n    \"engine\": {\"context\": 8192, \"note\": \"public API, la_engine_step, max_batch_tokens "
+                     "16384, request 2 reorders the documents\"");
+    for (int k = 0; k < 3; k++) {
+        double ttft[2] = {0, 0};
+        for (int req = 0; req < 2; req++) {
+            la_segment docs[N_DOCS];
+            int32_t flat[8192];
+            int32_t n = 0;
+            for (int i = 0; i < N_DOCS; i++) {
+                int d = req ? k_order_b[i] : i;
+                docs[i] = (la_segment){.ids = L.ids[d], .n_ids = L.len[d]};
+                for (int32_t t = 0; t < L.len[d]; t++) flat[n++] = L.ids[d][t];
+            }
+            for (int i = 0; i < N_QUESTION; i++) flat[n++] = L.q_ids[i];
+            la_request_params rp;
+            la_request_params_init(&rp);
+            bool blockwise = ms[k] == LA_METHOD_LAZY;
+            if (blockwise) {
+                rp.docs = docs;
+                rp.n_docs = N_DOCS;
+                rp.prompt = (la_segment){.ids = L.q_ids, .n_ids = N_QUESTION};
+            } else {
+                rp.prompt = (la_segment){.ids = flat, .n_ids = n};
+            }
+            rp.add_special = false;
+            rp.method = ms[k];
+            rp.sampling.max_tokens = 1;
+            rp.sampling.ignore_eos = true;
+            ev_wait w = {0};
+            rp.on_event = on_ev;
+            rp.user = &w;
+            if (la_engine_submit(e, &rp, NULL, &err) != LA_OK) {
+                fprintf(stderr, "bench_gpu: engine submit: %s\n", err.msg);
+                break;
+            }
+            while (!w.done) la_engine_step(e, &err);
+            ttft[req] = w.st.ttft_ms;
+        }
+        jprintf(bn->out, ", \"%s_ttft_ms\": {\"request1\": %.3f, \"request2\": %.3f}", la_method_name(ms[k]), ttft[0],
+                ttft[1]);
+        fprintf(stderr, "  engine %-10s ctx 8192  TTFT request 1 %9.3f ms, request 2 (reordered) %9.3f ms\n",
+                la_method_name(ms[k]), ttft[0], ttft[1]);
+    }
+    jprintf(bn->out, "},");
+    layout_free(&L);
+    la_engine_destroy(e);
+}
+
+/* ============================================================ main =================== */
+
+static int parse_list(const char *s, int32_t *out, int max) {
+    int n = 0;
+    while (s && *s && n < max) {
+        out[n++] = (int32_t)strtol(s, (char **)&s, 10);
+        if (*s == ',') s++;
+    }
+    return n;
+}
+
+int main(int argc, char **argv) {
+    const char *shapes = "llama3-8b,llama3.2-1b", *out_path = NULL, *commit = "unknown";
+    int32_t ctxs[8] = {2048, 8192, 32768};
+    int n_ctx = 3, reps = 5;
+    bool engine = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
+        else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) n_ctx = parse_list(argv[++i], ctxs, 8);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+        else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
+        else if (!strcmp(argv[i], "--no-engine")) engine = false;
+        else {
+            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--out FILE] [--commit SHA] "
+                            "[--no-engine]\n");
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    jbuf out = {0};
+    char cmd[1024] = "";
+    for (int i = 0; i < argc; i++) {
+        strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 2);
+        strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
+    }
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    int failures = 0;
+    bool first_shape = true;
+    char gpu[256] = "";
+    jprintf(&out, "{\n  \"command\": \"%s\",\n  \"commit\": \"%s\",\n  \"date\": \"%s\",\n  \"weights\": \"random bf16 "
+                  "(--random-weights; timing only)\",\n  \"shapes\": [",
+            cmd, commit, date);
+    char list[256];
+    snprintf(list, sizeof list, "%s", shapes);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        bench bn = {.shape = tok, .reps = reps, .out = &out, .first_row = true};
+        la_err err = {0};
+        if (la_model_config_preset(tok, &bn.cfg, &err) != LA_OK ||
+            la_backend_create(LA_DEVICE_CUDA, 0, &bn.be, &err) != LA_OK) {
+            fprintf(stderr, "bench_gpu: %s: %s\n", tok, err.msg);
+            return 1;
+        }
+        snprintf(gpu, sizeof gpu, "%s", la_cuda_device_name(bn.be));
+        double t0 = la_now_ms();
+        if (bn.be->ops->load_weights(bn.be, &bn.cfg, NULL, &err) != LA_OK) {
+            fprintf(stderr, "bench_gpu: %s: load_weights: %s\n", tok, err.msg);
+            return 1;
+        }
+        double load_ms = la_now_ms() - t0;
+        /* pool: the 32K TTFT workload (~4 contexts' worth) and 32 x 8K decode sequences */
+        int64_t block_bytes = bn.be->ops->kv_block_bytes(bn.be, BLOCK);
+        bn.n_blocks = 24000;
+        if (bn.be->ops->kv_alloc(bn.be, bn.n_blocks, BLOCK, &err) != LA_OK) {
+            fprintf(stderr, "bench_gpu: %s: kv_alloc: %s\n", tok, err.msg);
+            return 1;
+        }
+        bn.logits = xrealloc(NULL, sizeof(float) * 64 * (size_t)bn.cfg.vocab_size);
+        fprintf(stderr, "%s on %s: random weights made in %.1f ms; KV pool %lld blocks x %d (%.1f GiB)\n", tok, gpu,
+                load_ms, (long long)bn.n_blocks, BLOCK, (double)(bn.n_blocks * block_bytes) / (1 << 30));
+        jprintf(&out, "%s\n  {\n    \"shape\": \"%s\",\n    \"gpu\": \"%s\",\n    \"weight_bytes_streamed\": %.0f,"
+                      "\n    \"kv_bytes_per_token\": %.0f,",
+                first_shape ? "" : ",", tok, gpu, weight_bytes(&bn.cfg), kv_bytes_per_token(&bn.cfg));
+        first_shape = false;
+        peaks(&bn);
+        bb b = {0};
+        jprintf(&out, "\n    \"ttft\": [");
+        for (int c = 0; c < n_ctx; c++) ttft_context(&bn, ctxs[c], &b);
+        jprintf(&out, "\n    ],\n    \"tpot\": [");
+        bn.first_row = true;
+        la_err ferr = {0};
+        if (la_cuda_kv_fill_random(bn.be, 7, &ferr) != LA_OK) fprintf(stderr, "bench_gpu: fill: %s\n", ferr.msg);
+        const int32_t batches[3] = {1, 8, 32};
+        for (int i = 0; i < 3; i++) {
+            tpot(&bn, batches[i], DEC_PLAIN, &b, "plain");
+            tpot(&bn, batches[i], DEC_LAZY, &b, "lazy");
+            tpot(&bn, batches[i], DEC_LAZY_SHARED, &b, "lazy_shared");
+        }
+        jprintf(&out, "\n    ],");
+        la_backend_destroy(bn.be);
+        bn.be = NULL;
+        if (engine) engine_check(&bn);
+        jprintf(&out, "\n    \"failures\": %d\n  }", bn.failures);
+        failures += bn.failures;
+        free(bn.logits);
+        free(b.tokens), free(b.pos), free(b.kpos), free(b.logit_rows), free(b.slots), free(b.seqs), free(b.blocks);
+    }
+    jprintf(&out, "\n  ]\n}\n");
+    FILE *f = out_path ? fopen(out_path, "w") : stdout;
+    if (!f) {
+        fprintf(stderr, "bench_gpu: cannot write %s\n", out_path);
+        return 1;
+    }
+    fwrite(out.s, 1, out.n, f);
+    if (f != stdout) fclose(f);
+    free(out.s);
+    return failures ? 1 : 0;
+}
+#endif

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU run (bench/GPU_NOTES.md). Two halves:
+#
+#   scripts/device_gpu.sh prepare   here (a machine with nvcc and the Debian -dev libraries):
+#                                   build the GPU tests and bench_gpu in .carry/build (Release,
+#                                   sm_90) and pack them with every shared library they need
+#                                   that the GPU machine lacks into .carry/dev/bundle.tar.xz
+#   scripts/device_gpu.sh run       on the GPU machine (builds nothing), from the repository
+#                                   root, with $OUT set: unpack, run the GPU tests, bench_gpu
+#                                   and the transformers peer; everything lands in $OUT:
+#                                   nvidia_smi.txt tests.log bench.log gpu_h200.json
+#                                   hf_peer.json hf.log (LA_HF=0 skips the peer)
+#
+# The run is given with the commit it measures: LA_COMMIT=<sha> scripts/device_gpu.sh run
+set -u
+mode=${1:-run}
+root=$(pwd)
+
+if [ "$mode" = prepare ]; then
+    set -e
+    cmake -S . -B .carry/build -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward bench_gpu
+    rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/dev
+    bins="backend_test_cuda_kernels backend_test_cuda_forward bench_gpu"
+    for b in $bins; do cp .carry/build/$b .carry/stage/bin/; done
+    # every resolved library except glibc's, the CUDA toolkit's (the GPU machine has its
+    # own cuBLAS 13) and the driver's
+    for b in $bins; do ldd .carry/build/$b; done | awk '/=>/ {print $3}' | sort -u |
+        grep -v -E '/(libc|libm|libdl|librt|libpthread|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|libcublas' |
+        while read -r lib; do cp -L "$lib" .carry/stage/lib/; done
+    tar -C .carry/stage -cJf .carry/dev/bundle.tar.xz bin lib
+    ls -la .carry/dev/bundle.tar.xz
+    exit 0
+fi
+
+: "${OUT:?OUT must be set (the device tool sets it)}"
+t_start=$(date +%s)
+mkdir -p /tmp/la && tar -C /tmp/la -xJf .carry/dev/bundle.tar.xz
+# tests find their fixtures under the source path they were built with
+if [ ! -e /work/main/tests ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
+cublas=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    "$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)"; do
+    if [ -n "$d" ] && [ -e "$d/libcublasLt.so.13" ]; then cublas=$d; break; fi
+done
+orig_ld=${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=/tmp/la/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+{
+    nvidia-smi
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used,memory.total --format=csv
+    echo "cuBLAS from: ${cublas:-not found}"
+    ldd /tmp/la/bin/bench_gpu | grep -E 'not found|cublas'
+} >"$OUT/nvidia_smi.txt" 2>&1
+
+cd /work/main
+for t in backend_test_cuda_kernels backend_test_cuda_forward; do
+    echo "=== $t" >>"$OUT/tests.log"
+    timeout ${LA_TEST_TIMEOUT:-75} /tmp/la/bin/$t --jobs 1 >>"$OUT/tests.log" 2>&1
+    echo "=== $t exit $?" >>"$OUT/tests.log"
+done
+grep -E '^===|Synthesis|FAIL|\[----\]' "$OUT/tests.log" | head -40
+
+timeout ${LA_BENCH_TIMEOUT:-150} /tmp/la/bin/bench_gpu --commit "${LA_COMMIT:-unknown}" --out "$OUT/gpu_h200.json" \
+    ${LA_BENCH_ARGS:-} 2>"$OUT/bench.log"
+echo "bench_gpu exit $?"
+cat "$OUT/bench.log" | tail -60
+
+if [ "${LA_HF:-1}" = 1 ]; then
+    LD_LIBRARY_PATH=$orig_ld PYTHONUNBUFFERED=1 timeout ${LA_HF_TIMEOUT:-100} python3 bench/hf_peer.py ${LA_HF_ARGS:-} >"$OUT/hf_peer.json" 2>"$OUT/hf.log"
+    echo "hf_peer exit $?"
+    tail -20 "$OUT/hf.log"
+fi
+echo "device_gpu.sh: $(($(date +%s) - t_start)) s"

@@ -1,0 +1,113 @@
+/* Shared by attn_prefill.cu and attn_decode.cu: staging one tile of KV_TILE keys of a
+ * sequence's paged block list into shared memory, with the per-key metadata the masks
+ * and rotations need (module-private).
+ *
+ * A tile covers flat slots [t0, t0 + LA_ATTN_KEYS_PER_TILE) of the sequence's block list
+ * (flat slot f = block f / B, offset f % B; t0 a multiple of 64, B a multiple of 16), so
+ * each 16-key group lies inside one block and shares its q_delta and k_rope:
+ *
+ *   kpos[k]    logical position pos0 + j of key k, or INT_MAX when the key is padding
+ *              (j >= n_valid) or past kv1: such a key is masked for every query
+ *   gmin[g]    position of group g's first key (its smallest; INT_MAX: group empty)
+ *   gdelta[g]  q_delta of group g's block (lazy: the query is rotated at p - q_delta)
+ *   gkrope[g]  k_rope of group g's block (mepic: rotate each key at kpos on load)
+ *
+ * K and V rows land at row stride HD + 8 bf16 (16 bytes of padding, so ldmatrix's eight
+ * 16-byte row reads hit eight different bank groups). Keys past kv1 are zero-filled, so
+ * no stale NaN in the pool can reach P V through a masked key.
+ */
+#ifndef LA_BACKEND_CUDA_ATTN_TILE_CUH
+#define LA_BACKEND_CUDA_ATTN_TILE_CUH
+
+#include <limits.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+#define LA_KT LA_ATTN_KEYS_PER_TILE
+#define LA_KT_GROUPS (LA_ATTN_KEYS_PER_TILE / 16)
+
+typedef struct la_tile_meta {
+    int32_t kpos[LA_KT];
+    int32_t gmin[LA_KT_GROUPS];
+    int32_t gdelta[LA_KT_GROUPS];
+    int32_t gkrope[LA_KT_GROUPS];
+} la_tile_meta;
+
+/* Issue the cp.async copies of one tile's K and V rows and write its metadata. Every
+ * thread of the CTA calls it; the caller commits the group, waits and syncs before use. */
+template <int HD>
+__device__ __forceinline__ void la_attn_load_tile(const la_cuda_attn_params &p,
+                                                  const la_attn_block *blocks, int kvh,
+                                                  int t0, int kv1, la_bf16_t *Ks,
+                                                  la_bf16_t *Vs, la_tile_meta *m) {
+    constexpr int CH = HD / 8, STRIDE = HD + 8;
+    const int hd = p.head_dim, chunks = hd / 8, B = p.block_size;
+    for (int i = threadIdx.x; i < LA_KT * CH; i += blockDim.x) {
+        int k = i / CH, c = i - k * CH;
+        if (c >= chunks) continue;
+        int f = t0 + k;
+        bool ok = f < kv1;
+        const la_bf16_t *ks = p.k_pool, *vs = p.v_pool;
+        if (ok) {
+            int bi = f / B, j = f - bi * B;
+            int64_t off = (((int64_t)blocks[bi].block_id * p.n_kv_heads + kvh) * B + j) * hd + c * 8;
+            ks += off;
+            vs += off;
+        }
+        la_cp_async16(Ks + k * STRIDE + c * 8, ks, ok);
+        la_cp_async16(Vs + k * STRIDE + c * 8, vs, ok);
+    }
+    if (threadIdx.x < LA_KT) {
+        int k = threadIdx.x, f = t0 + k;
+        int32_t kp = INT_MAX, delta = 0, krope = 0;
+        if (f < kv1) {
+            int bi = f / B, j = f - bi * B;
+            la_attn_block b = blocks[bi];
+            delta = b.q_delta;
+            if (j < b.n_valid) {
+                kp = b.pos0 + j;
+                krope = b.k_rope;
+            }
+        }
+        m->kpos[k] = kp;
+        if ((k & 15) == 0) {
+            m->gmin[k >> 4] = kp;  /* slots of a block are valid as a prefix: first is min */
+            m->gdelta[k >> 4] = delta;
+            m->gkrope[k >> 4] = kp == INT_MAX ? 0 : krope;
+        }
+    }
+}
+
+/* mepic: rotate the valid keys of k_rope groups in shared memory at their own positions
+ * (HF rotate_half convention; keys were stored unrotated). Caller syncs before and after. */
+template <int HD>
+__device__ __forceinline__ void la_attn_rotate_keys(const la_cuda_attn_params &p, la_bf16_t *Ks,
+                                                    const la_tile_meta *m) {
+    constexpr int STRIDE = HD + 8;
+    const int half = p.head_dim / 2;
+    for (int i = threadIdx.x; i < LA_KT * half; i += blockDim.x) {
+        int k = i / half, f = i - k * half;
+        if (!m->gkrope[k >> 4] || m->kpos[k] == INT_MAX) continue;
+        float2 cs = la_rope_cs(p.rope, p.rope_len, half, m->kpos[k], f);
+        la_bf16_t *row = Ks + k * STRIDE;
+        float x = la_bf2f(row[f]), y = la_bf2f(row[f + half]);
+        row[f] = la_f2bf(x * cs.x - y * cs.y);
+        row[f + half] = la_f2bf(y * cs.x + x * cs.y);
+    }
+}
+
+__device__ __forceinline__ int32_t la_tile_min_pos(const la_tile_meta *m) {
+    int32_t v = m->gmin[0];
+#pragma unroll
+    for (int g = 1; g < LA_KT_GROUPS; g++) v = min(v, m->gmin[g]);
+    return v;
+}
+
+__device__ __forceinline__ bool la_tile_any_krope(const la_tile_meta *m) {
+    int32_t v = 0;
+#pragma unroll
+    for (int g = 0; g < LA_KT_GROUPS; g++) v |= m->gkrope[g];
+    return v != 0;
+}
+
+#endif

@@ -1,0 +1,1323 @@
+/* CUDA backend (backend/backend.h): bf16 weights, activations and paged KV cache on the
+ * device; cuBLAS for x W^T; our kernels (cuda_kernels.h) for the rest.
+ *
+ * Streams and waiting: every operation is queued in order on one stream owned by the
+ * backend. The host waits only where it must read device results (to_host, kv_read_slot)
+ * or replace device memory that queued work may still use (pool, RoPE table, metadata and
+ * partial buffers growing). Asynchronous failures surface at those waits as LA_ERR_BACKEND.
+ *
+ * Per-step metadata (batch_begin): the la_batch arrays and the attention work lists are
+ * packed into one pinned host buffer and copied with one cudaMemcpyAsync; the attention
+ * work is scheduled on the host there, once per step, for every layer:
+ *
+ *   - each sequence's new rows are cut into tiles: LA_ATTN_PREFILL_ROWS / heads_per_cta
+ *     tokens for prefill (16 for Llama-3: 16 tokens x 4 query heads = 64 rows), one token
+ *     for decode (a sequence with one new row);
+ *   - a tile reads key slots [0, kv_len): the blocks up to the last whose first slot is
+ *     causally visible to the tile's latest token (a binary search over the suffix
+ *     minimum of pos0, so blocks after the question are never staged);
+ *   - when tiles x KV-head groups would leave SMs idle (fewer CTAs than 2 per SM: a
+ *     64-token question, a small decode batch), every tile is split over its key range
+ *     into balanced chunks so the total reaches about 2 CTAs per SM (flash-decoding);
+ *     split tiles write partial rows that attn_combine merges.
+ *
+ * Block copies (kv_copy_rotate, BlockAttention) are queued on the host and run as one
+ * kernel at the next operation that reads the pool (a request copies hundreds of blocks;
+ * one launch each would cost more than the copies). A copy whose source or destination
+ * an earlier queued copy writes flushes the queue first, so chains keep their order.
+ *
+ * Activations come from a caching allocator: freed buffers are kept and reused by later
+ * allocations of at most twice their size (the forward pass allocates eleven per step);
+ * the cache is emptied when cudaMalloc fails, then the allocation is retried.
+ */
+#include "backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_kernels.h"
+#include "base/dtype.h"
+#include "base/err.h"
+
+#define LA_CUDA_MAX_ROPE_POSITIONS (1 << 21)
+#define LA_CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+#define LA_CUDA_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
+/* --random-weights: uniform in [-a, a) with a = 0.02 sqrt(3), i.e. std 0.02 (HF's
+ * initializer_range default); RMSNorm weights 1. */
+#define LA_CUDA_RANDOM_WEIGHT_BOUND 0.034641016f
+
+/* ============================================================ types ================== */
+
+typedef enum prof_slot {
+    PROF_BATCH_BEGIN, PROF_EMBED, PROF_RMSNORM,
+    PROF_MATMUL_Q, PROF_MATMUL_K, PROF_MATMUL_V, PROF_MATMUL_O,
+    PROF_MATMUL_GATE, PROF_MATMUL_UP, PROF_MATMUL_DOWN, PROF_MATMUL_LM_HEAD,
+    PROF_KV_WRITE, PROF_ATTN_PREFILL, PROF_ATTN_DECODE, PROF_ATTN_COMBINE,
+    PROF_SWIGLU, PROF_ADD, PROF_GATHER_ROWS, PROF_TO_HOST, PROF_KV_COPY_ROTATE,
+    PROF_COUNT
+} prof_slot;
+
+static const char *const k_prof_names[PROF_COUNT] = {
+    "batch_begin", "embed", "rmsnorm",
+    "matmul_q", "matmul_k", "matmul_v", "matmul_o",
+    "matmul_gate", "matmul_up", "matmul_down", "matmul_lm_head",
+    "kv_write", "attn_prefill", "attn_decode", "attn_combine",
+    "swiglu", "add", "gather_rows", "to_host", "kv_copy_rotate",
+};
+
+/* A pinned host buffer and its device twin: one upload in flight at a time. */
+typedef struct staging {
+    void *host;
+    void *dev;
+    size_t cap;
+    cudaEvent_t done; /* recorded after the copy that last read host */
+    bool in_flight;
+} staging;
+
+typedef struct dev_block {
+    void *ptr;
+    size_t bytes;
+} dev_block;
+
+/* Host-side work of one attention tile (before splitting). */
+typedef struct tile_plan {
+    int32_t seq_id, row0, n_tokens, pos_max, kv_len, decode;
+} tile_plan;
+
+typedef struct cuda_backend {
+    la_backend base;
+    char device_name[256];
+    int n_sm;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    void *blas_ws;
+
+    /* weights, bf16 */
+    la_bf16_t *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
+    la_bf16_t **layer_w;                     /* [n_layers][LA_W_KIND_COUNT] */
+    int32_t n_layers;
+    int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
+    float *inv_freq_dev;                     /* [head_dim / 2] */
+    float2 *rope;                            /* [rope_len][head_dim / 2] */
+    int32_t rope_len;
+
+    /* KV pool: [n_layers][n_blocks][n_kv_heads][block_size][head_dim] bf16 each */
+    la_bf16_t *k_pool, *v_pool;
+    int64_t n_blocks;
+    int32_t block_size;
+
+    /* activation cache */
+    dev_block *free_list, *live;
+    int32_t n_free, cap_free, n_live, cap_live;
+
+    /* the current step (batch_begin) */
+    bool batch_ok;
+    int32_t n_tokens, n_seqs, n_logit_rows;
+    int32_t bad_token_row; /* first row with a token outside the vocabulary, or -1 */
+    int32_t bad_token;
+    staging meta;
+    const int32_t *d_tokens, *d_pos, *d_kpos, *d_logit_rows;
+    const int64_t *d_slots;
+    const la_batch_seq *d_seqs;
+    const la_attn_block *d_blocks;
+    const la_cuda_attn_item *d_items_prefill, *d_items_decode;
+    const la_cuda_attn_combine_item *d_combine;
+    int32_t n_items_prefill, n_items_decode, n_combine;
+    /* host scratch of the scheduler */
+    tile_plan *tiles;
+    int64_t cap_tiles;
+    int32_t *smin;
+    int64_t cap_smin;
+    la_cuda_attn_item *items_prefill, *items_decode;
+    int64_t cap_items_prefill, cap_items_decode;
+    la_cuda_attn_combine_item *combine;
+    int64_t cap_combine;
+    /* partial rows of split attention items */
+    float *part_o;
+    float2 *part_ml;
+    int64_t cap_part_rows;
+
+    /* queued block copies */
+    la_cuda_copy_job *jobs;
+    int32_t n_jobs, cap_jobs;
+    staging jobs_stage;
+
+    /* to_host / kv_read_slot */
+    float *f32_dev;
+    size_t cap_f32_dev;
+    void *host_pinned;
+    size_t cap_host_pinned;
+
+    /* profiling */
+    bool prof;
+    cudaEvent_t ev_begin, ev_end;
+    double prof_ms[PROF_COUNT];
+    int64_t prof_calls[PROF_COUNT];
+} cuda_backend;
+
+static const la_backend_ops k_cuda_ops;
+
+static cuda_backend *cu(la_backend *be) { return (cuda_backend *)be; }
+
+/* ============================================================ helpers ================ */
+
+static la_status cuda_fail(la_err *err, cudaError_t e, const char *what) {
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError(); /* not sticky: clear it so later launch checks stay clean */
+        return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: %s: out of device memory", what);
+    }
+    return la_err_set(err, LA_ERR_BACKEND, "cuda backend: %s: %s", what, cudaGetErrorString(e));
+}
+
+#define CUDA_TRY(call, what)                                  \
+    do {                                                      \
+        cudaError_t e_ = (call);                              \
+        if (e_ != cudaSuccess) return cuda_fail(err, e_, what); \
+    } while (0)
+
+static la_status dev_alloc(void **p, size_t bytes, const char *what, la_err *err) {
+    *p = NULL;
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 16);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return cuda_fail(err, e, what);
+    }
+    return LA_OK;
+}
+
+static void dev_free(void *p) {
+    if (p) cudaFree(p);
+}
+
+/* Grow a host array to hold n elements (keeps contents). */
+static la_status grow(void **arr, int64_t *cap, int64_t n, size_t elem, la_err *err) {
+    if (n <= *cap) return LA_OK;
+    int64_t nc = *cap ? *cap : 64;
+    while (nc < n) nc *= 2;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: host scratch of %lld elements: out of memory",
+                              (long long)nc);
+    *arr = p;
+    *cap = nc;
+    return LA_OK;
+}
+
+/* Make s hold `bytes` and wait until its previous upload has left the host buffer. */
+static la_status staging_reserve(cuda_backend *c, staging *s, size_t bytes, la_err *err) {
+    if (s->in_flight) {
+        CUDA_TRY(cudaEventSynchronize(s->done), "staging upload");
+        s->in_flight = false;
+    }
+    if (bytes <= s->cap) return LA_OK;
+    size_t cap = s->cap ? s->cap : (size_t)64 << 10;
+    while (cap < bytes) cap *= 2;
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "staging: wait before growing");
+    if (s->host) cudaFreeHost(s->host);
+    dev_free(s->dev);
+    s->host = s->dev = NULL;
+    s->cap = 0;
+    CUDA_TRY(cudaMallocHost(&s->host, cap), "staging: pinned host buffer");
+    la_status st = dev_alloc(&s->dev, cap, "staging: device buffer", err);
+    if (st != LA_OK) {
+        cudaFreeHost(s->host);
+        s->host = NULL;
+        return st;
+    }
+    s->cap = cap;
+    return LA_OK;
+}
+
+static la_status staging_send(cuda_backend *c, staging *s, size_t bytes, la_err *err) {
+    if (bytes == 0) return LA_OK;
+    CUDA_TRY(cudaMemcpyAsync(s->dev, s->host, bytes, cudaMemcpyHostToDevice, c->stream), "staging upload");
+    CUDA_TRY(cudaEventRecord(s->done, c->stream), "staging upload event");
+    s->in_flight = true;
+    return LA_OK;
+}
+
+static void staging_free(staging *s) {
+    if (s->done) cudaEventDestroy(s->done);
+    if (s->host) cudaFreeHost(s->host);
+    dev_free(s->dev);
+    memset(s, 0, sizeof *s);
+}
+
+static const char *blas_status_name(cublasStatus_t s) { return cublasGetStatusString(s); }
+
+/* ============================================================ profiling ============== */
+
+static void prof_begin(cuda_backend *c) {
+    if (c->prof) cudaEventRecord(c->ev_begin, c->stream);
+}
+
+static void prof_end(cuda_backend *c, prof_slot slot) {
+    if (!c->prof) return;
+    float ms = 0;
+    cudaEventRecord(c->ev_end, c->stream);
+    if (cudaEventSynchronize(c->ev_end) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, c->ev_begin, c->ev_end) == cudaSuccess) {
+        c->prof_ms[slot] += ms;
+        c->prof_calls[slot]++;
+    }
+}
+
+/* ============================================================ weights ================ */
+
+/* [n_out, n_in] of a weight kind for cfg. */
+static void weight_shape(const la_model_config *m, la_weight_kind k, int64_t *n_out, int64_t *n_in) {
+    int64_t d = m->hidden_size, qd = (int64_t)m->n_heads * m->head_dim,
+            kvd = (int64_t)m->n_kv_heads * m->head_dim, f = m->intermediate_size;
+    int64_t o = 0, i = 0;
+    switch (k) {
+    case LA_W_Q: o = qd, i = d; break;
+    case LA_W_K:
+    case LA_W_V: o = kvd, i = d; break;
+    case LA_W_O: o = d, i = qd; break;
+    case LA_W_GATE:
+    case LA_W_UP: o = f, i = d; break;
+    case LA_W_DOWN: o = d, i = f; break;
+    case LA_W_LM_HEAD: o = m->vocab_size, i = d; break;
+    case LA_W_ATTN_NORM:
+    case LA_W_MLP_NORM:
+    case LA_W_FINAL_NORM: o = 1, i = d; break;
+    default: break;
+    }
+    *n_out = o;
+    *n_in = i;
+}
+
+static la_bf16_t *weight_ptr(cuda_backend *c, la_weight_kind k, int32_t layer) {
+    if (k == LA_W_LM_HEAD) return c->lm_head;
+    if (k == LA_W_FINAL_NORM) return c->final_norm;
+    if (!c->layer_w || layer < 0 || layer >= c->n_layers || (int)k < 0 || k >= LA_W_KIND_COUNT) return NULL;
+    return c->layer_w[(size_t)layer * LA_W_KIND_COUNT + k];
+}
+
+static void free_weights(cuda_backend *c) {
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->lm_head != c->embed) dev_free(c->lm_head);
+    dev_free(c->embed);
+    dev_free(c->final_norm);
+    if (c->layer_w)
+        for (int64_t i = 0; i < (int64_t)c->n_layers * LA_W_KIND_COUNT; i++) dev_free(c->layer_w[i]);
+    free(c->layer_w);
+    dev_free(c->inv_freq_dev);
+    dev_free(c->rope);
+    c->embed = c->final_norm = c->lm_head = NULL;
+    c->layer_w = NULL;
+    c->inv_freq_dev = NULL;
+    c->rope = NULL;
+    c->rope_len = 0;
+    c->n_layers = 0;
+}
+
+/* Upload (and convert) one tensor of n_out x n_in elements, or initialise it: RMSNorm
+ * weights to 1, the rest uniform from seed. */
+static la_status load_tensor(cuda_backend *c, const la_st_tensor *t, int64_t n_out, int64_t n_in,
+                             bool norm, uint64_t seed, void *stage_dev, la_bf16_t **out, la_err *err) {
+    int64_t n = n_out * n_in;
+    la_bf16_t *d = NULL;
+    LA_TRY(dev_alloc((void **)&d, (size_t)n * 2, "weights", err));
+    la_status s = LA_OK;
+    if (t) {
+        size_t esz = la_dtype_size(t->dtype);
+        if (t->n_bytes != (size_t)n * esz) {
+            s = la_err_set(err, LA_ERR_FORMAT, "%s: %zu bytes, expected %lld elements of %zu bytes",
+                           t->name, t->n_bytes, (long long)n, esz);
+        } else if (t->dtype == LA_DTYPE_BF16) {
+            cudaError_t e = cudaMemcpyAsync(d, t->data, (size_t)n * 2, cudaMemcpyHostToDevice, c->stream);
+            if (e != cudaSuccess) s = cuda_fail(err, e, t->name);
+        } else {
+            int64_t chunk = (int64_t)(LA_CUDA_UPLOAD_CHUNK_BYTES / esz);
+            for (int64_t off = 0; s == LA_OK && off < n; off += chunk) {
+                int64_t cnt = n - off < chunk ? n - off : chunk;
+                cudaError_t e = cudaMemcpyAsync(stage_dev, (const char *)t->data + off * (int64_t)esz,
+                                                (size_t)cnt * esz, cudaMemcpyHostToDevice, c->stream);
+                if (e != cudaSuccess) {
+                    s = cuda_fail(err, e, t->name);
+                    break;
+                }
+                la_cuda_convert_params p = {d + off, stage_dev, (int32_t)t->dtype, cnt};
+                s = la_cuda_convert_to_bf16(&p, c->stream, err);
+            }
+        }
+    } else if (norm) {
+        la_cuda_fill_params p = {d, n, 0, 1.0f, 1.0f};
+        s = la_cuda_fill_const(&p, c->stream, err);
+    } else {
+        la_cuda_fill_params p = {d, n, seed, -LA_CUDA_RANDOM_WEIGHT_BOUND, LA_CUDA_RANDOM_WEIGHT_BOUND};
+        s = la_cuda_fill_uniform(&p, c->stream, err);
+    }
+    if (s != LA_OK) {
+        cudaStreamSynchronize(c->stream);
+        dev_free(d);
+        return s;
+    }
+    *out = d;
+    return LA_OK;
+}
+
+static la_status ensure_rope(cuda_backend *c, int64_t need, la_err *err);
+
+static la_status load_all(cuda_backend *c, const la_model_config *cfg, const la_weights *w,
+                          void *stage_dev, la_err *err) {
+    int32_t half = cfg->head_dim / 2;
+    float *inv = malloc(sizeof(float) * (size_t)half);
+    if (!inv) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
+    la_rope_inv_freq(cfg, inv);
+    la_status s = dev_alloc((void **)&c->inv_freq_dev, sizeof(float) * (size_t)half, "inv_freq", err);
+    if (s == LA_OK) {
+        cudaError_t e = cudaMemcpyAsync(c->inv_freq_dev, inv, sizeof(float) * (size_t)half,
+                                        cudaMemcpyHostToDevice, c->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+        if (e != cudaSuccess) s = cuda_fail(err, e, "inv_freq");
+    }
+    free(inv);
+    if (s != LA_OK) return s;
+    int64_t first = cfg->max_position_embeddings;
+    if (first < 8192) first = 8192;
+    if (first > 131072) first = 131072;
+    LA_TRY(ensure_rope(c, first, err));
+
+    int64_t o, i;
+    weight_shape(cfg, LA_W_LM_HEAD, &o, &i);
+    LA_TRY(load_tensor(c, w ? w->embed : NULL, o, i, false, 1, stage_dev, &c->embed, err));
+    LA_TRY(load_tensor(c, w ? w->final_norm : NULL, 1, i, true, 0, stage_dev, &c->final_norm, err));
+    bool tied = w ? w->lm_head == w->embed : cfg->tie_word_embeddings;
+    if (tied) c->lm_head = c->embed;
+    else LA_TRY(load_tensor(c, w ? w->lm_head : NULL, o, i, false, 2, stage_dev, &c->lm_head, err));
+    for (int32_t l = 0; l < cfg->n_layers; l++) {
+        const la_layer_weights *lw = w ? &w->layers[l] : NULL;
+        const la_st_tensor *src[LA_W_KIND_COUNT] = {0};
+        if (lw) {
+            src[LA_W_ATTN_NORM] = lw->attn_norm, src[LA_W_Q] = lw->wq, src[LA_W_K] = lw->wk;
+            src[LA_W_V] = lw->wv, src[LA_W_O] = lw->wo, src[LA_W_MLP_NORM] = lw->mlp_norm;
+            src[LA_W_GATE] = lw->w_gate, src[LA_W_UP] = lw->w_up, src[LA_W_DOWN] = lw->w_down;
+        }
+        for (int k = 0; k <= LA_W_DOWN; k++) {
+            if (w && !src[k]) return la_err_set(err, LA_ERR_FORMAT, "layer %d: weight %d missing", l, k);
+            weight_shape(cfg, (la_weight_kind)k, &o, &i);
+            bool norm = k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM;
+            LA_TRY(load_tensor(c, src[k], o, i, norm, 1000 + (uint64_t)l * 16 + (uint64_t)k, stage_dev,
+                               &c->layer_w[(size_t)l * LA_W_KIND_COUNT + k], err));
+        }
+    }
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "loading weights");
+    return LA_OK;
+}
+
+static la_status cuda_load_weights(la_backend *be, const la_model_config *cfg, const la_weights *w,
+                                   la_err *err) {
+    cuda_backend *c = cu(be);
+    if (cfg->head_dim <= 0 || cfg->head_dim % 8 != 0 || cfg->head_dim > LA_ATTN_MAX_HEAD_DIM)
+        return la_err_set(err, LA_ERR_UNSUPPORTED,
+                          "cuda backend: head_dim %d (the CUDA kernels need a multiple of 8, at most %d)",
+                          cfg->head_dim, LA_ATTN_MAX_HEAD_DIM);
+    if (cfg->n_kv_heads <= 0 || cfg->n_heads % cfg->n_kv_heads != 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "cuda backend: %d heads over %d KV heads",
+                          cfg->n_heads, cfg->n_kv_heads);
+    if (w && w->n_layers != cfg->n_layers)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "cuda backend: weights have %d layers, config %d",
+                          w->n_layers, cfg->n_layers);
+    free_weights(c);
+    /* the pool's geometry follows the config: drop it (kv_alloc comes next) */
+    dev_free(c->k_pool);
+    dev_free(c->v_pool);
+    c->k_pool = c->v_pool = NULL;
+    c->n_blocks = 0;
+    c->n_jobs = 0;
+    c->base.cfg = *cfg;
+    int32_t group = cfg->n_heads / cfg->n_kv_heads, hpc = 1;
+    for (int32_t d = LA_ATTN_MAX_HEADS_PER_CTA; d >= 1; d--)
+        if (group % d == 0) {
+            hpc = d;
+            break;
+        }
+    c->heads_per_cta = hpc;
+    c->n_head_chunks = group / hpc;
+    c->layer_w = calloc((size_t)cfg->n_layers * LA_W_KIND_COUNT, sizeof(la_bf16_t *));
+    if (!c->layer_w) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
+    c->n_layers = cfg->n_layers;
+    void *stage_dev = NULL;
+    la_status s = LA_OK;
+    if (w) s = dev_alloc(&stage_dev, LA_CUDA_UPLOAD_CHUNK_BYTES, "weight upload buffer", err);
+    if (s == LA_OK) s = load_all(c, cfg, w, stage_dev, err);
+    cudaStreamSynchronize(c->stream);
+    dev_free(stage_dev);
+    if (s != LA_OK) free_weights(c);
+    return s;
+}
+
+/* ============================================================ RoPE table ============= */
+
+/* Make the table cover positions [0, need). */
+static la_status ensure_rope(cuda_backend *c, int64_t need, la_err *err) {
+    if (need <= c->rope_len) return LA_OK;
+    if (need > LA_CUDA_MAX_ROPE_POSITIONS)
+        return la_err_set(err, LA_ERR_UNSUPPORTED,
+                          "cuda backend: RoPE position %lld beyond the table limit of %d positions",
+                          (long long)need - 1, LA_CUDA_MAX_ROPE_POSITIONS);
+    int64_t len = 2 * (int64_t)c->rope_len > need ? 2 * (int64_t)c->rope_len : need;
+    len = (len + 4095) / 4096 * 4096;
+    if (len > LA_CUDA_MAX_ROPE_POSITIONS) len = LA_CUDA_MAX_ROPE_POSITIONS;
+    int32_t half = c->base.cfg.head_dim / 2;
+    float2 *t = NULL;
+    LA_TRY(dev_alloc((void **)&t, (size_t)len * (size_t)half * sizeof(float2), "RoPE table", err));
+    la_cuda_rope_table_params p = {t, c->inv_freq_dev, half, (int32_t)len};
+    la_status s = la_cuda_rope_table(&p, c->stream, err);
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (s == LA_OK && e != cudaSuccess) s = cuda_fail(err, e, "RoPE table");
+    if (s != LA_OK) {
+        dev_free(t);
+        return s;
+    }
+    dev_free(c->rope);
+    c->rope = t;
+    c->rope_len = (int32_t)len;
+    return LA_OK;
+}
+
+/* ============================================================ KV pool ================ */
+
+static int64_t kv_slab_elems(const cuda_backend *c) {
+    const la_model_config *m = &c->base.cfg;
+    return c->n_blocks * m->n_kv_heads * c->block_size * m->head_dim;
+}
+
+static int64_t cuda_kv_block_bytes(const la_backend *be, int32_t block_size) {
+    const la_model_config *m = &be->cfg;
+    return 2LL * m->n_layers * m->n_kv_heads * block_size * m->head_dim * 2;
+}
+
+static la_status cuda_kv_alloc(la_backend *be, int64_t n_blocks, int32_t block_size, la_err *err) {
+    cuda_backend *c = cu(be);
+    const la_model_config *m = &c->base.cfg;
+    if (!c->layer_w) return la_err_set(err, LA_ERR_INTERNAL, "cuda backend: kv_alloc before load_weights");
+    if (block_size <= 0 || block_size % 16 != 0)
+        return la_err_set(err, LA_ERR_UNSUPPORTED,
+                          "cuda backend: block_size %d (the CUDA attention kernels need a multiple of 16)",
+                          block_size);
+    if (n_blocks <= 0 || n_blocks > INT32_MAX)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "cuda backend: KV pool of %lld blocks", (long long)n_blocks);
+    c->n_jobs = 0; /* queued copies refer to the pool being replaced */
+    cudaStreamSynchronize(c->stream);
+    dev_free(c->k_pool);
+    dev_free(c->v_pool);
+    c->k_pool = c->v_pool = NULL;
+    c->n_blocks = 0;
+    size_t bytes = (size_t)n_blocks * (size_t)m->n_layers * (size_t)m->n_kv_heads * (size_t)block_size *
+                   (size_t)m->head_dim * 2;
+    la_status s = dev_alloc((void **)&c->k_pool, bytes, "KV pool (K)", err);
+    if (s == LA_OK) s = dev_alloc((void **)&c->v_pool, bytes, "KV pool (V)", err);
+    if (s == LA_OK) {
+        /* zeroed, so padding slots never hold NaN bit patterns (0 x NaN in P V) */
+        cudaError_t e = cudaMemsetAsync(c->k_pool, 0, bytes, c->stream);
+        if (e == cudaSuccess) e = cudaMemsetAsync(c->v_pool, 0, bytes, c->stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+        if (e != cudaSuccess) s = cuda_fail(err, e, "KV pool");
+    }
+    if (s != LA_OK) {
+        dev_free(c->k_pool);
+        dev_free(c->v_pool);
+        c->k_pool = c->v_pool = NULL;
+        la_err_prefix(err, "KV pool of %lld blocks (%.2f GiB)", (long long)n_blocks,
+                      2.0 * (double)bytes / (double)(1 << 30));
+        return s;
+    }
+    c->n_blocks = n_blocks;
+    c->block_size = block_size;
+    return LA_OK;
+}
+
+/* ============================================================ activations ============ */
+
+static size_t round_alloc(size_t b) {
+    const size_t small = 512, big = (size_t)2 << 20;
+    return b <= ((size_t)1 << 20) ? (b + small - 1) / small * small : (b + big - 1) / big * big;
+}
+
+static void release_cache(cuda_backend *c) {
+    cudaStreamSynchronize(c->stream);
+    for (int32_t i = 0; i < c->n_free; i++) dev_free(c->free_list[i].ptr);
+    c->n_free = 0;
+}
+
+static la_status push_block(dev_block **arr, int32_t *n, int32_t *cap, dev_block b) {
+    if (*n == *cap) {
+        int32_t nc = *cap ? *cap * 2 : 32;
+        dev_block *p = realloc(*arr, sizeof(dev_block) * (size_t)nc);
+        if (!p) return LA_ERR_NO_MEMORY;
+        *arr = p;
+        *cap = nc;
+    }
+    (*arr)[(*n)++] = b;
+    return LA_OK;
+}
+
+static la_status cuda_act_alloc(la_backend *be, int64_t n_rows, int64_t n_cols, la_act *out,
+                                la_err *err) {
+    cuda_backend *c = cu(be);
+    if (n_rows < 0 || n_cols < 0)
+        return la_err_set(err, LA_ERR_INTERNAL, "act_alloc: shape [%lld, %lld]", (long long)n_rows,
+                          (long long)n_cols);
+    size_t need = round_alloc((size_t)(n_rows * n_cols > 0 ? n_rows * n_cols : 1) * 2);
+    int32_t best = -1;
+    for (int32_t i = 0; i < c->n_free; i++) {
+        size_t b = c->free_list[i].bytes;
+        if (b >= need && b <= 2 * need + ((size_t)1 << 20) && (best < 0 || b < c->free_list[best].bytes)) best = i;
+    }
+    dev_block blk;
+    if (best >= 0) {
+        blk = c->free_list[best];
+        c->free_list[best] = c->free_list[--c->n_free];
+    } else {
+        blk.bytes = need;
+        cudaError_t e = cudaMalloc(&blk.ptr, need);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            release_cache(c);
+            e = cudaMalloc(&blk.ptr, need);
+        }
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: activation [%lld, %lld]: out of device memory",
+                              (long long)n_rows, (long long)n_cols);
+        }
+    }
+    if (push_block(&c->live, &c->n_live, &c->cap_live, blk) != LA_OK) {
+        push_block(&c->free_list, &c->n_free, &c->cap_free, blk);
+        return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    }
+    out->data = blk.ptr;
+    out->n_rows = n_rows;
+    out->n_cols = n_cols;
+    return LA_OK;
+}
+
+static void cuda_act_free(la_backend *be, la_act *a) {
+    cuda_backend *c = cu(be);
+    if (!a->data) return;
+    for (int32_t i = 0; i < c->n_live; i++)
+        if (c->live[i].ptr == a->data) {
+            dev_block b = c->live[i];
+            c->live[i] = c->live[--c->n_live];
+            if (push_block(&c->free_list, &c->n_free, &c->cap_free, b) != LA_OK) {
+                cudaStreamSynchronize(c->stream);
+                dev_free(b.ptr);
+            }
+            break;
+        }
+    a->data = NULL;
+    a->n_rows = a->n_cols = 0;
+}
+
+/* ============================================================ block copies =========== */
+
+static la_status flush_copies(cuda_backend *c, la_err *err) {
+    if (c->n_jobs == 0) return LA_OK;
+    const la_model_config *m = &c->base.cfg;
+    size_t bytes = sizeof(la_cuda_copy_job) * (size_t)c->n_jobs;
+    prof_begin(c);
+    la_status s = staging_reserve(c, &c->jobs_stage, bytes, err);
+    if (s == LA_OK) {
+        memcpy(c->jobs_stage.host, c->jobs, bytes);
+        s = staging_send(c, &c->jobs_stage, bytes, err);
+    }
+    if (s == LA_OK) {
+        la_cuda_kv_copy_params p = {c->k_pool, c->v_pool, c->jobs_stage.dev, c->n_jobs, m->n_layers,
+                                    c->n_blocks, m->n_kv_heads, m->head_dim, c->block_size,
+                                    c->rope, c->rope_len};
+        s = la_cuda_kv_copy_rotate(&p, c->stream, err);
+    }
+    c->n_jobs = 0;
+    prof_end(c, PROF_KV_COPY_ROTATE);
+    return s;
+}
+
+static la_status cuda_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, int32_t n_valid,
+                                     int32_t delta, la_err *err) {
+    cuda_backend *c = cu(be);
+    if (src < 0 || src >= c->n_blocks || dst < 0 || dst >= c->n_blocks || n_valid < 0 ||
+        n_valid > c->block_size)
+        return la_err_set(err, LA_ERR_INTERNAL, "kv_copy_rotate: bad blocks %d -> %d (n_valid %d)", src, dst, n_valid);
+    int64_t need = (delta < 0 ? -(int64_t)delta : (int64_t)delta) + 1;
+    LA_TRY(ensure_rope(c, need, err));
+    for (int32_t i = 0; i < c->n_jobs; i++)
+        if (c->jobs[i].dst_block == src || c->jobs[i].dst_block == dst || c->jobs[i].src_block == dst) {
+            LA_TRY(flush_copies(c, err));
+            break;
+        }
+    if (c->n_jobs == c->cap_jobs) {
+        int32_t nc = c->cap_jobs ? c->cap_jobs * 2 : 256;
+        la_cuda_copy_job *p = realloc(c->jobs, sizeof *p * (size_t)nc);
+        if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "kv_copy_rotate: out of memory");
+        c->jobs = p;
+        c->cap_jobs = nc;
+    }
+    c->jobs[c->n_jobs++] = (la_cuda_copy_job){src, dst, n_valid, delta};
+    return LA_OK;
+}
+
+/* ============================================================ batch_begin ============ */
+
+static int cmp_items_longest_first(const void *a, const void *b) {
+    const la_cuda_attn_item *x = a, *y = b;
+    int32_t lx = x->kv1 - x->kv0, ly = y->kv1 - y->kv0;
+    return (ly > lx) - (ly < lx);
+}
+
+static int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Validate the batch against the pool and the vocabulary, and find the RoPE positions it
+ * needs. Writes nothing but c->bad_token*. */
+static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_need, la_err *err) {
+    const la_model_config *m = &c->base.cfg;
+    int64_t pool_slots = c->n_blocks * c->block_size, need = 1;
+    c->bad_token_row = -1;
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        if (c->bad_token_row < 0 && (b->tokens[t] < 0 || b->tokens[t] >= m->vocab_size)) {
+            c->bad_token_row = t;
+            c->bad_token = b->tokens[t];
+        }
+        if (b->slots[t] < 0 || b->slots[t] >= pool_slots)
+            return la_err_set(err, LA_ERR_INTERNAL, "batch: slot %lld of row %d outside the pool of %lld slots",
+                              (long long)b->slots[t], t, (long long)pool_slots);
+        int64_t p = llabs((int64_t)b->pos[t]) + 1;
+        if (p > need) need = p;
+        if (b->k_pos[t] != LA_POS_UNROTATED && llabs((int64_t)b->k_pos[t]) + 1 > need)
+            need = llabs((int64_t)b->k_pos[t]) + 1;
+    }
+    for (int32_t i = 0; i < b->n_blocks; i++) {
+        const la_attn_block *blk = &b->blocks[i];
+        if (blk->block_id < 0 || blk->block_id >= c->n_blocks || blk->n_valid < 0 || blk->n_valid > c->block_size)
+            return la_err_set(err, LA_ERR_INTERNAL, "batch: bad block %d (n_valid %d) for a pool of %lld blocks",
+                              blk->block_id, blk->n_valid, (long long)c->n_blocks);
+        if (blk->k_rope && llabs((int64_t)blk->pos0) + c->block_size + 1 > need)
+            need = llabs((int64_t)blk->pos0) + c->block_size + 1;
+    }
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const la_batch_seq *sq = &b->seqs[s];
+        if (sq->row0 < 0 || sq->n_rows < 0 || (int64_t)sq->row0 + sq->n_rows > b->n_tokens ||
+            sq->block0 < 0 || sq->n_blocks < 0 || (int64_t)sq->block0 + sq->n_blocks > b->n_blocks)
+            return la_err_set(err, LA_ERR_INTERNAL, "batch: sequence %d has rows [%d, +%d) blocks [%d, +%d) "
+                              "outside the batch", s, sq->row0, sq->n_rows, sq->block0, sq->n_blocks);
+        /* lazy: |p - q_delta| is bounded by the extremes of both */
+        int64_t pmin = INT64_MAX, pmax = INT64_MIN, dmin = INT64_MAX, dmax = INT64_MIN;
+        for (int32_t r = 0; r < sq->n_rows; r++) {
+            int64_t p = b->pos[sq->row0 + r];
+            if (p < pmin) pmin = p;
+            if (p > pmax) pmax = p;
+        }
+        for (int32_t i = 0; i < sq->n_blocks; i++) {
+            int64_t d = b->blocks[sq->block0 + i].q_delta;
+            if (d < dmin) dmin = d;
+            if (d > dmax) dmax = d;
+        }
+        if (sq->n_rows > 0 && sq->n_blocks > 0) {
+            int64_t a = llabs(pmax - dmin) + 1, z = llabs(pmin - dmax) + 1;
+            if (a > need) need = a;
+            if (z > need) need = z;
+        }
+    }
+    for (int32_t i = 0; i < b->n_logit_rows; i++)
+        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n_tokens)
+            return la_err_set(err, LA_ERR_INTERNAL, "batch: logit row %d outside [0, %d)", b->logit_rows[i],
+                              b->n_tokens);
+    *rope_need = need;
+    return LA_OK;
+}
+
+/* The attention work lists (see the top of this file). */
+static la_status schedule_attention(cuda_backend *c, const la_batch *b, la_err *err) {
+    const la_model_config *m = &c->base.cfg;
+    const int32_t B = c->block_size, hpc = c->heads_per_cta, TT = LA_ATTN_PREFILL_ROWS / hpc;
+    const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
+    int64_t n_tiles = 0, max_nb = 0;
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const la_batch_seq *sq = &b->seqs[s];
+        if (sq->n_rows <= 0) continue;
+        n_tiles += sq->n_rows == 1 ? 1 : ceil_div64(sq->n_rows, TT);
+        if (sq->n_blocks > max_nb) max_nb = sq->n_blocks;
+    }
+    LA_TRY(grow((void **)&c->tiles, &c->cap_tiles, n_tiles, sizeof(tile_plan), err));
+    LA_TRY(grow((void **)&c->smin, &c->cap_smin, max_nb + 1, sizeof(int32_t), err));
+    int64_t k = 0;
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const la_batch_seq *sq = &b->seqs[s];
+        if (sq->n_rows <= 0) continue;
+        const la_attn_block *bl = b->blocks + sq->block0;
+        int32_t nb = sq->n_blocks;
+        c->smin[nb] = INT32_MAX;
+        for (int32_t i = nb - 1; i >= 0; i--) {
+            int32_t v = bl[i].n_valid > 0 ? bl[i].pos0 : INT32_MAX;
+            c->smin[i] = v < c->smin[i + 1] ? v : c->smin[i + 1];
+        }
+        int32_t step = sq->n_rows == 1 ? 1 : TT;
+        for (int32_t r0 = 0; r0 < sq->n_rows; r0 += step) {
+            int32_t n = sq->n_rows - r0 < step ? sq->n_rows - r0 : step;
+            int32_t pmax = INT32_MIN;
+            for (int32_t r = 0; r < n; r++)
+                if (b->pos[sq->row0 + r0 + r] > pmax) pmax = b->pos[sq->row0 + r0 + r];
+            int32_t lo = 0, hi = nb; /* first block index whose suffix minimum is past pmax */
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo) / 2;
+                if (c->smin[mid] > pmax) hi = mid;
+                else lo = mid + 1;
+            }
+            c->tiles[k++] = (tile_plan){s, sq->row0 + r0, n, pmax, lo * B, sq->n_rows == 1};
+        }
+    }
+    /* split over the key range when the tiles alone leave SMs idle */
+    const int64_t slots = 2LL * c->n_sm, KT = LA_ATTN_KEYS_PER_TILE;
+    int64_t key_tiles = 0;
+    for (int64_t t = 0; t < n_tiles; t++) key_tiles += ceil_div64(c->tiles[t].kv_len, KT);
+    key_tiles *= n_groups;
+    int64_t chunk = INT64_MAX;
+    if (n_tiles * n_groups < slots && key_tiles > 0) {
+        chunk = ceil_div64(key_tiles, slots);
+        if (chunk < 2) chunk = 2;
+        for (;;) {
+            int64_t total = 0;
+            for (int64_t t = 0; t < n_tiles; t++) {
+                int64_t ntk = ceil_div64(c->tiles[t].kv_len, KT);
+                total += ntk > 1 ? ceil_div64(ntk, chunk) : 1;
+            }
+            if (total * n_groups <= slots) break;
+            chunk++;
+        }
+    }
+    int64_t n_p = 0, n_d = 0, n_c = 0, part_rows = 0;
+    for (int64_t t = 0; t < n_tiles; t++) {
+        const tile_plan *tp = &c->tiles[t];
+        int64_t ntk = ceil_div64(tp->kv_len, KT);
+        int64_t n_split = (chunk == INT64_MAX || ntk <= 1) ? 1 : ceil_div64(ntk, chunk);
+        int32_t R = tp->decode ? hpc : LA_ATTN_PREFILL_ROWS;
+        la_cuda_attn_item item = {tp->seq_id, tp->row0, tp->n_tokens, tp->pos_max, 0, tp->kv_len, -1, 0};
+        int64_t *n_items = tp->decode ? &n_d : &n_p;
+        la_cuda_attn_item **items = tp->decode ? &c->items_decode : &c->items_prefill;
+        int64_t *cap = tp->decode ? &c->cap_items_decode : &c->cap_items_prefill;
+        LA_TRY(grow((void **)items, cap, *n_items + n_split, sizeof(la_cuda_attn_item), err));
+        if (n_split == 1) {
+            (*items)[(*n_items)++] = item;
+            continue;
+        }
+        int64_t base = part_rows, per = ntk / n_split, extra = ntk % n_split, t0 = 0;
+        part_rows += n_split * n_groups * R;
+        if (part_rows > INT32_MAX) return la_err_set(err, LA_ERR_UNSUPPORTED, "attention: too many partial rows");
+        for (int64_t s = 0; s < n_split; s++) {
+            int64_t nt = per + (s < extra ? 1 : 0);
+            item.kv0 = (int32_t)(t0 * KT);
+            item.kv1 = (int32_t)((t0 + nt) * KT < tp->kv_len ? (t0 + nt) * KT : tp->kv_len);
+            item.part_row0 = (int32_t)(base + s * n_groups * R);
+            t0 += nt;
+            (*items)[(*n_items)++] = item;
+        }
+        LA_TRY(grow((void **)&c->combine, &c->cap_combine, n_c + 1, sizeof(la_cuda_attn_combine_item), err));
+        c->combine[n_c++] = (la_cuda_attn_combine_item){tp->row0, tp->n_tokens, (int32_t)base, (int32_t)n_split, R, {0}};
+    }
+    if (n_p > 1) qsort(c->items_prefill, (size_t)n_p, sizeof(la_cuda_attn_item), cmp_items_longest_first);
+    if (part_rows > c->cap_part_rows) {
+        int64_t cap = part_rows * 2;
+        cudaStreamSynchronize(c->stream);
+        dev_free(c->part_o);
+        dev_free(c->part_ml);
+        c->part_o = NULL;
+        c->part_ml = NULL;
+        c->cap_part_rows = 0;
+        LA_TRY(dev_alloc((void **)&c->part_o, (size_t)cap * (size_t)m->head_dim * sizeof(float), "attention partials", err));
+        LA_TRY(dev_alloc((void **)&c->part_ml, (size_t)cap * sizeof(float2), "attention partials", err));
+        c->cap_part_rows = cap;
+    }
+    c->n_items_prefill = (int32_t)n_p;
+    c->n_items_decode = (int32_t)n_d;
+    c->n_combine = (int32_t)n_c;
+    return LA_OK;
+}
+
+static size_t pack_at(size_t *off, size_t bytes) {
+    size_t at = *off;
+    *off = (at + bytes + 15) / 16 * 16;
+    return at;
+}
+
+static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err) {
+    cuda_backend *c = cu(be);
+    c->batch_ok = false;
+    if (!c->layer_w) return la_err_set(err, LA_ERR_INTERNAL, "cuda backend: batch before load_weights");
+    if (b->n_tokens < 0 || b->n_seqs < 0 || b->n_blocks < 0 || b->n_logit_rows < 0)
+        return la_err_set(err, LA_ERR_INTERNAL, "batch: negative counts");
+    LA_TRY(flush_copies(c, err));
+    prof_begin(c);
+    int64_t rope_need = 1;
+    LA_TRY(check_batch(c, b, &rope_need, err));
+    LA_TRY(ensure_rope(c, rope_need, err));
+    LA_TRY(schedule_attention(c, b, err));
+    size_t n = (size_t)b->n_tokens, off = 0;
+    size_t o_tok = pack_at(&off, n * 4), o_pos = pack_at(&off, n * 4), o_kpos = pack_at(&off, n * 4);
+    size_t o_slots = pack_at(&off, n * 8);
+    size_t o_seqs = pack_at(&off, (size_t)b->n_seqs * sizeof(la_batch_seq));
+    size_t o_blocks = pack_at(&off, (size_t)b->n_blocks * sizeof(la_attn_block));
+    size_t o_rows = pack_at(&off, (size_t)b->n_logit_rows * 4);
+    size_t o_ip = pack_at(&off, (size_t)c->n_items_prefill * sizeof(la_cuda_attn_item));
+    size_t o_id = pack_at(&off, (size_t)c->n_items_decode * sizeof(la_cuda_attn_item));
+    size_t o_cb = pack_at(&off, (size_t)c->n_combine * sizeof(la_cuda_attn_combine_item));
+    LA_TRY(staging_reserve(c, &c->meta, off, err));
+    char *h = c->meta.host, *d = c->meta.dev;
+    if (n) {
+        memcpy(h + o_tok, b->tokens, n * 4);
+        memcpy(h + o_pos, b->pos, n * 4);
+        memcpy(h + o_kpos, b->k_pos, n * 4);
+        memcpy(h + o_slots, b->slots, n * 8);
+    }
+    if (b->n_seqs) memcpy(h + o_seqs, b->seqs, (size_t)b->n_seqs * sizeof(la_batch_seq));
+    if (b->n_blocks) memcpy(h + o_blocks, b->blocks, (size_t)b->n_blocks * sizeof(la_attn_block));
+    if (b->n_logit_rows) memcpy(h + o_rows, b->logit_rows, (size_t)b->n_logit_rows * 4);
+    if (c->n_items_prefill)
+        memcpy(h + o_ip, c->items_prefill, (size_t)c->n_items_prefill * sizeof(la_cuda_attn_item));
+    if (c->n_items_decode)
+        memcpy(h + o_id, c->items_decode, (size_t)c->n_items_decode * sizeof(la_cuda_attn_item));
+    if (c->n_combine) memcpy(h + o_cb, c->combine, (size_t)c->n_combine * sizeof(la_cuda_attn_combine_item));
+    LA_TRY(staging_send(c, &c->meta, off, err));
+    c->d_tokens = (const int32_t *)(d + o_tok);
+    c->d_pos = (const int32_t *)(d + o_pos);
+    c->d_kpos = (const int32_t *)(d + o_kpos);
+    c->d_slots = (const int64_t *)(d + o_slots);
+    c->d_seqs = (const la_batch_seq *)(d + o_seqs);
+    c->d_blocks = (const la_attn_block *)(d + o_blocks);
+    c->d_logit_rows = (const int32_t *)(d + o_rows);
+    c->d_items_prefill = (const la_cuda_attn_item *)(d + o_ip);
+    c->d_items_decode = (const la_cuda_attn_item *)(d + o_id);
+    c->d_combine = (const la_cuda_attn_combine_item *)(d + o_cb);
+    c->n_tokens = b->n_tokens;
+    c->n_seqs = b->n_seqs;
+    c->n_logit_rows = b->n_logit_rows;
+    c->batch_ok = true;
+    prof_end(c, PROF_BATCH_BEGIN);
+    return LA_OK;
+}
+
+/* ============================================================ forward ops ============ */
+
+#define NEED_BATCH(c)                                                                            \
+    do {                                                                                         \
+        if (!(c)->batch_ok)                                                                      \
+            return la_err_set(err, LA_ERR_INTERNAL, "cuda backend: %s without a successful batch_begin", \
+                              __func__);                                                         \
+    } while (0)
+
+static la_status shape_error(la_err *err, const char *op, const la_act *a, int64_t rows, int64_t cols) {
+    return la_err_set(err, LA_ERR_INTERNAL, "cuda %s: activation [%lld, %lld], expected [%lld, %lld]", op,
+                      (long long)a->n_rows, (long long)a->n_cols, (long long)rows, (long long)cols);
+}
+
+static la_status cuda_embed(la_backend *be, la_act *x, la_err *err) {
+    cuda_backend *c = cu(be);
+    NEED_BATCH(c);
+    if (c->bad_token_row >= 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "token id %d outside the vocabulary [0, %d)", c->bad_token,
+                          c->base.cfg.vocab_size);
+    if (x->n_rows != c->n_tokens || x->n_cols != c->base.cfg.hidden_size)
+        return shape_error(err, "embed", x, c->n_tokens, c->base.cfg.hidden_size);
+    prof_begin(c);
+    la_cuda_embed_params p = {x->data, c->embed, c->d_tokens, c->n_tokens, (int32_t)x->n_cols};
+    LA_TRY(la_cuda_embed(&p, c->stream, err));
+    prof_end(c, PROF_EMBED);
+    return LA_OK;
+}
+
+static la_status cuda_rmsnorm(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
+                              la_act *out, la_err *err) {
+    cuda_backend *c = cu(be);
+    const la_bf16_t *wp = (w == LA_W_ATTN_NORM || w == LA_W_MLP_NORM || w == LA_W_FINAL_NORM)
+                              ? weight_ptr(c, w, layer) : NULL;
+    if (!wp) return la_err_set(err, LA_ERR_INTERNAL, "cuda rmsnorm: no norm weight %d for layer %d", (int)w, layer);
+    if (x->n_cols != c->base.cfg.hidden_size) return shape_error(err, "rmsnorm", x, x->n_rows, c->base.cfg.hidden_size);
+    if (out->n_rows != x->n_rows || out->n_cols != x->n_cols) return shape_error(err, "rmsnorm", out, x->n_rows, x->n_cols);
+    prof_begin(c);
+    la_cuda_rmsnorm_params p = {x->data, out->data, wp, x->n_rows, (int32_t)x->n_cols,
+                                (float)c->base.cfg.rms_norm_eps};
+    LA_TRY(la_cuda_rmsnorm(&p, c->stream, err));
+    prof_end(c, PROF_RMSNORM);
+    return LA_OK;
+}
+
+static la_status cuda_matmul(la_backend *be, const la_act *x, la_weight_kind k, int32_t layer,
+                             la_act *out, la_err *err) {
+    cuda_backend *c = cu(be);
+    int64_t n_out, n_in;
+    weight_shape(&c->base.cfg, k, &n_out, &n_in);
+    const la_bf16_t *w = (k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM || k == LA_W_FINAL_NORM) ? NULL
+                                                                                          : weight_ptr(c, k, layer);
+    if (!w) return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul: no weight %d for layer %d", (int)k, layer);
+    if (x->n_cols != n_in) return shape_error(err, "matmul", x, x->n_rows, n_in);
+    if (out->n_rows != x->n_rows || out->n_cols != n_out) return shape_error(err, "matmul", out, x->n_rows, n_out);
+    if (x->n_rows == 0) return LA_OK;
+    if (x->n_rows > INT32_MAX || n_out > INT32_MAX)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda matmul: %lld rows", (long long)x->n_rows);
+    static const prof_slot slot_of[LA_W_KIND_COUNT] = {
+        [LA_W_Q] = PROF_MATMUL_Q, [LA_W_K] = PROF_MATMUL_K, [LA_W_V] = PROF_MATMUL_V,
+        [LA_W_O] = PROF_MATMUL_O, [LA_W_GATE] = PROF_MATMUL_GATE, [LA_W_UP] = PROF_MATMUL_UP,
+        [LA_W_DOWN] = PROF_MATMUL_DOWN, [LA_W_LM_HEAD] = PROF_MATMUL_LM_HEAD};
+    prof_begin(c);
+    /* row-major y[n, n_out] = x[n, n_in] W^T  <=>  column-major y^T = W^T(op T on W's
+     * column-major [n_in, n_out] view) x^T */
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)x->n_rows, (int)n_in,
+                                     &alpha, w, CUDA_R_16BF, (int)n_in, x->data, CUDA_R_16BF, (int)n_in,
+                                     &beta, out->data, CUDA_R_16BF, (int)n_out, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return la_err_set(err, LA_ERR_BACKEND, "cublasGemmEx [%lld x %lld] x [%lld x %lld]^T: %s",
+                          (long long)x->n_rows, (long long)n_in, (long long)n_out, (long long)n_in,
+                          blas_status_name(st));
+    prof_end(c, slot_of[k]);
+    return LA_OK;
+}
+
+static la_status cuda_kv_write(la_backend *be, int32_t layer, la_act *k, const la_act *v, la_err *err) {
+    cuda_backend *c = cu(be);
+    const la_model_config *m = &c->base.cfg;
+    NEED_BATCH(c);
+    int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim;
+    if (layer < 0 || layer >= c->n_layers || !c->k_pool)
+        return la_err_set(err, LA_ERR_INTERNAL, "cuda kv_write: layer %d (pool %s)", layer, c->k_pool ? "ok" : "missing");
+    if (k->n_rows != c->n_tokens || k->n_cols != kvd) return shape_error(err, "kv_write", k, c->n_tokens, kvd);
+    if (v->n_rows != c->n_tokens || v->n_cols != kvd) return shape_error(err, "kv_write", v, c->n_tokens, kvd);
+    LA_TRY(flush_copies(c, err));
+    prof_begin(c);
+    int64_t slab = (int64_t)layer * kv_slab_elems(c);
+    la_cuda_kv_write_params p = {k->data, v->data, c->k_pool + slab, c->v_pool + slab, c->d_kpos, c->d_slots,
+                                 c->n_tokens, m->n_kv_heads, m->head_dim, c->block_size, c->rope, c->rope_len};
+    LA_TRY(la_cuda_kv_write(&p, c->stream, err));
+    prof_end(c, PROF_KV_WRITE);
+    return LA_OK;
+}
+
+static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, la_act *out, la_err *err) {
+    cuda_backend *c = cu(be);
+    const la_model_config *m = &c->base.cfg;
+    NEED_BATCH(c);
+    int64_t qd = (int64_t)m->n_heads * m->head_dim;
+    if (layer < 0 || layer >= c->n_layers || !c->k_pool)
+        return la_err_set(err, LA_ERR_INTERNAL, "cuda attention: layer %d (pool %s)", layer, c->k_pool ? "ok" : "missing");
+    if (q->n_rows != c->n_tokens || q->n_cols != qd) return shape_error(err, "attention", q, c->n_tokens, qd);
+    if (out->n_rows != c->n_tokens || out->n_cols != qd) return shape_error(err, "attention", out, c->n_tokens, qd);
+    LA_TRY(flush_copies(c, err));
+    int64_t slab = (int64_t)layer * kv_slab_elems(c);
+    la_cuda_attn_params p = {
+        .q = q->data, .out = out->data, .k_pool = c->k_pool + slab, .v_pool = c->v_pool + slab,
+        .pos = c->d_pos, .seqs = c->d_seqs, .blocks = c->d_blocks, .rope = c->rope, .rope_len = c->rope_len,
+        .combine = c->d_combine, .n_combine = c->n_combine, .part_o = c->part_o, .part_ml = c->part_ml,
+        .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads, .head_dim = m->head_dim,
+        .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
+        .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
+    };
+    prof_begin(c);
+    p.items = c->d_items_prefill;
+    p.n_items = c->n_items_prefill;
+    LA_TRY(la_cuda_attn_prefill(&p, c->stream, err));
+    prof_end(c, PROF_ATTN_PREFILL);
+    prof_begin(c);
+    p.items = c->d_items_decode;
+    p.n_items = c->n_items_decode;
+    LA_TRY(la_cuda_attn_decode(&p, c->stream, err));
+    prof_end(c, PROF_ATTN_DECODE);
+    if (c->n_combine) {
+        prof_begin(c);
+        LA_TRY(la_cuda_attn_combine(&p, c->stream, err));
+        prof_end(c, PROF_ATTN_COMBINE);
+    }
+    return LA_OK;
+}
+
+static la_status cuda_swiglu(la_backend *be, la_act *gate, const la_act *up, la_err *err) {
+    cuda_backend *c = cu(be);
+    if (gate->n_rows != up->n_rows || gate->n_cols != up->n_cols)
+        return shape_error(err, "swiglu", up, gate->n_rows, gate->n_cols);
+    prof_begin(c);
+    la_cuda_binary_params p = {gate->data, up->data, gate->n_rows * gate->n_cols};
+    LA_TRY(la_cuda_swiglu(&p, c->stream, err));
+    prof_end(c, PROF_SWIGLU);
+    return LA_OK;
+}
+
+static la_status cuda_add(la_backend *be, la_act *x, const la_act *y, la_err *err) {
+    cuda_backend *c = cu(be);
+    if (x->n_rows != y->n_rows || x->n_cols != y->n_cols) return shape_error(err, "add", y, x->n_rows, x->n_cols);
+    prof_begin(c);
+    la_cuda_binary_params p = {x->data, y->data, x->n_rows * x->n_cols};
+    LA_TRY(la_cuda_add(&p, c->stream, err));
+    prof_end(c, PROF_ADD);
+    return LA_OK;
+}
+
+static la_status cuda_gather_rows(la_backend *be, const la_act *x, la_act *out, la_err *err) {
+    cuda_backend *c = cu(be);
+    NEED_BATCH(c);
+    if (x->n_rows != c->n_tokens) return shape_error(err, "gather_rows", x, c->n_tokens, x->n_cols);
+    if (out->n_rows != c->n_logit_rows || out->n_cols != x->n_cols)
+        return shape_error(err, "gather_rows", out, c->n_logit_rows, x->n_cols);
+    prof_begin(c);
+    la_cuda_gather_params p = {x->data, out->data, c->d_logit_rows, c->n_logit_rows, x->n_cols};
+    LA_TRY(la_cuda_gather_rows(&p, c->stream, err));
+    prof_end(c, PROF_GATHER_ROWS);
+    return LA_OK;
+}
+
+/* Device f32 scratch and pinned host buffer of n floats each. */
+static la_status reserve_readback(cuda_backend *c, size_t n, la_err *err) {
+    size_t bytes = n * sizeof(float);
+    if (bytes > c->cap_f32_dev || bytes > c->cap_host_pinned) {
+        size_t cap = bytes * 2 > ((size_t)1 << 20) ? bytes * 2 : ((size_t)1 << 20);
+        CUDA_TRY(cudaStreamSynchronize(c->stream), "readback buffers");
+        dev_free(c->f32_dev);
+        if (c->host_pinned) cudaFreeHost(c->host_pinned);
+        c->f32_dev = NULL;
+        c->host_pinned = NULL;
+        c->cap_f32_dev = c->cap_host_pinned = 0;
+        LA_TRY(dev_alloc((void **)&c->f32_dev, cap, "readback buffer", err));
+        CUDA_TRY(cudaMallocHost(&c->host_pinned, cap), "pinned readback buffer");
+        c->cap_f32_dev = c->cap_host_pinned = cap;
+    }
+    return LA_OK;
+}
+
+static la_status cuda_to_host(la_backend *be, const la_act *x, float *host, la_err *err) {
+    cuda_backend *c = cu(be);
+    size_t n = (size_t)(x->n_rows * x->n_cols);
+    if (n == 0) return LA_OK;
+    prof_begin(c);
+    LA_TRY(reserve_readback(c, n, err));
+    la_cuda_to_f32_params p = {x->data, c->f32_dev, (int64_t)n};
+    LA_TRY(la_cuda_bf16_to_f32(&p, c->stream, err));
+    CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream),
+             "to_host copy");
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
+    memcpy(host, c->host_pinned, n * sizeof(float));
+    prof_end(c, PROF_TO_HOST);
+    return LA_OK;
+}
+
+static la_status cuda_kv_read_slot(la_backend *be, int32_t layer, int64_t slot, float *k, float *v, la_err *err) {
+    cuda_backend *c = cu(be);
+    const la_model_config *m = &c->base.cfg;
+    if (layer < 0 || layer >= c->n_layers || slot < 0 || slot >= c->n_blocks * c->block_size)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "slot %lld of layer %d outside the pool", (long long)slot, layer);
+    LA_TRY(flush_copies(c, err));
+    int32_t hd = m->head_dim, nkv = m->n_kv_heads;
+    LA_TRY(reserve_readback(c, (size_t)nkv * hd, err));
+    int64_t blk = slot / c->block_size, off = slot % c->block_size;
+    int64_t base = (int64_t)layer * kv_slab_elems(c) + ((blk * nkv) * c->block_size + off) * hd;
+    la_bf16_t *h = c->host_pinned;
+    for (int pass = 0; pass < 2; pass++) {
+        const la_bf16_t *src = (pass ? c->v_pool : c->k_pool) + base;
+        CUDA_TRY(cudaMemcpy2DAsync(h, (size_t)hd * 2, src, (size_t)c->block_size * hd * 2, (size_t)hd * 2,
+                                   (size_t)nkv, cudaMemcpyDeviceToHost, c->stream), "kv_read_slot");
+        CUDA_TRY(cudaStreamSynchronize(c->stream), "kv_read_slot");
+        float *dst = pass ? v : k;
+        for (int32_t i = 0; i < nkv * hd; i++) dst[i] = la_bf16_to_f32(h[i]);
+    }
+    return LA_OK;
+}
+
+/* ============================================================ lifecycle ============== */
+
+static void cuda_destroy(la_backend *be) {
+    cuda_backend *c = cu(be);
+    if (!c) return;
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    free_weights(c);
+    dev_free(c->k_pool);
+    dev_free(c->v_pool);
+    for (int32_t i = 0; i < c->n_free; i++) dev_free(c->free_list[i].ptr);
+    for (int32_t i = 0; i < c->n_live; i++) dev_free(c->live[i].ptr);
+    free(c->free_list);
+    free(c->live);
+    staging_free(&c->meta);
+    staging_free(&c->jobs_stage);
+    free(c->tiles);
+    free(c->smin);
+    free(c->items_prefill);
+    free(c->items_decode);
+    free(c->combine);
+    dev_free(c->part_o);
+    dev_free(c->part_ml);
+    free(c->jobs);
+    dev_free(c->f32_dev);
+    if (c->host_pinned) cudaFreeHost(c->host_pinned);
+    if (c->ev_begin) cudaEventDestroy(c->ev_begin);
+    if (c->ev_end) cudaEventDestroy(c->ev_end);
+    if (c->blas) cublasDestroy(c->blas);
+    dev_free(c->blas_ws);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+static const la_backend_ops k_cuda_ops = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .load_weights = cuda_load_weights,
+    .kv_alloc = cuda_kv_alloc,
+    .kv_block_bytes = cuda_kv_block_bytes,
+    .act_alloc = cuda_act_alloc,
+    .act_free = cuda_act_free,
+    .batch_begin = cuda_batch_begin,
+    .embed = cuda_embed,
+    .rmsnorm = cuda_rmsnorm,
+    .matmul = cuda_matmul,
+    .kv_write = cuda_kv_write,
+    .attention = cuda_attention,
+    .swiglu = cuda_swiglu,
+    .add = cuda_add,
+    .gather_rows = cuda_gather_rows,
+    .to_host = cuda_to_host,
+    .kv_copy_rotate = cuda_kv_copy_rotate,
+    .kv_read_slot = cuda_kv_read_slot,
+};
+
+static la_status create_resources(cuda_backend *c, la_err *err) {
+    int dev = 0;
+    CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+    snprintf(c->device_name, sizeof c->device_name, "%s", prop.name);
+    c->n_sm = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    if (prop.major < 8)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda backend: %s has compute capability %d.%d; bf16 "
+                          "tensor cores need 8.0 or newer", prop.name, prop.major, prop.minor);
+    CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
+    CUDA_TRY(cudaEventCreate(&c->ev_begin), "event");
+    CUDA_TRY(cudaEventCreate(&c->ev_end), "event");
+    CUDA_TRY(cudaEventCreateWithFlags(&c->meta.done, cudaEventDisableTiming), "event");
+    CUDA_TRY(cudaEventCreateWithFlags(&c->jobs_stage.done, cudaEventDisableTiming), "event");
+    cublasStatus_t st = cublasCreate(&c->blas);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        c->blas = NULL;
+        return la_err_set(err, LA_ERR_BACKEND, "cublasCreate: %s", blas_status_name(st));
+    }
+    LA_TRY(dev_alloc(&c->blas_ws, LA_CUDA_BLAS_WORKSPACE_BYTES, "cuBLAS workspace", err));
+    st = cublasSetStream(c->blas, c->stream);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(c->blas, c->blas_ws, LA_CUDA_BLAS_WORKSPACE_BYTES);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return la_err_set(err, LA_ERR_BACKEND, "cuBLAS stream/workspace: %s", blas_status_name(st));
+    return LA_OK;
+}
+
+la_status la_cuda_backend_create(la_backend **out, la_err *err) {
+    int n_dev = 0;
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess || n_dev <= 0) {
+        (void)cudaGetLastError();
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "device cuda: no CUDA device (%s)",
+                          e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    }
+    cuda_backend *c = calloc(1, sizeof *c);
+    if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
+    c->base.ops = &k_cuda_ops;
+    c->bad_token_row = -1;
+    la_status s = create_resources(c, err);
+    if (s != LA_OK) {
+        cuda_destroy(&c->base);
+        return s;
+    }
+    *out = &c->base;
+    return LA_OK;
+}
+
+/* ============================================================ hooks ================== */
+
+bool la_cuda_backend_is(const la_backend *be) { return be && be->ops == &k_cuda_ops; }
+
+la_status la_cuda_act_upload(la_backend *be, la_act *a, const float *host, la_err *err) {
+    if (!la_cuda_backend_is(be)) return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_act_upload: not a CUDA backend");
+    cuda_backend *c = cu(be);
+    size_t n = (size_t)(a->n_rows * a->n_cols);
+    if (n == 0) return LA_OK;
+    uint16_t *tmp = malloc(n * 2);
+    if (!tmp) return la_err_set(err, LA_ERR_NO_MEMORY, "la_cuda_act_upload: out of memory");
+    for (size_t i = 0; i < n; i++) tmp[i] = la_f32_to_bf16(host[i]);
+    cudaError_t e = cudaMemcpyAsync(a->data, tmp, n * 2, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    free(tmp);
+    if (e != cudaSuccess) return cuda_fail(err, e, "la_cuda_act_upload");
+    return LA_OK;
+}
+
+la_status la_cuda_kv_fill_random(la_backend *be, uint64_t seed, la_err *err) {
+    if (!la_cuda_backend_is(be)) return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_kv_fill_random: not a CUDA backend");
+    cuda_backend *c = cu(be);
+    int64_t n = kv_slab_elems(c) * c->n_layers;
+    la_cuda_fill_params p = {c->k_pool, n, seed, -1.0f, 1.0f};
+    LA_TRY(la_cuda_fill_uniform(&p, c->stream, err));
+    p.dst = c->v_pool;
+    p.seed = seed + 1;
+    LA_TRY(la_cuda_fill_uniform(&p, c->stream, err));
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "la_cuda_kv_fill_random");
+    return LA_OK;
+}
+
+la_status la_cuda_synchronize(la_backend *be, la_err *err) {
+    if (!la_cuda_backend_is(be)) return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_synchronize: not a CUDA backend");
+    cuda_backend *c = cu(be);
+    LA_TRY(flush_copies(c, err));
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "synchronize");
+    return LA_OK;
+}
+
+void la_cuda_profile_enable(la_backend *be, bool on) {
+    if (!la_cuda_backend_is(be)) return;
+    cuda_backend *c = cu(be);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    c->prof = on;
+    if (on) {
+        memset(c->prof_ms, 0, sizeof c->prof_ms);
+        memset(c->prof_calls, 0, sizeof c->prof_calls);
+    }
+}
+
+/* Append printf output at *n of buf[cap] (truncating); *n counts what was needed. */
+static void append(char *buf, size_t cap, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t cap, size_t *n, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (w <= 0) return;
+    for (int i = 0; i < w && (size_t)i < sizeof tmp - 1; i++) {
+        if (buf && *n + 1 < cap) buf[*n] = tmp[i];
+        (*n)++;
+    }
+    if (buf && cap) buf[*n < cap ? *n : cap - 1] = '\0';
+}
+
+size_t la_cuda_profile_json(const la_backend *be, char *buf, size_t cap) {
+    if (!la_cuda_backend_is(be)) return 0;
+    const cuda_backend *c = (const cuda_backend *)be;
+    size_t n = 0;
+    if (buf && cap) buf[0] = '\0';
+    append(buf, cap, &n, "{");
+    bool first = true;
+    for (int i = 0; i < PROF_COUNT; i++) {
+        if (!c->prof_calls[i]) continue;
+        append(buf, cap, &n, "%s\"%s\": {\"ms\": %.4f, \"calls\": %lld}", first ? "" : ", ", k_prof_names[i],
+               c->prof_ms[i], (long long)c->prof_calls[i]);
+        first = false;
+    }
+    append(buf, cap, &n, "}");
+    return n;
+}
+
+const char *la_cuda_device_name(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->device_name : "";
+}
+
+int la_cuda_device_sm_count(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->n_sm : 0;
+}

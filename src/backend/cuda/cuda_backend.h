@@ -1,0 +1,55 @@
+/* The CUDA backend (backend/backend.h): bf16 weights, activations and paged KV cache in
+ * device memory, cuBLAS for the weight GEMMs (bf16 in, f32 accumulate), our own kernels
+ * for the rest (the .cu files beside this header; the KV pool layout is in cuda_kernels.h).
+ *
+ * Everything runs in order on one CUDA stream owned by the backend; the host waits only
+ * in to_host, kv_read_slot, load_weights and kv_alloc. Not thread-safe: one engine thread.
+ *
+ * Limits (checked, LA_ERR_UNSUPPORTED): head_dim a multiple of 8 and at most 128;
+ * block_size a multiple of 16 (each 16-key group of an attention tile lies in one block);
+ * positions (and lazy offsets) below 2^21.
+ */
+#ifndef LA_BACKEND_CUDA_CUDA_BACKEND_H
+#define LA_BACKEND_CUDA_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+/* Create a CUDA backend on the current device (device 0 unless the caller chose another
+ * with cudaSetDevice). Caller owns *out; free with la_backend_destroy().
+ * Errors: LA_ERR_UNSUPPORTED (no CUDA device or driver), LA_ERR_BACKEND (stream, cuBLAS
+ * handle), LA_ERR_NO_MEMORY. */
+la_status la_cuda_backend_create(la_backend **out, la_err *err);
+
+/* ---- hooks for tests and benchmarks (not used by the engine) ------------------------------ */
+
+/* Whether be is a CUDA backend. */
+bool la_cuda_backend_is(const la_backend *be);
+
+/* Copy host f32 [a->n_rows * a->n_cols] into an activation (rounded to bf16).
+ * Errors: LA_ERR_INVALID_ARG (not a CUDA backend), LA_ERR_BACKEND. */
+la_status la_cuda_act_upload(la_backend *be, la_act *a, const float *host, la_err *err);
+
+/* Fill every K and V slot of the pool with uniform values in [-1, 1) from seed (benchmarks
+ * time decode without prefilling long contexts first). Errors: as la_cuda_act_upload. */
+la_status la_cuda_kv_fill_random(la_backend *be, uint64_t seed, la_err *err);
+
+/* Wait for all queued work; LA_ERR_BACKEND names the first asynchronous failure. */
+la_status la_cuda_synchronize(la_backend *be, la_err *err);
+
+/* Per-operation timing: when on, every op is bracketed by CUDA events and waited for
+ * (slower: no overlap of host and device), and its device time accumulates per kind
+ * (the matmuls per weight, attention per kernel). Turning it on resets the totals. */
+void la_cuda_profile_enable(la_backend *be, bool on);
+/* Write the totals as one JSON object {"op": {"ms": total, "calls": n}, ...} into buf
+ * (NUL-terminated, truncated to cap). Returns the length it needed. */
+size_t la_cuda_profile_json(const la_backend *be, char *buf, size_t cap);
+
+/* The device's name ("NVIDIA H200") and its multiprocessor count. */
+const char *la_cuda_device_name(const la_backend *be);
+int la_cuda_device_sm_count(const la_backend *be);
+
+#endif

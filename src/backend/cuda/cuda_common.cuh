@@ -1,0 +1,96 @@
+/* Device helpers shared by the CUDA backend's kernel files (module-private): bf16 bit
+ * conversions, the RoPE table lookup, cp.async / ldmatrix / mma.sync wrappers, and the
+ * launch check every launcher ends with. */
+#ifndef LA_BACKEND_CUDA_CUDA_COMMON_CUH
+#define LA_BACKEND_CUDA_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend/cuda/cuda_kernels.h"
+#include "base/err.h"
+}
+
+/* Turn a failed launch into LA_ERR_BACKEND naming the kernel. */
+static inline la_status la_cuda_launched(const char *what, la_err *err) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return la_err_set(err, LA_ERR_BACKEND, "%s: launch failed: %s", what, cudaGetErrorString(e));
+    return LA_OK;
+}
+
+/* Grid size for n items at `per_block` items per block, capped for grid-stride loops. */
+static inline unsigned la_cuda_blocks(int64_t n, int per_block) {
+    int64_t b = (n + per_block - 1) / per_block;
+    if (b < 1) b = 1;
+    if (b > 65535LL * 16) b = 65535LL * 16;
+    return (unsigned)b;
+}
+
+__device__ __forceinline__ float la_bf2f(la_bf16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ la_bf16_t la_f2bf(float f) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+/* Two floats to a packed bf16x2 (lo in the low half, as mma fragments and memory want). */
+__device__ __forceinline__ uint32_t la_pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* (cos, sin) of pos * inv_freq[f] from the table; |pos| beyond the table is clamped (the
+ * host grows the table to cover every position a batch can use, so only masked pairs,
+ * whose scores are discarded, can reach the clamp). */
+__device__ __forceinline__ float2 la_rope_cs(const float2 *rope, int32_t rope_len, int32_t half,
+                                             int64_t pos, int32_t f) {
+    int64_t a = pos < 0 ? -pos : pos;
+    if (a >= rope_len) a = rope_len - 1;
+    float2 cs = __ldg(rope + a * half + f);
+    if (pos < 0) cs.y = -cs.y;
+    return cs;
+}
+
+/* 16-byte async copy global -> shared; pred false writes zeros and reads nothing. */
+__device__ __forceinline__ void la_cp_async16(void *smem, const void *gmem, bool pred) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n)
+                 : "memory");
+}
+__device__ __forceinline__ void la_cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void la_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void la_ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                               uint32_t &r3, const void *smem) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+
+__device__ __forceinline__ void la_ldmatrix_x4_trans(uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                     uint32_t &r3, const void *smem) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+
+/* d += a b, m16n8k16, bf16 in, f32 accumulate (PTX ISA "mma.sync" fragment layouts). */
+__device__ __forceinline__ void la_mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                            uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+#endif

@@ -1,0 +1,214 @@
+/* The CUDA backend's kernels: parameter structs and extern "C" launchers (module-private to
+ * backend/cuda). Each launcher validates its arguments, launches on the given stream,
+ * checks the launch and returns la_status; execution errors surface at the next
+ * synchronisation (cuda_backend.c turns them into LA_ERR_BACKEND there).
+ *
+ * Element types: la_bf16_t is the bit pattern of a bf16 (upper half of an IEEE binary32),
+ * so this header stays plain C; the .cu files reinterpret it as __nv_bfloat16.
+ *
+ * KV pool layout (documented once, used by every kernel), K and V alike, bf16:
+ *
+ *     [n_layers][n_blocks][n_kv_heads][block_size][head_dim]
+ *
+ * so one KV head of one block is a contiguous [block_size, head_dim] tile (4 KiB for
+ * block_size 16 and head_dim 128) and one layer is one contiguous slab. Slot s of the
+ * pool is block s / block_size, offset s % block_size (backend/backend.h).
+ *
+ * RoPE table: rope[pos][i] = (cos, sin) of pos * inv_freq[i] for pos < rope_len and
+ * i < head_dim / 2, f32, the angle formed and reduced in double precision (exactly as
+ * backend/rope.h does on the CPU), so positions of 100k+ tokens lose nothing to f32 angle
+ * rounding. Negative positions read the table at |pos| with the sine negated.
+ */
+#ifndef LA_BACKEND_CUDA_CUDA_KERNELS_H
+#define LA_BACKEND_CUDA_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend/backend.h"
+#include "lazyattn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t la_bf16_t;
+
+/* ---- attention geometry shared by the host scheduler and the kernels -------------------- */
+
+#define LA_ATTN_PREFILL_ROWS 64      /* query rows (token x head) of one prefill CTA */
+#define LA_ATTN_KEYS_PER_TILE 64     /* keys staged in shared memory per step */
+#define LA_ATTN_MAX_HEADS_PER_CTA 8  /* query heads of one KV head handled together */
+#define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
+
+/* One CTA's share of attention (x one KV-head group, the grid's y):
+ * tokens [row0, row0 + n_tokens) of sequence seq_id against flat slots [kv0, kv1) of its
+ * block list (flat slot f = block f / block_size, offset f % block_size). kv0 is a
+ * multiple of LA_ATTN_KEYS_PER_TILE. part_row0 < 0: write the normalised output; else
+ * write unnormalised partial rows (combined by la_cuda_attn_combine): group g's row r
+ * goes to partial row part_row0 + g * rows + r, rows = LA_ATTN_PREFILL_ROWS for prefill
+ * items and heads_per_cta for decode items. */
+typedef struct la_cuda_attn_item {
+    int32_t seq_id;
+    int32_t row0;
+    int32_t n_tokens;
+    int32_t pos_max;   /* largest logical position among the tokens */
+    int32_t kv0, kv1;
+    int32_t part_row0;
+    int32_t pad_;
+} la_cuda_attn_item;
+
+/* One split tile to combine: tokens [row0, row0 + n_tokens); split s of group g row r
+ * sits at partial row part_row0 + (s * n_groups + g) * rows + r. */
+typedef struct la_cuda_attn_combine_item {
+    int32_t row0, n_tokens;
+    int32_t part_row0;
+    int32_t n_splits;
+    int32_t rows;
+    int32_t pad_[3];
+} la_cuda_attn_combine_item;
+
+typedef struct la_cuda_attn_params {
+    const la_bf16_t *q;           /* [n_tokens, n_heads * head_dim] UNROTATED queries */
+    la_bf16_t *out;               /* [n_tokens, n_heads * head_dim] */
+    const la_bf16_t *k_pool;      /* this layer's K slab [n_blocks][n_kv][B][head_dim] */
+    const la_bf16_t *v_pool;      /* this layer's V slab */
+    const int32_t *pos;           /* [n_tokens] logical positions */
+    const la_batch_seq *seqs;     /* [n_seqs] */
+    const la_attn_block *blocks;  /* [n_blocks of the batch] */
+    const float2 *rope;           /* [rope_len][head_dim / 2] (cos, sin) */
+    int32_t rope_len;             /* positions in the table */
+    const la_cuda_attn_item *items;
+    int32_t n_items;
+    const la_cuda_attn_combine_item *combine;
+    int32_t n_combine;
+    float *part_o;                /* [partial rows][head_dim] f32, unnormalised */
+    float2 *part_ml;              /* [partial rows] (running max in log2 units, sum) */
+    int32_t n_heads, n_kv_heads, head_dim, block_size;
+    int32_t heads_per_cta;        /* query heads of one KV head in one CTA */
+    int32_t n_head_chunks;        /* (n_heads / n_kv_heads) / heads_per_cta */
+    float scale_log2;             /* log2(e) / sqrt(head_dim) */
+} la_cuda_attn_params;
+
+/* Prefill: tensor cores (mma.sync m16n8k16 bf16, f32 accumulate), online softmax.
+ * Grid (n_items, n_kv_heads * n_head_chunks). attn_prefill.cu. */
+la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+/* Decode: one token per item, CUDA cores, split over the KV length. attn_decode.cu. */
+la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+/* Merge the partial rows of split items (p->combine). attn_combine.cu. */
+la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+
+/* ---- RoPE, KV write, block copy (rope_kv.cu) ---------------------------------------------- */
+
+typedef struct la_cuda_rope_table_params {
+    float2 *rope;            /* out [n_pos][half] */
+    const float *inv_freq;   /* [half] device */
+    int32_t half;
+    int32_t n_pos;
+} la_cuda_rope_table_params;
+la_status la_cuda_rope_table(const la_cuda_rope_table_params *p, cudaStream_t stream,
+                             la_err *err);
+
+typedef struct la_cuda_kv_write_params {
+    la_bf16_t *k;               /* [n_tokens, n_kv_heads * head_dim], rotated in place */
+    const la_bf16_t *v;         /* [n_tokens, n_kv_heads * head_dim] */
+    la_bf16_t *k_pool;          /* this layer's K slab */
+    la_bf16_t *v_pool;          /* this layer's V slab */
+    const int32_t *k_pos;       /* [n_tokens] RoPE position or LA_POS_UNROTATED */
+    const int64_t *slots;       /* [n_tokens] */
+    int32_t n_tokens, n_kv_heads, head_dim, block_size;
+    const float2 *rope;
+    int32_t rope_len;
+} la_cuda_kv_write_params;
+la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStream_t stream, la_err *err);
+
+typedef struct la_cuda_copy_job {
+    int32_t src_block, dst_block, n_valid, delta;
+} la_cuda_copy_job;
+
+typedef struct la_cuda_kv_copy_params {
+    la_bf16_t *k_pool, *v_pool;     /* whole pools */
+    const la_cuda_copy_job *jobs;   /* [n_jobs] device */
+    int32_t n_jobs, n_layers;
+    int64_t n_blocks;
+    int32_t n_kv_heads, head_dim, block_size;
+    const float2 *rope;
+    int32_t rope_len;
+} la_cuda_kv_copy_params;
+/* For every job and layer: copy slots [0, n_valid) of src to dst, K rotated by delta. */
+la_status la_cuda_kv_copy_rotate(const la_cuda_kv_copy_params *p, cudaStream_t stream,
+                                 la_err *err);
+
+/* ---- row kernels (rows.cu) ------------------------------------------------------------- */
+
+typedef struct la_cuda_embed_params {
+    la_bf16_t *x;               /* out [n_tokens, n_cols] */
+    const la_bf16_t *table;     /* [vocab, n_cols] */
+    const int32_t *tokens;      /* [n_tokens], already checked against vocab */
+    int32_t n_tokens, n_cols;
+} la_cuda_embed_params;
+la_status la_cuda_embed(const la_cuda_embed_params *p, cudaStream_t stream, la_err *err);
+
+typedef struct la_cuda_rmsnorm_params {
+    const la_bf16_t *x;         /* [n_rows, n_cols] */
+    la_bf16_t *out;             /* [n_rows, n_cols] */
+    const la_bf16_t *w;         /* [n_cols] */
+    int64_t n_rows;
+    int32_t n_cols;
+    float eps;
+} la_cuda_rmsnorm_params;
+la_status la_cuda_rmsnorm(const la_cuda_rmsnorm_params *p, cudaStream_t stream, la_err *err);
+
+typedef struct la_cuda_gather_params {
+    const la_bf16_t *x;         /* [*, n_cols] */
+    la_bf16_t *out;             /* [n_rows, n_cols] */
+    const int32_t *rows;        /* [n_rows] */
+    int32_t n_rows;
+    int64_t n_cols;
+} la_cuda_gather_params;
+la_status la_cuda_gather_rows(const la_cuda_gather_params *p, cudaStream_t stream, la_err *err);
+
+/* ---- element-wise kernels (elementwise.cu) -------------------------------------------- */
+
+typedef struct la_cuda_binary_params {
+    la_bf16_t *x;               /* [n] in/out */
+    const la_bf16_t *y;         /* [n] */
+    int64_t n;
+} la_cuda_binary_params;
+/* x += y */
+la_status la_cuda_add(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err);
+/* x = silu(x) * y (x = gate, y = up) */
+la_status la_cuda_swiglu(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err);
+
+typedef struct la_cuda_to_f32_params {
+    const la_bf16_t *x;
+    float *out;
+    int64_t n;
+} la_cuda_to_f32_params;
+la_status la_cuda_bf16_to_f32(const la_cuda_to_f32_params *p, cudaStream_t stream, la_err *err);
+
+/* ---- weight conversion and initialisation (weights_init.cu) ---------------------------- */
+
+typedef struct la_cuda_convert_params {
+    la_bf16_t *dst;             /* [n] */
+    const void *src;            /* [n] of src_dtype (la_dtype: F32, F16 or BF16), device */
+    int32_t src_dtype;
+    int64_t n;
+} la_cuda_convert_params;
+la_status la_cuda_convert_to_bf16(const la_cuda_convert_params *p, cudaStream_t stream,
+                                  la_err *err);
+
+typedef struct la_cuda_fill_params {
+    la_bf16_t *dst;             /* [n] */
+    int64_t n;
+    uint64_t seed;              /* uniform: stream id; the same seed gives the same values */
+    float lo, hi;               /* uniform in [lo, hi); constant: lo */
+} la_cuda_fill_params;
+la_status la_cuda_fill_uniform(const la_cuda_fill_params *p, cudaStream_t stream, la_err *err);
+la_status la_cuda_fill_const(const la_cuda_fill_params *p, cudaStream_t stream, la_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

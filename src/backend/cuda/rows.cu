@@ -1,0 +1,119 @@
+/* Row kernels of the forward pass: embedding gather, RMSNorm, row gather (logit rows).
+ *
+ * embed        x[t] = table[tokens[t]]                        (HF nn.Embedding)
+ * rmsnorm      out = w * (x / sqrt(mean(x^2) + eps))           (HF LlamaRMSNorm: variance
+ *              in f32, eps inside the square root; the product is rounded to bf16 once,
+ *              as the CPU backend computes it in f32)
+ * gather_rows  out[i] = x[rows[i]]
+ *
+ * Shapes: row-major bf16 [n_rows, n_cols]; table [vocab, n_cols]; w [n_cols].
+ * Grid: one CTA per output row; 16-byte vectors when n_cols % 8 == 0 (every Llama shape),
+ * scalars otherwise. Bytes: embed and gather 4 x n_cols per row (read + write); rmsnorm
+ * 6 x n_cols per row (x read twice, the second time from L1/L2). FLOPs: ~4 x n_cols per
+ * row for rmsnorm; none otherwise.
+ */
+#include "backend/cuda/cuda_common.cuh"
+
+namespace {
+
+constexpr int R_THREADS = 256;
+
+__device__ __forceinline__ void copy_row(la_bf16_t *dst, const la_bf16_t *src, int64_t n_cols) {
+    if ((n_cols & 7) == 0) {
+        const uint4 *s = reinterpret_cast<const uint4 *>(src);
+        uint4 *d = reinterpret_cast<uint4 *>(dst);
+        for (int64_t i = threadIdx.x; i < n_cols / 8; i += blockDim.x) d[i] = s[i];
+    } else {
+        for (int64_t i = threadIdx.x; i < n_cols; i += blockDim.x) dst[i] = src[i];
+    }
+}
+
+__global__ void __launch_bounds__(R_THREADS) embed_kernel(const la_cuda_embed_params p) {
+    const int t = blockIdx.x;
+    copy_row(p.x + (int64_t)t * p.n_cols, p.table + (int64_t)p.tokens[t] * p.n_cols, p.n_cols);
+}
+
+__global__ void __launch_bounds__(R_THREADS) gather_kernel(const la_cuda_gather_params p) {
+    const int i = blockIdx.x;
+    copy_row(p.out + (int64_t)i * p.n_cols, p.x + (int64_t)p.rows[i] * p.n_cols, p.n_cols);
+}
+
+__device__ __forceinline__ float block_sum(float v, float *red) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += red[w];
+    return s;
+}
+
+__global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnorm_params p) {
+    __shared__ float red[R_THREADS / 32];
+    const int64_t row = blockIdx.x;
+    const int n = p.n_cols;
+    const la_bf16_t *x = p.x + row * n;
+    la_bf16_t *y = p.out + row * n;
+    float ss = 0.f;
+    const bool vec = (n & 7) == 0;
+    if (vec) {
+        for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
+            const uint4 v = reinterpret_cast<const uint4 *>(x)[i];
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float a = __uint_as_float(w[e] << 16), b = __uint_as_float(w[e] & 0xffff0000u);
+                ss += a * a + b * b;
+            }
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const float a = la_bf2f(x[i]);
+            ss += a * a;
+        }
+    }
+    ss = block_sum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / (float)n + p.eps);
+    if (vec) {
+        for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
+            const uint4 v = reinterpret_cast<const uint4 *>(x)[i];
+            const uint4 g = reinterpret_cast<const uint4 *>(p.w)[i];
+            const uint32_t xv[4] = {v.x, v.y, v.z, v.w}, gv[4] = {g.x, g.y, g.z, g.w};
+            uint32_t out[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float a = __uint_as_float(xv[e] << 16), b = __uint_as_float(xv[e] & 0xffff0000u);
+                const float wa = __uint_as_float(gv[e] << 16), wb = __uint_as_float(gv[e] & 0xffff0000u);
+                out[e] = la_pack_bf16x2(wa * (a * inv), wb * (b * inv));
+            }
+            reinterpret_cast<uint4 *>(y)[i] = make_uint4(out[0], out[1], out[2], out[3]);
+        }
+    } else {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = la_f2bf(la_bf2f(p.w[i]) * (la_bf2f(x[i]) * inv));
+    }
+}
+
+} /* namespace */
+
+/* ---- launchers -------------------------------------------------------------------------- */
+
+extern "C" la_status la_cuda_embed(const la_cuda_embed_params *p, cudaStream_t stream, la_err *err) {
+    if (p->n_tokens <= 0) return LA_OK;
+    embed_kernel<<<(unsigned)p->n_tokens, R_THREADS, 0, stream>>>(*p);
+    return la_cuda_launched("embed", err);
+}
+
+extern "C" la_status la_cuda_rmsnorm(const la_cuda_rmsnorm_params *p, cudaStream_t stream, la_err *err) {
+    if (p->n_rows <= 0) return LA_OK;
+    if (p->n_cols <= 0 || p->n_rows > INT32_MAX)
+        return la_err_set(err, LA_ERR_INTERNAL, "rmsnorm: bad shape [%lld, %d]", (long long)p->n_rows, p->n_cols);
+    rmsnorm_kernel<<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
+    return la_cuda_launched("rmsnorm", err);
+}
+
+extern "C" la_status la_cuda_gather_rows(const la_cuda_gather_params *p, cudaStream_t stream, la_err *err) {
+    if (p->n_rows <= 0) return LA_OK;
+    gather_kernel<<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
+    return la_cuda_launched("gather_rows", err);
+}

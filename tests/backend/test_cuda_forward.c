@@ -1,0 +1,329 @@
+/* The CUDA backend through whole forward passes: logits of the tiny checkpoints against the
+ * CPU backend via la_forward (prefill, then decode steps), and the methods through the
+ * engine on the GPU: lazy = mepic = block = block-ref and prefix = recompute, within bf16
+ * tolerance, and the GPU engine against the CPU engine.
+ *
+ * Without a GPU every test prints "skipped: no GPU" and passes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "common/engine_util.h"
+#include "common/test_util.h"
+#include "lazyattn/lazyattn.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/weights.h"
+
+/* bf16 weights (the f32 checkpoints are rounded to bf16 on upload) and bf16 activations
+ * through every layer against the CPU's f32: logits agree to about 1% of their scale.
+ * LOGIT_TOL_REL is measured against 1 + max |reference logit| of the step. */
+#define LOGIT_TOL_REL 3e-2
+#define N_GEN 5
+
+static bool have_gpu(void) {
+    la_backend *be = NULL;
+    la_err err = {0};
+    la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+    if (s != LA_OK) {
+        printf("skipped: no GPU (%s)\n", err.msg);
+        fflush(stdout);
+        return false;
+    }
+    la_backend_destroy(be);
+    return true;
+}
+
+static double logit_tol(const float *ref, int32_t n) {
+    double m = 0;
+    for (int32_t i = 0; i < n; i++) m = fmax(m, fabs((double)ref[i]));
+    return LOGIT_TOL_REL * (1.0 + m);
+}
+
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* ============================================================ la_forward ============= */
+
+static void forward_vs_cpu(const char *name) {
+    if (!have_gpu()) return;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
+    la_err err = {0};
+    la_model_config cfg;
+    LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
+    la_weights *w = NULL;
+    LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
+    la_backend *be[2];
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be[0], &err), err);
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[1], &err), err);
+    const int32_t B = 16, n_blocks = 16, n_prompt = 100;
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
+        LA_CHECK_OK(be[i]->ops->kv_alloc(be[i], n_blocks, B, &err), err);
+    }
+    int32_t V = cfg.vocab_size, n_total = n_prompt + N_GEN;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_total), *pos = malloc(sizeof(int32_t) * (size_t)n_total);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)n_total);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n_total);
+    uint64_t r = 12345;
+    for (int32_t t = 0; t < n_total; t++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        ids[t] = (int32_t)((r >> 33) % (uint64_t)V);
+        pos[t] = t;
+        rows[t] = t;
+        slots[t] = t + 2 * B; /* leave blocks 0, 1 unused: block ids are not positions */
+    }
+    la_attn_block blocks[16];
+    float *lg[2];
+    for (int i = 0; i < 2; i++) lg[i] = malloc(sizeof(float) * (size_t)n_prompt * (size_t)V);
+    /* step 0: the whole prompt, logits at every row; then one decode row per step */
+    for (int32_t step = 0; step <= N_GEN; step++) {
+        int32_t t0 = step == 0 ? 0 : n_prompt + step - 1, n = step == 0 ? n_prompt : 1;
+        int32_t n_seen = t0 + n, nb = (n_seen + B - 1) / B;
+        for (int32_t b = 0; b < nb; b++)
+            blocks[b] = (la_attn_block){2 + b, n_seen - b * B < B ? n_seen - b * B : B, b * B, 0, 0};
+        la_batch_seq seq = {0, n, 0, nb};
+        la_batch batch = {n, ids + t0, pos + t0, pos + t0, slots + t0, 1, &seq, nb, blocks, n, rows};
+        for (int i = 0; i < 2; i++) LA_CHECK_OK(la_forward(be[i], &batch, lg[i], &err), err);
+        double worst = 0, worst_tol = 0;
+        for (int32_t rr = 0; rr < n; rr++) {
+            size_t at;
+            const float *ref = lg[0] + (size_t)rr * V, *got = lg[1] + (size_t)rr * V;
+            double d = la_test_max_abs_diff(got, ref, (size_t)V, &at), tol = logit_tol(ref, V);
+            cr_assert(d <= tol, "%s step %d row %d (position %d): max |gpu - cpu| logit %.4g at token %zu "
+                      "(gpu %.5f, cpu %.5f) > tolerance %.4g", name, step, rr, t0 + rr, d, at, got[at], ref[at], tol);
+            if (d / tol > worst / (worst_tol ? worst_tol : 1)) worst = d, worst_tol = tol;
+        }
+        printf("%s step %d (%s, %d rows): worst max |gpu - cpu| logit %.4g (tolerance %.4g)\n", name, step,
+               step ? "decode" : "prefill", n, worst, worst_tol);
+        fflush(stdout);
+        /* the next token is the CPU's greedy choice, fed to both */
+        if (step < N_GEN) ids[n_prompt + step] = argmax(lg[0] + (size_t)(n - 1) * V, V);
+    }
+    for (int i = 0; i < 2; i++) {
+        free(lg[i]);
+        la_backend_destroy(be[i]);
+    }
+    free(ids);
+    free(pos);
+    free(rows);
+    free(slots);
+    la_weights_destroy(w);
+}
+
+Test(cuda_forward, tiny_f32_tied_logits_match_cpu) { forward_vs_cpu("tiny-f32-tied"); }
+Test(cuda_forward, tiny_bf16_untied_mqa_logits_match_cpu) { forward_vs_cpu("tiny-bf16-untied"); }
+Test(cuda_forward, tiny_f32_linear_rope_logits_match_cpu) { forward_vs_cpu("tiny-f32-linear"); }
+
+/* ============================================================ engine, methods ======== */
+
+static la_engine *gpu_engine(const char *model, la_device dev) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, model);
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = dir;
+    o.device = dev;
+    o.kv_blocks = 2048;
+    o.block_size = 16;
+    o.n_threads = 2;
+    la_engine *e = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+    return e;
+}
+
+typedef struct docset {
+    int32_t n;
+    int32_t len[24];
+    int32_t *ids[24];
+} docset;
+
+static uint64_t g_rng = 88172645463325252ull;
+static uint32_t next_u32(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 32);
+}
+
+static docset make_docs(int32_t n, const int32_t *lens) {
+    docset d = {.n = n};
+    for (int32_t i = 0; i < n; i++) {
+        d.len[i] = lens ? lens[i] : 1 + (int32_t)(next_u32() % 200);
+        d.ids[i] = malloc(sizeof(int32_t) * (size_t)d.len[i]);
+        for (int32_t t = 0; t < d.len[i]; t++) d.ids[i][t] = (int32_t)(next_u32() % 500);
+    }
+    return d;
+}
+
+static void free_docs(docset *d) {
+    for (int32_t i = 0; i < d->n; i++) free(d->ids[i]);
+}
+
+static void generate(la_engine *e, la_method m, const docset *d, const int32_t *order, const int32_t *q,
+                     int32_t nq, la_test_gen *g) {
+    la_segment segs[24];
+    for (int32_t i = 0; i < d->n; i++) {
+        int32_t k = order ? order[i] : i;
+        segs[i] = (la_segment){.ids = d->ids[k], .n_ids = d->len[k]};
+    }
+    la_request_params rp;
+    la_request_params_init(&rp);
+    rp.docs = segs;
+    rp.n_docs = d->n;
+    rp.prompt = (la_segment){.ids = q, .n_ids = nq};
+    rp.add_special = false;
+    rp.method = m;
+    rp.return_logits = true;
+    rp.sampling.max_tokens = N_GEN;
+    rp.sampling.ignore_eos = true;
+    la_test_generate(e, &rp, g);
+}
+
+/* Logits of every step agree while the greedy tokens agree; where a token differs, the
+ * reference must have been near a tie there (margin within tolerance), and the comparison
+ * stops (the continuations differ from then on). Returns the worst error / tolerance. */
+static double compare_gens(const la_test_gen *a, const la_test_gen *ref, const char *what) {
+    cr_assert_eq(a->n_tokens, ref->n_tokens, "%s: %d tokens vs %d", what, a->n_tokens, ref->n_tokens);
+    double worst = 0;
+    for (int32_t i = 0; i < ref->n_tokens; i++) {
+        const float *la = a->logits + (size_t)i * a->n_vocab, *lr = ref->logits + (size_t)i * ref->n_vocab;
+        size_t at;
+        double d = la_test_max_abs_diff(la, lr, (size_t)a->n_vocab, &at), tol = logit_tol(lr, ref->n_vocab);
+        cr_assert(d <= tol, "%s: step %d logits differ by %.4g at token %zu (%.5f vs reference %.5f), "
+                  "tolerance %.4g", what, i, d, at, la[at], lr[at], tol);
+        if (d / tol > worst) worst = d / tol;
+        if (a->tokens[i] != ref->tokens[i]) {
+            double margin = lr[ref->tokens[i]] - lr[a->tokens[i]];
+            cr_assert(margin <= 2 * tol, "%s: step %d greedy token %d vs reference %d with margin %.4g > %.4g",
+                      what, i, a->tokens[i], ref->tokens[i], margin, 2 * tol);
+            printf("%s: step %d near-tie (margin %.4g): tokens differ, comparison stops\n", what, i, margin);
+            break;
+        }
+    }
+    return worst;
+}
+
+static void shuffle(int32_t *v, int32_t n) {
+    for (int32_t i = n - 1; i > 0; i--) {
+        int32_t j = (int32_t)(next_u32() % (uint32_t)(i + 1)), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+Test(cuda_forward, lazy_mepic_block_equal_block_ref_on_gpu) {
+    if (!have_gpu()) return;
+    la_engine *e = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
+    const int32_t edge[][6] = {{1}, {16}, {32, 1, 15}, {17, 16, 200, 1, 48, 3}};
+    const int32_t edge_n[] = {1, 1, 3, 6};
+    double worst = 0;
+    for (int s = 0; s < 8; s++) {
+        int32_t n = s < 4 ? edge_n[s] : (s == 7 ? 20 : 1 + (int32_t)(next_u32() % 12));
+        docset d = make_docs(n, s < 4 ? edge[s] : NULL);
+        int32_t q[7], order[24];
+        for (int i = 0; i < 7; i++) q[i] = (int32_t)(next_u32() % 500);
+        for (int32_t i = 0; i < n; i++) order[i] = i;
+        for (int o = 0; o < 2; o++) {
+            if (o) shuffle(order, n);
+            la_test_gen ref;
+            generate(e, LA_METHOD_BLOCK_REF, &d, order, q, 7, &ref);
+            const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK};
+            for (int k = 0; k < 3; k++) {
+                la_test_gen g;
+                generate(e, ms[k], &d, order, q, 7, &g);
+                char what[128];
+                snprintf(what, sizeof what, "set %d (%d docs) order %d %s", s, n, o, la_method_name(ms[k]));
+                double w = compare_gens(&g, &ref, what);
+                if (w > worst) worst = w;
+                if (o > 0) cr_assert_eq(g.stats.doc_tokens_computed, 0, "%s: documents recomputed", what);
+                la_test_gen_free(&g);
+            }
+            la_test_gen_free(&ref);
+        }
+        free_docs(&d);
+    }
+    printf("gpu methods vs block-ref: worst logit error / tolerance = %.3f\n", worst);
+    la_engine_destroy(e);
+}
+
+Test(cuda_forward, prefix_equals_recompute_on_gpu) {
+    if (!have_gpu()) return;
+    la_engine *e = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
+    const int32_t lens[4] = {40, 16, 23, 50};
+    docset d = make_docs(4, lens);
+    /* recompute / prefix take the whole prompt as one segment */
+    int32_t prompt[129 + 5], n = 0;
+    for (int i = 0; i < 4; i++)
+        for (int32_t t = 0; t < d.len[i]; t++) prompt[n++] = d.ids[i][t];
+    for (int i = 0; i < 5; i++) prompt[n++] = 11 + i;
+    docset none = {.n = 0};
+    la_test_gen rc, p1, p2;
+    generate(e, LA_METHOD_RECOMPUTE, &none, NULL, prompt, n, &rc);
+    generate(e, LA_METHOD_PREFIX, &none, NULL, prompt, n, &p1);
+    generate(e, LA_METHOD_PREFIX, &none, NULL, prompt, n, &p2);
+    double w1 = compare_gens(&p1, &rc, "prefix (cold) vs recompute");
+    double w2 = compare_gens(&p2, &rc, "prefix (warm) vs recompute");
+    cr_assert_gt(p2.stats.prefix_tokens_reused, 0, "the warm prefix request reuses cached blocks");
+    printf("gpu prefix vs recompute: worst logit error / tolerance = %.3f, %.3f\n", w1, w2);
+    la_test_gen_free(&rc);
+    la_test_gen_free(&p1);
+    la_test_gen_free(&p2);
+    free_docs(&d);
+    la_engine_destroy(e);
+}
+
+Test(cuda_forward, gpu_engine_matches_cpu_engine) {
+    if (!have_gpu()) return;
+    la_engine *eg = gpu_engine("tiny-bf16-untied", LA_DEVICE_CUDA);
+    la_engine *ec = gpu_engine("tiny-bf16-untied", LA_DEVICE_CPU);
+    const int32_t lens[5] = {33, 1, 64, 70, 2};
+    docset d = make_docs(5, lens);
+    int32_t q[6] = {1, 2, 3, 4, 5, 6}, order[5] = {4, 2, 0, 3, 1};
+    const la_method ms[4] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK, LA_METHOD_BLOCK_REF};
+    for (int k = 0; k < 4; k++)
+        for (int o = 0; o < 2; o++) {
+            la_test_gen g, c;
+            generate(eg, ms[k], &d, o ? order : NULL, q, 6, &g);
+            generate(ec, ms[k], &d, o ? order : NULL, q, 6, &c);
+            char what[96];
+            snprintf(what, sizeof what, "%s order %d: gpu engine vs cpu engine", la_method_name(ms[k]), o);
+            double w = compare_gens(&g, &c, what);
+            printf("%s: worst logit error / tolerance = %.3f\n", what, w);
+            la_test_gen_free(&g);
+            la_test_gen_free(&c);
+        }
+    free_docs(&d);
+    la_engine_destroy(eg);
+    la_engine_destroy(ec);
+}
+
+/* --random-weights on the GPU: the exact shape with weights made on the device. */
+Test(cuda_forward, random_weights_tiny_shape_generates) {
+    if (!have_gpu()) return;
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.random_weights = "tiny";
+    o.device = LA_DEVICE_CUDA;
+    o.kv_blocks = 256;
+    la_engine *e = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+    int32_t q[40];
+    for (int i = 0; i < 40; i++) q[i] = 1000 + i * 37;
+    docset none = {.n = 0};
+    la_test_gen g;
+    generate(e, LA_METHOD_RECOMPUTE, &none, NULL, q, 40, &g);
+    cr_assert_eq(g.n_tokens, N_GEN);
+    for (int32_t i = 0; i < g.n_tokens * g.n_vocab; i++) cr_assert(isfinite(g.logits[i]), "logit %d not finite", i);
+    la_test_gen_free(&g);
+    la_engine_destroy(e);
+}

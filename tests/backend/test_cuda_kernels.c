@@ -1,0 +1,691 @@
+/* The CUDA backend's operations against the CPU backend (backend/cpu), one operation at a
+ * time, on the same random inputs: a synthetic Llama-shaped model with random bf16 weights
+ * (so both backends hold identical weights), random activations rounded to bf16 on the
+ * host (so both read identical inputs), GPU outputs poisoned with NaN before each call
+ * (an unwritten element fails the check). Attention cases cover causal prefill, lazy
+ * (q_delta per document), mepic (k_rope), mixed decode + prefill batches, long contexts
+ * that split over the KV length, 100k-token offsets, block sizes 16 and 32, and the head
+ * geometries of Llama-3-8B (head_dim 128, 4 query heads per KV head), Llama-3.2-1B
+ * (head_dim 64) and the tiny checkpoints (head_dim 16 and 24, MQA).
+ *
+ * Without a GPU every test prints "skipped: no GPU" and passes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "base/dtype.h"
+#include "common/test_util.h"
+#ifdef LA_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+/* Tolerances (absolute, on values of order 1):
+ * ROW_TOL_REL   element-wise ops and RMSNorm: one bf16 rounding of the output, 2^-8
+ *               relative, measured against the largest reference magnitude.
+ * GEMM_TOL_REL  x W^T: bf16 output rounding plus f32 accumulation in another order.
+ * ATTN_TOL      attention outputs are convex combinations of V in [-1, 1]; the GPU rounds
+ *               rotated q and k and the probabilities P to bf16 (2^-9 relative each), so
+ *               scores move by ~1e-2 and outputs by a few 1e-3. */
+#define ROW_TOL_REL 8e-3
+#define GEMM_TOL_REL 1e-2
+#define ATTN_TOL 2.5e-2
+#define KV_TOL_REL 8e-3
+
+#ifndef LA_HAVE_CUDA
+
+Test(cuda_kernels, skipped_without_cuda) {
+    printf("skipped: no GPU (this build has no CUDA backend)\n");
+}
+
+#else
+
+/* ============================================================ synthetic model ======= */
+
+typedef struct synth {
+    la_model_config cfg;
+    la_weights w;
+    la_layer_weights *layers;
+    la_st_tensor *t;
+    int n_t;
+} synth;
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* [0, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static float bf16_round(float x) { return la_bf16_to_f32(la_f32_to_bf16(x)); }
+
+static la_st_tensor *synth_tensor(synth *s, int64_t rows, int64_t cols, float lo, float hi) {
+    la_st_tensor *t = &s->t[s->n_t++];
+    int64_t n = rows * cols;
+    uint16_t *d = malloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) d[i] = la_f32_to_bf16((float)(lo + (hi - lo) * urand()));
+    t->name = "synthetic";
+    t->dtype = LA_DTYPE_BF16;
+    t->n_dims = rows == 1 ? 1 : 2;
+    t->shape[0] = rows == 1 ? cols : rows;
+    t->shape[1] = rows == 1 ? 0 : cols;
+    t->data = d;
+    t->n_bytes = (size_t)n * 2;
+    return t;
+}
+
+static void synth_init(synth *s, int hidden, int n_heads, int n_kv, int head_dim, int inter, int vocab,
+                       int n_layers) {
+    memset(s, 0, sizeof *s);
+    la_model_config *c = &s->cfg;
+    c->vocab_size = vocab;
+    c->hidden_size = hidden;
+    c->intermediate_size = inter;
+    c->n_layers = n_layers;
+    c->n_heads = n_heads;
+    c->n_kv_heads = n_kv;
+    c->head_dim = head_dim;
+    c->rms_norm_eps = 1e-5;
+    c->rope_theta = 500000.0;
+    c->rope_scaling = (la_rope_scaling){LA_ROPE_LLAMA3, 8.0, 1.0, 4.0, 8192};
+    c->max_position_embeddings = 131072;
+    c->bos_id = -1;
+    s->t = calloc((size_t)(3 + 9 * n_layers), sizeof(la_st_tensor));
+    s->layers = calloc((size_t)n_layers, sizeof(la_layer_weights));
+    int64_t qd = (int64_t)n_heads * head_dim, kvd = (int64_t)n_kv * head_dim;
+    s->w.embed = synth_tensor(s, vocab, hidden, -1.f, 1.f);
+    s->w.final_norm = synth_tensor(s, 1, hidden, 0.5f, 1.5f);
+    s->w.lm_head = synth_tensor(s, vocab, hidden, -0.1f, 0.1f);
+    for (int l = 0; l < n_layers; l++) {
+        la_layer_weights *lw = &s->layers[l];
+        lw->attn_norm = synth_tensor(s, 1, hidden, 0.5f, 1.5f);
+        lw->wq = synth_tensor(s, qd, hidden, -0.1f, 0.1f);
+        lw->wk = synth_tensor(s, kvd, hidden, -0.1f, 0.1f);
+        lw->wv = synth_tensor(s, kvd, hidden, -0.1f, 0.1f);
+        lw->wo = synth_tensor(s, hidden, qd, -0.1f, 0.1f);
+        lw->mlp_norm = synth_tensor(s, 1, hidden, 0.5f, 1.5f);
+        lw->w_gate = synth_tensor(s, inter, hidden, -0.1f, 0.1f);
+        lw->w_up = synth_tensor(s, inter, hidden, -0.1f, 0.1f);
+        lw->w_down = synth_tensor(s, hidden, inter, -0.1f, 0.1f);
+    }
+    s->w.n_layers = n_layers;
+    s->w.layers = s->layers;
+}
+
+static void synth_free(synth *s) {
+    for (int i = 0; i < s->n_t; i++) free((void *)s->t[i].data);
+    free(s->t);
+    free(s->layers);
+}
+
+/* ============================================================ CPU / GPU pair ======== */
+
+typedef struct pair {
+    la_backend *be[2]; /* [0] CPU reference, [1] CUDA */
+    const la_model_config *cfg;
+} pair;
+
+/* Both backends with s's weights and a pool of n_blocks x B; false (and the skip line)
+ * when there is no GPU. */
+static bool pair_open(pair *p, synth *s, int64_t n_blocks, int32_t B) {
+    la_err err = {0};
+    memset(p, 0, sizeof *p);
+    la_status st = la_backend_create(LA_DEVICE_CUDA, 0, &p->be[1], &err);
+    if (st == LA_ERR_UNSUPPORTED) {
+        printf("skipped: no GPU (%s)\n", err.msg);
+        fflush(stdout);
+        return false;
+    }
+    LA_CHECK_OK(st, err);
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &p->be[0], &err), err);
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(p->be[i]->ops->load_weights(p->be[i], &s->cfg, &s->w, &err), err);
+        LA_CHECK_OK(p->be[i]->ops->kv_alloc(p->be[i], n_blocks, B, &err), err);
+    }
+    p->cfg = &s->cfg;
+    return true;
+}
+
+static void pair_close(pair *p) {
+    la_backend_destroy(p->be[0]);
+    la_backend_destroy(p->be[1]);
+}
+
+static void act_pair(pair *p, int64_t rows, int64_t cols, la_act a[2]) {
+    la_err err = {0};
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(p->be[i]->ops->act_alloc(p->be[i], rows, cols, &a[i], &err), err);
+}
+
+static void act_pair_free(pair *p, la_act a[2]) {
+    for (int i = 0; i < 2; i++) p->be[i]->ops->act_free(p->be[i], &a[i]);
+}
+
+/* The same host values (rounded to bf16) into both activations. */
+static void upload_pair(pair *p, la_act a[2], const float *host) {
+    la_err err = {0};
+    size_t n = (size_t)(a[0].n_rows * a[0].n_cols);
+    memcpy(a[0].data, host, n * sizeof(float)); /* CPU activations are f32 host memory */
+    LA_CHECK_OK(la_cuda_act_upload(p->be[1], &a[1], host, &err), err);
+}
+
+static float *random_host(size_t n, float lo, float hi) {
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = bf16_round((float)(lo + (hi - lo) * urand()));
+    return h;
+}
+
+static void random_pair(pair *p, la_act a[2], float lo, float hi) {
+    float *h = random_host((size_t)(a[0].n_rows * a[0].n_cols), lo, hi);
+    upload_pair(p, a, h);
+    free(h);
+}
+
+static void poison_gpu(pair *p, la_act a[2]) {
+    size_t n = (size_t)(a[1].n_rows * a[1].n_cols);
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = NAN;
+    la_err err = {0};
+    LA_CHECK_OK(la_cuda_act_upload(p->be[1], &a[1], h, &err), err);
+    free(h);
+}
+
+static float *read_act(la_backend *be, const la_act *a) {
+    la_err err = {0};
+    float *h = malloc((size_t)(a->n_rows * a->n_cols) * sizeof(float) + 1);
+    LA_CHECK_OK(be->ops->to_host(be, a, h, &err), err);
+    return h;
+}
+
+/* Fail unless max |gpu - cpu| <= tol_abs + tol_rel * max |cpu|; print the numbers either way. */
+static void expect_close(const char *what, const la_act a[2], pair *p, double tol_abs, double tol_rel) {
+    float *ref = read_act(p->be[0], &a[0]), *got = read_act(p->be[1], &a[1]);
+    size_t n = (size_t)(a[0].n_rows * a[0].n_cols), at = 0;
+    double scale = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)ref[i]));
+    double d = la_test_max_abs_diff(got, ref, n, &at), tol = tol_abs + tol_rel * scale;
+    printf("%-48s max |gpu - cpu| = %.3g at [%zu, %zu] (gpu %.6g, cpu %.6g), max |cpu| %.3g, tolerance %.3g\n",
+           what, d, at / (size_t)a[0].n_cols, at % (size_t)a[0].n_cols, got[at], ref[at], scale, tol);
+    fflush(stdout);
+    cr_assert(d <= tol, "%s: max |gpu - cpu| = %.4g at row %zu col %zu (gpu %.6g, cpu %.6g) > tolerance %.4g",
+              what, d, at / (size_t)a[0].n_cols, at % (size_t)a[0].n_cols, got[at], ref[at], tol);
+    free(ref);
+    free(got);
+}
+
+/* ============================================================ batches ================ */
+
+typedef struct builder {
+    int32_t n, cap;
+    int32_t *tokens, *pos, *kpos;
+    int64_t *slots;
+    int32_t n_seqs;
+    la_batch_seq seqs[64];
+    int32_t n_blocks, cap_blocks;
+    la_attn_block *blocks;
+    int32_t rows[64];
+} builder;
+
+static void builder_init(builder *b) {
+    memset(b, 0, sizeof *b);
+    b->cap = 1 << 16;
+    b->tokens = calloc((size_t)b->cap, 4);
+    b->pos = calloc((size_t)b->cap, 4);
+    b->kpos = calloc((size_t)b->cap, 4);
+    b->slots = calloc((size_t)b->cap, 8);
+    b->cap_blocks = 1 << 14;
+    b->blocks = calloc((size_t)b->cap_blocks, sizeof(la_attn_block));
+}
+
+static void builder_free(builder *b) {
+    free(b->tokens);
+    free(b->pos);
+    free(b->kpos);
+    free(b->slots);
+    free(b->blocks);
+}
+
+static void add_token(builder *b, int32_t pos, int32_t kpos, int64_t slot) {
+    cr_assert(b->n < b->cap);
+    b->tokens[b->n] = (int32_t)(urand() * 100);
+    b->pos[b->n] = pos;
+    b->kpos[b->n] = kpos;
+    b->slots[b->n] = slot;
+    b->n++;
+}
+
+static void add_block(builder *b, int32_t id, int32_t n_valid, int32_t pos0, int32_t q_delta, int32_t k_rope) {
+    cr_assert(b->n_blocks < b->cap_blocks);
+    b->blocks[b->n_blocks++] = (la_attn_block){id, n_valid, pos0, q_delta, k_rope};
+}
+
+static la_batch builder_batch(builder *b) {
+    return (la_batch){b->n, b->tokens, b->pos, b->kpos, b->slots, b->n_seqs, b->seqs, b->n_blocks, b->blocks, 0,
+                      b->rows};
+}
+
+/* A document of len tokens cached alone in blocks [first_block, ...): token i at local
+ * position i, K rotated at i (lazy, block) or stored unrotated (mepic). */
+static void cache_doc(builder *cache, int32_t B, int32_t first_block, int32_t len, bool unrotated) {
+    for (int32_t i = 0; i < len; i++)
+        add_token(cache, i, unrotated ? LA_POS_UNROTATED : i, (int64_t)(first_block + i / B) * B + i % B);
+}
+
+/* Run one attention case on layer `layer`: write the cache batch's K/V, then the query
+ * batch's own K/V, then attention; compare the outputs. */
+static void run_case(pair *p, const char *what, builder *cache, builder *query, int32_t layer) {
+    const la_model_config *m = p->cfg;
+    la_err err = {0};
+    int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim, qd = (int64_t)m->n_heads * m->head_dim;
+    if (cache && cache->n > 0) {
+        la_batch b = builder_batch(cache);
+        la_act k[2], v[2];
+        act_pair(p, cache->n, kvd, k);
+        act_pair(p, cache->n, kvd, v);
+        random_pair(p, k, -1.f, 1.f);
+        random_pair(p, v, -1.f, 1.f);
+        for (int i = 0; i < 2; i++) {
+            LA_CHECK_OK(p->be[i]->ops->batch_begin(p->be[i], &b, &err), err);
+            LA_CHECK_OK(p->be[i]->ops->kv_write(p->be[i], layer, &k[i], &v[i], &err), err);
+        }
+        act_pair_free(p, k);
+        act_pair_free(p, v);
+    }
+    la_batch b = builder_batch(query);
+    la_act k[2], v[2], q[2], o[2];
+    act_pair(p, query->n, kvd, k);
+    act_pair(p, query->n, kvd, v);
+    act_pair(p, query->n, qd, q);
+    act_pair(p, query->n, qd, o);
+    random_pair(p, k, -1.f, 1.f);
+    random_pair(p, v, -1.f, 1.f);
+    random_pair(p, q, -3.f, 3.f); /* peakier softmax than [-1, 1] */
+    poison_gpu(p, o);
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(p->be[i]->ops->batch_begin(p->be[i], &b, &err), err);
+        LA_CHECK_OK(p->be[i]->ops->kv_write(p->be[i], layer, &k[i], &v[i], &err), err);
+        LA_CHECK_OK(p->be[i]->ops->attention(p->be[i], layer, &q[i], &o[i], &err), err);
+    }
+    expect_close(what, o, p, ATTN_TOL, 0);
+    act_pair_free(p, k);
+    act_pair_free(p, v);
+    act_pair_free(p, q);
+    act_pair_free(p, o);
+}
+
+/* Query rows of one sequence: n_q tokens at positions t0.., own K rotated there, in tail
+ * blocks starting at first_block; appends the tail blocks to the sequence's view. */
+static void add_tail(builder *q, int32_t B, int32_t first_block, int32_t t0, int32_t n_q) {
+    for (int32_t t = 0; t < n_q; t++) add_token(q, t0 + t, t0 + t, (int64_t)(first_block + t / B) * B + t % B);
+    for (int32_t b = 0; b * B < n_q; b++)
+        add_block(q, first_block + b, n_q - b * B < B ? n_q - b * B : B, t0 + b * B, 0, 0);
+}
+
+typedef enum doc_method { DOC_LAZY, DOC_MEPIC } doc_method;
+
+/* Documents of the given lengths cached alone (cache batch), then a question of n_q tokens
+ * attending to all of them through the method's view; `base` offsets every logical
+ * position (100k-token contexts). Returns the next free block. */
+static int32_t docs_case(builder *cache, builder *q, int32_t B, const int32_t *lens, int n_docs, int32_t n_q,
+                         doc_method dm, int32_t base, int32_t first_block) {
+    int32_t blk = first_block, S = base;
+    int32_t row0 = q->n, block0 = q->n_blocks;
+    for (int d = 0; d < n_docs; d++) {
+        cache_doc(cache, B, blk, lens[d], dm == DOC_MEPIC);
+        for (int32_t i = 0; i * B < lens[d]; i++) {
+            int32_t nv = lens[d] - i * B < B ? lens[d] - i * B : B;
+            if (dm == DOC_LAZY) add_block(q, blk + i, nv, S + i * B, S, 0);
+            else add_block(q, blk + i, nv, S + i * B, 0, 1);
+        }
+        blk += (lens[d] + B - 1) / B;
+        S += lens[d];
+    }
+    add_tail(q, B, blk, S, n_q);
+    blk += (n_q + B - 1) / B;
+    q->seqs[q->n_seqs++] = (la_batch_seq){row0, n_q, block0, q->n_blocks - block0};
+    return blk;
+}
+
+/* ============================================================ tests: row ops ======== */
+
+static void row_ops(int hidden, int n_heads, int n_kv, int hd, int inter, int vocab) {
+    synth s;
+    synth_init(&s, hidden, n_heads, n_kv, hd, inter, vocab, 2);
+    pair p;
+    if (!pair_open(&p, &s, 64, 16)) {
+        synth_free(&s);
+        return;
+    }
+    la_err err = {0};
+    const int32_t n = 37;
+    builder b;
+    builder_init(&b);
+    for (int32_t t = 0; t < n; t++) add_token(&b, t, t, t);
+    for (int32_t t = 0; t < n; t++) b.tokens[t] = (int32_t)(urand() * vocab);
+    int32_t logit_rows[3] = {0, 17, n - 1};
+    la_batch batch = builder_batch(&b);
+    batch.n_logit_rows = 3;
+    batch.logit_rows = logit_rows;
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->batch_begin(p.be[i], &batch, &err), err);
+
+    la_act x[2], h[2];
+    act_pair(&p, n, hidden, x);
+    act_pair(&p, n, hidden, h);
+    poison_gpu(&p, x);
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->embed(p.be[i], &x[i], &err), err);
+    expect_close("embed", x, &p, 0, 0);
+
+    random_pair(&p, x, -2.f, 2.f);
+    poison_gpu(&p, h);
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->rmsnorm(p.be[i], &x[i], LA_W_MLP_NORM, 1, &h[i], &err), err);
+    expect_close("rmsnorm (mlp_norm, layer 1)", h, &p, 0, ROW_TOL_REL);
+
+    const struct {
+        la_weight_kind k;
+        int64_t in, out;
+        const char *name;
+    } mm[] = {{LA_W_Q, hidden, (int64_t)n_heads * hd, "matmul q"}, {LA_W_K, hidden, (int64_t)n_kv * hd, "matmul k"},
+              {LA_W_V, hidden, (int64_t)n_kv * hd, "matmul v"}, {LA_W_O, (int64_t)n_heads * hd, hidden, "matmul o"},
+              {LA_W_GATE, hidden, inter, "matmul gate"}, {LA_W_UP, hidden, inter, "matmul up"},
+              {LA_W_DOWN, inter, hidden, "matmul down"}, {LA_W_LM_HEAD, hidden, vocab, "matmul lm_head"}};
+    for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
+        la_act in[2], out[2];
+        act_pair(&p, n, mm[i].in, in);
+        act_pair(&p, n, mm[i].out, out);
+        random_pair(&p, in, -1.f, 1.f);
+        poison_gpu(&p, out);
+        for (int j = 0; j < 2; j++) LA_CHECK_OK(p.be[j]->ops->matmul(p.be[j], &in[j], mm[i].k, 1, &out[j], &err), err);
+        expect_close(mm[i].name, out, &p, 0, GEMM_TOL_REL);
+        act_pair_free(&p, in);
+        act_pair_free(&p, out);
+    }
+
+    la_act g[2], u[2];
+    act_pair(&p, n, inter, g);
+    act_pair(&p, n, inter, u);
+    random_pair(&p, g, -4.f, 4.f);
+    random_pair(&p, u, -2.f, 2.f);
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->swiglu(p.be[i], &g[i], &u[i], &err), err);
+    expect_close("swiglu", g, &p, 0, ROW_TOL_REL);
+
+    random_pair(&p, x, -2.f, 2.f);
+    random_pair(&p, h, -2.f, 2.f);
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->add(p.be[i], &x[i], &h[i], &err), err);
+    expect_close("add", x, &p, 0, ROW_TOL_REL);
+
+    la_act last[2], norm[2];
+    act_pair(&p, 3, hidden, last);
+    act_pair(&p, 3, hidden, norm);
+    poison_gpu(&p, last);
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->gather_rows(p.be[i], &x[i], &last[i], &err), err);
+    expect_close("gather_rows", last, &p, 0, 0);
+    for (int i = 0; i < 2; i++)
+        LA_CHECK_OK(p.be[i]->ops->rmsnorm(p.be[i], &last[i], LA_W_FINAL_NORM, 0, &norm[i], &err), err);
+    expect_close("rmsnorm (final_norm)", norm, &p, 0, ROW_TOL_REL);
+
+    act_pair_free(&p, x);
+    act_pair_free(&p, h);
+    act_pair_free(&p, g);
+    act_pair_free(&p, u);
+    act_pair_free(&p, last);
+    act_pair_free(&p, norm);
+    builder_free(&b);
+    pair_close(&p);
+    synth_free(&s);
+}
+
+Test(cuda_kernels, row_ops_and_gemms_match_cpu_llama8b_head_geometry) { row_ops(512, 8, 2, 128, 1024, 1000); }
+Test(cuda_kernels, row_ops_and_gemms_match_cpu_odd_widths) { row_ops(64, 4, 1, 24, 160, 512); }
+
+Test(cuda_kernels, bad_token_id_is_invalid_arg) {
+    synth s;
+    synth_init(&s, 64, 4, 2, 16, 128, 100, 1);
+    pair p;
+    if (!pair_open(&p, &s, 8, 16)) {
+        synth_free(&s);
+        return;
+    }
+    builder b;
+    builder_init(&b);
+    add_token(&b, 0, 0, 0);
+    add_token(&b, 1, 1, 1);
+    b.tokens[1] = 100; /* == vocab_size */
+    la_batch batch = builder_batch(&b);
+    la_err err = {0};
+    LA_CHECK_OK(p.be[1]->ops->batch_begin(p.be[1], &batch, &err), err);
+    la_act x;
+    LA_CHECK_OK(p.be[1]->ops->act_alloc(p.be[1], 2, 64, &x, &err), err);
+    la_status st = p.be[1]->ops->embed(p.be[1], &x, &err);
+    cr_assert_eq(st, LA_ERR_INVALID_ARG, "embed of token 100 with vocab 100: %s", la_status_name(st));
+    cr_assert(strstr(err.msg, "100") != NULL, "message names the token: %s", err.msg);
+    p.be[1]->ops->act_free(p.be[1], &x);
+    builder_free(&b);
+    pair_close(&p);
+    synth_free(&s);
+}
+
+Test(cuda_kernels, block_size_not_a_multiple_of_16_is_unsupported) {
+    synth s;
+    synth_init(&s, 64, 4, 2, 16, 128, 100, 1);
+    la_backend *be = NULL;
+    la_err err = {0};
+    la_status st = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+    if (st == LA_ERR_UNSUPPORTED) {
+        printf("skipped: no GPU (%s)\n", err.msg);
+        synth_free(&s);
+        return;
+    }
+    LA_CHECK_OK(st, err);
+    LA_CHECK_OK(be->ops->load_weights(be, &s.cfg, &s.w, &err), err);
+    st = be->ops->kv_alloc(be, 16, 8, &err);
+    cr_assert_eq(st, LA_ERR_UNSUPPORTED, "block_size 8: %s (%s)", la_status_name(st), err.msg);
+    LA_CHECK_OK(be->ops->kv_alloc(be, 16, 32, &err), err);
+    la_backend_destroy(be);
+    synth_free(&s);
+}
+
+/* ============================================================ tests: KV ============= */
+
+Test(cuda_kernels, kv_write_and_copy_rotate_match_cpu) {
+    synth s;
+    synth_init(&s, 256, 8, 2, 128, 256, 100, 2);
+    pair p;
+    const int32_t B = 16;
+    if (!pair_open(&p, &s, 64, B)) {
+        synth_free(&s);
+        return;
+    }
+    la_err err = {0};
+    const la_model_config *m = p.cfg;
+    int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim;
+    builder b;
+    builder_init(&b);
+    /* 40 tokens in blocks 0..2: rotated at small, 100k and unrotated positions */
+    for (int32_t t = 0; t < 40; t++)
+        add_token(&b, t, t % 3 == 0 ? 100000 + t : (t % 3 == 1 ? t : LA_POS_UNROTATED), t);
+    la_batch batch = builder_batch(&b);
+    la_act k[2], v[2];
+    act_pair(&p, b.n, kvd, k);
+    act_pair(&p, b.n, kvd, v);
+    random_pair(&p, k, -1.f, 1.f);
+    random_pair(&p, v, -1.f, 1.f);
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(p.be[i]->ops->batch_begin(p.be[i], &batch, &err), err);
+        LA_CHECK_OK(p.be[i]->ops->kv_write(p.be[i], 1, &k[i], &v[i], &err), err);
+    }
+    expect_close("kv_write: K rotated in place", k, &p, 0, KV_TOL_REL);
+    /* copies: 0 -> 5 by 7, 1 -> 6 by 100000, then a chain 5 -> 7 by 3 (must see the first) */
+    const int32_t jobs[][4] = {{0, 5, 16, 7}, {1, 6, 16, 100000}, {2, 9, 8, -5}, {5, 7, 16, 3}};
+    for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++)
+        for (int i = 0; i < 2; i++)
+            LA_CHECK_OK(p.be[i]->ops->kv_copy_rotate(p.be[i], jobs[j][0], jobs[j][1], jobs[j][2], jobs[j][3], &err), err);
+    float *kr[2], *vr[2];
+    for (int i = 0; i < 2; i++) {
+        kr[i] = malloc(sizeof(float) * (size_t)kvd);
+        vr[i] = malloc(sizeof(float) * (size_t)kvd);
+    }
+    const int64_t slots[] = {0, 1, 2, 15, 16, 33, 39, 5 * 16 + 3, 6 * 16 + 15, 7 * 16 + 0, 7 * 16 + 9, 9 * 16 + 7};
+    double worst = 0;
+    for (size_t si = 0; si < sizeof slots / sizeof slots[0]; si++) {
+        for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->kv_read_slot(p.be[i], 1, slots[si], kr[i], vr[i], &err), err);
+        size_t at;
+        double dk = la_test_max_abs_diff(kr[1], kr[0], (size_t)kvd, &at);
+        cr_assert(dk <= KV_TOL_REL * 2.0, "slot %lld: K differs by %.4g at %zu (gpu %.6g, cpu %.6g)",
+                  (long long)slots[si], dk, at, kr[1][at], kr[0][at]);
+        double dv = la_test_max_abs_diff(vr[1], vr[0], (size_t)kvd, &at);
+        cr_assert(dv == 0, "slot %lld: V differs by %.4g at %zu", (long long)slots[si], dv, at);
+        worst = fmax(worst, dk);
+    }
+    printf("%-48s max |gpu - cpu| over K slots = %.3g (tolerance %.3g)\n", "kv_copy_rotate + kv_read_slot", worst,
+           KV_TOL_REL * 2.0);
+    for (int i = 0; i < 2; i++) {
+        free(kr[i]);
+        free(vr[i]);
+    }
+    act_pair_free(&p, k);
+    act_pair_free(&p, v);
+    builder_free(&b);
+    pair_close(&p);
+    synth_free(&s);
+}
+
+/* ============================================================ tests: attention ====== */
+
+typedef struct geometry {
+    int hidden, n_heads, n_kv, hd;
+    int32_t B;
+} geometry;
+
+static bool attn_open(pair *p, synth *s, geometry g) {
+    synth_init(s, g.hidden, g.n_heads, g.n_kv, g.hd, 128, 100, 2);
+    if (!pair_open(p, s, 4096, g.B)) {
+        synth_free(s);
+        return false;
+    }
+    return true;
+}
+
+static void attn_close(pair *p, synth *s) {
+    pair_close(p);
+    synth_free(s);
+}
+
+static void causal_prefill(geometry g, int32_t n, const char *what) {
+    pair p;
+    synth s;
+    if (!attn_open(&p, &s, g)) return;
+    builder q;
+    builder_init(&q);
+    add_tail(&q, g.B, 3, 0, n);
+    q.seqs[q.n_seqs++] = (la_batch_seq){0, n, 0, q.n_blocks};
+    run_case(&p, what, NULL, &q, 1);
+    builder_free(&q);
+    attn_close(&p, &s);
+}
+
+Test(cuda_attention, causal_prefill_llama8b_geometry) {
+    causal_prefill((geometry){512, 8, 2, 128, 16}, 300, "causal prefill 300 tokens, hd 128, GQA 4");
+}
+Test(cuda_attention, causal_prefill_llama1b_geometry_block32) {
+    causal_prefill((geometry){512, 16, 2, 64, 32}, 123, "causal prefill 123 tokens, hd 64, GQA 8, B 32");
+}
+Test(cuda_attention, causal_prefill_tiny_geometries) {
+    causal_prefill((geometry){64, 4, 1, 24, 16}, 50, "causal prefill 50 tokens, hd 24, MQA 4");
+    causal_prefill((geometry){64, 4, 2, 16, 16}, 70, "causal prefill 70 tokens, hd 16, GQA 2");
+    causal_prefill((geometry){64, 4, 4, 16, 16}, 90, "causal prefill 90 tokens, hd 16, MHA");
+    causal_prefill((geometry){64, 3, 1, 16, 16}, 40, "causal prefill 40 tokens, hd 16, 3 heads per KV");
+}
+
+static void docs_question(geometry g, doc_method dm, int32_t base, int32_t n_q, const char *what) {
+    pair p;
+    synth s;
+    if (!attn_open(&p, &s, g)) return;
+    builder cache, q;
+    builder_init(&cache);
+    builder_init(&q);
+    const int32_t lens[] = {37, 16, 100, 5, 1, 250, 17};
+    docs_case(&cache, &q, g.B, lens, 7, n_q, dm, base, 10);
+    run_case(&p, what, &cache, &q, 0);
+    builder_free(&cache);
+    builder_free(&q);
+    attn_close(&p, &s);
+}
+
+Test(cuda_attention, lazy_question_over_documents) {
+    docs_question((geometry){512, 8, 2, 128, 16}, DOC_LAZY, 0, 64, "lazy: 7 documents, 64-token question");
+    docs_question((geometry){512, 8, 2, 128, 16}, DOC_LAZY, 0, 1, "lazy: 7 documents, decode row");
+}
+Test(cuda_attention, mepic_question_over_documents) {
+    docs_question((geometry){512, 8, 2, 128, 16}, DOC_MEPIC, 0, 64, "mepic: 7 documents, 64-token question");
+    docs_question((geometry){512, 8, 2, 128, 16}, DOC_MEPIC, 0, 1, "mepic: 7 documents, decode row");
+}
+Test(cuda_attention, lazy_and_mepic_at_100k_offsets) {
+    docs_question((geometry){512, 8, 2, 128, 16}, DOC_LAZY, 100000, 20, "lazy at +100000: 20-token question");
+    docs_question((geometry){512, 8, 2, 128, 16}, DOC_MEPIC, 100000, 1, "mepic at +100000: decode row");
+    docs_question((geometry){512, 16, 2, 64, 32}, DOC_LAZY, 120000, 33, "lazy at +120000, hd 64, B 32");
+}
+Test(cuda_attention, lazy_tiny_geometries) {
+    docs_question((geometry){64, 4, 1, 24, 16}, DOC_LAZY, 0, 9, "lazy, hd 24 MQA: 9-token question");
+    docs_question((geometry){64, 4, 2, 16, 16}, DOC_MEPIC, 0, 1, "mepic, hd 16: decode row");
+}
+
+/* A step of continuous batching: three decode rows with contexts of 10, 700 and 3000
+ * tokens (the last splits over its KV length), a 40-token prefill chunk whose earlier
+ * 200 tokens are cached, and a lazy question, all in one batch. */
+Test(cuda_attention, mixed_decode_and_prefill_batch) {
+    geometry g = {512, 8, 2, 128, 16};
+    pair p;
+    synth s;
+    if (!attn_open(&p, &s, g)) return;
+    builder cache, q;
+    builder_init(&cache);
+    builder_init(&q);
+    int32_t blk = 1;
+    const int32_t ctx[3] = {10, 700, 3000};
+    for (int i = 0; i < 3; i++) {
+        int32_t n = ctx[i], row0 = q.n, block0 = q.n_blocks;
+        for (int32_t t = 0; t < n - 1; t++) add_token(&cache, t, t, (int64_t)(blk + t / g.B) * g.B + t % g.B);
+        add_token(&q, n - 1, n - 1, (int64_t)(blk + (n - 1) / g.B) * g.B + (n - 1) % g.B);
+        for (int32_t b = 0; b * g.B < n; b++)
+            add_block(&q, blk + b, n - b * g.B < g.B ? n - b * g.B : g.B, b * g.B, 0, 0);
+        q.seqs[q.n_seqs++] = (la_batch_seq){row0, 1, block0, q.n_blocks - block0};
+        blk += (n + g.B - 1) / g.B;
+    }
+    { /* prefill chunk: tokens 200..239 of a sequence whose first 200 are cached */
+        int32_t row0 = q.n, block0 = q.n_blocks;
+        for (int32_t t = 0; t < 240; t++) {
+            int64_t slot = (int64_t)(blk + t / g.B) * g.B + t % g.B;
+            if (t < 200) add_token(&cache, t, t, slot);
+            else add_token(&q, t, t, slot);
+        }
+        for (int32_t b = 0; b * g.B < 240; b++) add_block(&q, blk + b, 240 - b * g.B < g.B ? 240 - b * g.B : g.B, b * g.B, 0, 0);
+        q.seqs[q.n_seqs++] = (la_batch_seq){row0, 40, block0, q.n_blocks - block0};
+        blk += 15;
+    }
+    const int32_t lens[] = {30, 64, 9};
+    docs_case(&cache, &q, g.B, lens, 3, 25, DOC_LAZY, 0, blk);
+    run_case(&p, "mixed batch: 3 decode rows, prefill chunk, lazy question", &cache, &q, 1);
+    builder_free(&cache);
+    builder_free(&q);
+    attn_close(&p, &s);
+}
+
+/* A 64-token question against 6000 cached tokens: few query tiles, so the prefill kernel
+ * splits over the KV length and attn_combine merges the partials. */
+Test(cuda_attention, long_context_question_splits_over_kv) {
+    geometry g = {512, 8, 2, 128, 16};
+    pair p;
+    synth s;
+    if (!attn_open(&p, &s, g)) return;
+    builder cache, q;
+    builder_init(&cache);
+    builder_init(&q);
+    const int32_t lens[] = {1500, 1499, 1501, 1000, 500};
+    docs_case(&cache, &q, g.B, lens, 5, 64, DOC_LAZY, 0, 1);
+    run_case(&p, "lazy: 6000 cached tokens, 64-token question", &cache, &q, 0);
+    builder_free(&cache);
+    builder_free(&q);
+    attn_close(&p, &s);
+}
+
+#endif /* LA_HAVE_CUDA */
