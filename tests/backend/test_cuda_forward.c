@@ -18,9 +18,12 @@
 #include "model/weights.h"
 
 /* bf16 weights (the f32 checkpoints are rounded to bf16 on upload) and bf16 activations
- * through every layer against the CPU's f32: logits agree to about 1% of their scale.
- * LOGIT_TOL_REL is measured against 1 + max |reference logit| of the step. */
-#define LOGIT_TOL_REL 3e-2
+ * through every layer against the CPU's f32. Measured against 1 + max |reference logit| of
+ * the step: transformers itself, bf16 against f32 on these checkpoints, differs by up to
+ * 0.074 (torch 2.15 / transformers 5.24, five random 105-token prompts per model); this
+ * backend by up to 0.038 (H200, bench/GPU_NOTES.md). Wrong rotations or masks move logits
+ * by O(1) of the scale. */
+#define LOGIT_TOL_REL 8e-2
 #define N_GEN 5
 
 static bool have_gpu(void) {

@@ -10,39 +10,58 @@
  *
  * Shapes: part_o [partial rows][head_dim] f32, part_ml [partial rows] (m, l); out
  * [n_tokens, n_heads * head_dim] bf16. Grid: x = combine item (a split tile of tokens),
- * y = KV head x head chunk; 128 threads stride over (row, dim).
+ * y = KV head x head chunk, z = groups of 4 rows; one warp per output row: lanes reduce
+ * (m, l) over the splits, then each lane sums 4 dims (16-byte loads) over the splits.
  * Bytes per call: 4 x head_dim + 8 per partial row read, 2 x head_dim per row written.
  */
 #include "backend/cuda/cuda_common.cuh"
 
 namespace {
 
-constexpr int C_THREADS = 128;
+constexpr int C_WARPS = 4;
 
-__global__ void __launch_bounds__(C_THREADS) attn_combine_kernel(const la_cuda_attn_params p) {
+__global__ void __launch_bounds__(C_WARPS * 32) attn_combine_kernel(const la_cuda_attn_params p) {
     const la_cuda_attn_combine_item ci = p.combine[blockIdx.x];
     const int grp = blockIdx.y, n_groups = gridDim.y;
     const int kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
     const int hd = p.head_dim, hpc = p.heads_per_cta;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;
-    const int n_rows_used = ci.n_tokens * hpc;
-    for (int i = threadIdx.x; i < n_rows_used * hd; i += C_THREADS) {
-        const int r = i / hd, d = i - r * hd;
-        float M = -INFINITY;
-        for (int s = 0; s < ci.n_splits; s++)
-            M = fmaxf(M, p.part_ml[ci.part_row0 + ((int64_t)s * n_groups + grp) * ci.rows + r].x);
-        float num = 0.f, den = 0.f;
+    const int r = blockIdx.z * C_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    const unsigned full = 0xffffffffu;
+    if (r >= ci.n_tokens * hpc || r >= ci.rows) return; /* whole warp leaves together */
+    const int64_t row0 = ci.part_row0 + (int64_t)grp * ci.rows + r, split_stride = (int64_t)n_groups * ci.rows;
+    float M = -INFINITY;
+    for (int s = lane; s < ci.n_splits; s += 32) M = fmaxf(M, p.part_ml[row0 + s * split_stride].x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(full, M, o));
+    float den = 0.f;
+    if (M != -INFINITY)
+        for (int s = lane; s < ci.n_splits; s += 32) {
+            const float2 ml = p.part_ml[row0 + s * split_stride];
+            den += la_exp2(ml.x - M) * ml.y;
+        }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(full, den, o);
+    const float inv = den > 0.f ? 1.f / den : 0.f;
+    const int tok = r / hpc, h = head0 + (r - tok * hpc);
+    la_bf16_t *out = p.out + (int64_t)(ci.row0 + tok) * qstride + (int64_t)h * hd;
+    for (int d = lane * 4; d < hd; d += 128) {
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         if (M != -INFINITY)
             for (int s = 0; s < ci.n_splits; s++) {
-                const int64_t row = ci.part_row0 + ((int64_t)s * n_groups + grp) * ci.rows + r;
-                const float2 ml = p.part_ml[row];
-                const float w = exp2f(ml.x - M);
-                num += w * p.part_o[row * hd + d];
-                den += w * ml.y;
+                const int64_t row = row0 + s * split_stride;
+                const float w = la_exp2(p.part_ml[row].x - M);
+                const float4 v = *reinterpret_cast<const float4 *>(p.part_o + row * hd + d);
+                acc.x += w * v.x;
+                acc.y += w * v.y;
+                acc.z += w * v.z;
+                acc.w += w * v.w;
             }
-        const int tok = r / hpc, h = head0 + (r - tok * hpc);
-        p.out[(int64_t)(ci.row0 + tok) * qstride + (int64_t)h * hd + d] = la_f2bf(den > 0.f ? num / den : 0.f);
+        uint2 o;
+        o.x = la_pack_bf16x2(acc.x * inv, acc.y * inv);
+        o.y = la_pack_bf16x2(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<uint2 *>(out + d) = o;
     }
 }
 
@@ -51,9 +70,12 @@ __global__ void __launch_bounds__(C_THREADS) attn_combine_kernel(const la_cuda_a
 extern "C" la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStream_t stream,
                                           la_err *err) {
     if (p->n_combine <= 0) return LA_OK;
-    if (p->n_kv_heads < 1 || p->n_head_chunks < 1 || p->heads_per_cta < 1 || p->head_dim <= 0)
+    if (p->n_kv_heads < 1 || p->n_head_chunks < 1 || p->heads_per_cta < 1 || p->head_dim <= 0 ||
+        p->head_dim % 4 != 0)
         return la_err_set(err, LA_ERR_INTERNAL, "attn_combine: bad geometry");
-    dim3 grid((unsigned)p->n_combine, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_combine_kernel<<<grid, C_THREADS, 0, stream>>>(*p);
+    const int max_rows = LA_ATTN_PREFILL_ROWS > p->heads_per_cta ? LA_ATTN_PREFILL_ROWS : p->heads_per_cta;
+    dim3 grid((unsigned)p->n_combine, (unsigned)(p->n_kv_heads * p->n_head_chunks),
+              (unsigned)((max_rows + C_WARPS - 1) / C_WARPS));
+    attn_combine_kernel<<<grid, C_WARPS * 32, 0, stream>>>(*p);
     return la_cuda_launched("attn_combine", err);
 }

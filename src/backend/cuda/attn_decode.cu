@@ -13,11 +13,13 @@
  * [rows][head_dim] plus (m, l).
  *
  * Grid: x = decode item (one token of one sequence and a range of its key slots), y = KV
- * head x head chunk; 128 threads. K/V tiles of 64 keys are double-buffered into shared
+ * head x head chunk; 256 threads (8 warps: a decode CTA waits on memory, more warps hide
+ * more of it). K/V tiles of 64 keys are double-buffered into shared
  * memory with cp.async; per tile: (1) rotate the query for each 16-key group whose
  * q_delta differs from the last (lazy: once per document), (2) scores for every (head,
  * key) pair, one thread each, (3) online-softmax update per head by one warp, (4) P V
- * with thread (head, 4 dims) accumulating over the tile's 64 keys. The unnormalised
+ * with thread (head, 4 dims) accumulating over half of the tile's 64 keys (the two halves
+ * are summed once at the end). The unnormalised
  * output and (m, l) go to the partial rows when the item is one of several splits.
  *
  * Bytes per call: 4 x n_kv_visible x n_kv_heads x head_dim per sequence (K and V, bf16)
@@ -27,7 +29,7 @@
 
 namespace {
 
-constexpr int D_THREADS = 128;
+constexpr int D_THREADS = 256;
 constexpr int D_MAXH = LA_ATTN_MAX_HEADS_PER_CTA;
 
 template <int HD> struct decode_layout {
@@ -46,9 +48,7 @@ template <int HD>
 __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda_attn_params p) {
     using L = decode_layout<HD>;
     constexpr int STRIDE = L::STRIDE;
-    constexpr int TPH = HD / 4;                    /* threads per head in P V (4 dims each) */
-    constexpr int HPP = D_THREADS / TPH;           /* heads per pass */
-    constexpr int NH = (D_MAXH + HPP - 1) / HPP;   /* passes */
+    constexpr int TPH = HD / 4; /* threads per head in P V (4 dims each) */
     extern __shared__ __align__(16) unsigned char smem[];
     la_bf16_t *Kst = reinterpret_cast<la_bf16_t *>(smem);
     la_bf16_t *Vst = Kst + 2 * L::KV_ELEMS;
@@ -89,10 +89,14 @@ __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda
         l_run[tid] = 0.f;
         alpha[tid] = 1.f;
     }
-    const int dq = (tid % TPH) * 4, hbase = tid / TPH;
-    float acc[NH][4];
-#pragma unroll
-    for (int j = 0; j < NH; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    /* P V: item = (head, 4 dims); when the items fill at most half the threads, the two
+     * halves take one half of each tile's keys and are summed at the end */
+    const int n_pv = hpc * TPH, ksplit = n_pv <= D_THREADS / 2 ? 2 : 1;
+    const int item = ksplit == 2 ? tid % (D_THREADS / 2) : tid, khalf = ksplit == 2 ? tid / (D_THREADS / 2) : 0;
+    const bool pv = item < n_pv;
+    const int ph = pv ? item / TPH : 0, dq = (item % TPH) * 4;
+    const int k_begin = khalf * (LA_KT / ksplit), k_end = k_begin + LA_KT / ksplit;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     int32_t qd[LA_KT_GROUPS];
     bool qok[LA_KT_GROUPS];
 #pragma unroll
@@ -172,10 +176,10 @@ __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(full, mx, o));
             const float mo = m_run[h], mn = fmaxf(mo, mx);
-            const float a = mn == -INFINITY ? 1.f : exp2f(mo - mn);
+            const float a = mn == -INFINITY ? 1.f : la_exp2(mo - mn);
             const float base = mn == -INFINITY ? 0.f : mn;
-            s0 = exp2f(s0 - base);
-            s1 = exp2f(s1 - base);
+            s0 = la_exp2(s0 - base);
+            s1 = la_exp2(s1 - base);
             S[h * LA_KT + lane] = s0;
             S[h * LA_KT + lane + 32] = s1;
             float sum = s0 + s1;
@@ -188,25 +192,22 @@ __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda
             }
         }
         __syncthreads();
-        /* (4) O = alpha O + P V */
-#pragma unroll
-        for (int j = 0; j < NH; j++) {
-            const int h = hbase + j * HPP;
-            if (h >= hpc) continue;
-            const float a = alpha[h];
-            acc[j][0] *= a;
-            acc[j][1] *= a;
-            acc[j][2] *= a;
-            acc[j][3] *= a;
-            const float *ph = S + h * LA_KT;
+        /* (4) O = alpha O + P V (this thread's head, 4 dims, half or all of the keys) */
+        if (pv) {
+            const float a = alpha[ph];
+            acc[0] *= a;
+            acc[1] *= a;
+            acc[2] *= a;
+            acc[3] *= a;
+            const float *prob = S + ph * LA_KT;
 #pragma unroll 8
-            for (int k = 0; k < LA_KT; k++) {
-                const float pk = ph[k];
+            for (int k = k_begin; k < k_end; k++) {
+                const float pk = prob[k];
                 const uint2 v = *reinterpret_cast<const uint2 *>(Vs + k * STRIDE + dq);
-                acc[j][0] += pk * __uint_as_float(v.x << 16);
-                acc[j][1] += pk * __uint_as_float(v.x & 0xffff0000u);
-                acc[j][2] += pk * __uint_as_float(v.y << 16);
-                acc[j][3] += pk * __uint_as_float(v.y & 0xffff0000u);
+                acc[0] += pk * __uint_as_float(v.x << 16);
+                acc[1] += pk * __uint_as_float(v.x & 0xffff0000u);
+                acc[2] += pk * __uint_as_float(v.y << 16);
+                acc[3] += pk * __uint_as_float(v.y & 0xffff0000u);
             }
         }
         __syncthreads(); /* the next iteration's loads overwrite this stage */
@@ -214,24 +215,31 @@ __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda
     la_cp_async_wait<0>();
     __syncthreads();
 
-    /* 3. write */
-#pragma unroll
-    for (int j = 0; j < NH; j++) {
-        const int h = hbase + j * HPP;
-        if (h >= hpc || dq >= hd) continue;
-        if (it.part_row0 < 0) {
-            const float l = l_run[h], inv = l > 0.f ? 1.f / l : 0.f;
-            la_bf16_t *o = p.out + (int64_t)it.row0 * qstride + (int64_t)(head0 + h) * hd + dq;
-            uint2 w;
-            w.x = la_pack_bf16x2(acc[j][0] * inv, acc[j][1] * inv);
-            w.y = la_pack_bf16x2(acc[j][2] * inv, acc[j][3] * inv);
-            *reinterpret_cast<uint2 *>(o) = w;
-        } else {
-            const int64_t pr = it.part_row0 + (int64_t)grp * hpc + h;
-            *reinterpret_cast<float4 *>(p.part_o + pr * hd + dq) =
-                make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-            if (dq == 0) p.part_ml[pr] = make_float2(m_run[h], l_run[h]);
+    /* 3. sum the key halves (through S, free now), then write */
+    if (ksplit == 2) {
+        if (khalf == 1 && pv) *reinterpret_cast<float4 *>(S + item * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        __syncthreads();
+        if (khalf == 1) return;
+        if (pv) {
+            const float4 o = *reinterpret_cast<const float4 *>(S + item * 4);
+            acc[0] += o.x;
+            acc[1] += o.y;
+            acc[2] += o.z;
+            acc[3] += o.w;
         }
+    }
+    if (!pv || dq >= hd) return;
+    if (it.part_row0 < 0) {
+        const float l = l_run[ph], inv = l > 0.f ? 1.f / l : 0.f;
+        la_bf16_t *o = p.out + (int64_t)it.row0 * qstride + (int64_t)(head0 + ph) * hd + dq;
+        uint2 w;
+        w.x = la_pack_bf16x2(acc[0] * inv, acc[1] * inv);
+        w.y = la_pack_bf16x2(acc[2] * inv, acc[3] * inv);
+        *reinterpret_cast<uint2 *>(o) = w;
+    } else {
+        const int64_t pr = it.part_row0 + (int64_t)grp * hpc + ph;
+        *reinterpret_cast<float4 *>(p.part_o + pr * hd + dq) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        if (dq == 0) p.part_ml[pr] = make_float2(m_run[ph], l_run[ph]);
     }
 }
 

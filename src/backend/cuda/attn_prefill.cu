@@ -178,26 +178,56 @@ __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cud
             __syncthreads();
         }
         if (tmin <= warp_pos_max) {
-            /* S = Q K^T, one 16-key group (one block's q_delta) at a time */
+            /* S = Q K^T. The groups this warp can see usually share one q_delta (a tile
+             * straddles a document boundary only at the document's first block): then one
+             * rotation serves the whole tile and the k-steps run outermost, so the eight
+             * accumulator tiles form independent MMA chains. Otherwise one group (one
+             * block's q_delta) at a time. Invisible groups are masked below. */
             float s[NT][4];
 #pragma unroll
-            for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
+            for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            bool uniform = true, found = false;
+            int32_t d0 = 0;
 #pragma unroll
-                for (int e = 0; e < 4; e++) s[2 * gi][e] = s[2 * gi + 1][e] = 0.f;
-                if (m->gmin[gi] > warp_pos_max) continue; /* empty or invisible to this warp */
-                const int32_t gd = m->gdelta[gi];
-                if (!have_q || gd != q_delta) {
-                    rotate_q<HD>(qf, Qs, rowA, (int64_t)posA - gd, (int64_t)posB - gd, p);
-                    q_delta = gd;
+            for (int gi = 0; gi < LA_KT_GROUPS; gi++)
+                if (m->gmin[gi] <= warp_pos_max) {
+                    if (!found) d0 = m->gdelta[gi], found = true;
+                    else if (m->gdelta[gi] != d0) uniform = false;
+                }
+            if (uniform) {
+                if (!have_q || d0 != q_delta) {
+                    rotate_q<HD>(qf, Qs, rowA, (int64_t)posA - d0, (int64_t)posB - d0, p);
+                    q_delta = d0;
                     have_q = true;
                 }
 #pragma unroll
-                for (int ks = 0; ks < HD / 16; ks++) {
-                    uint32_t b0, b1, b2, b3;
-                    la_ldmatrix_x4(b0, b1, b2, b3,
-                                   Ks + (gi * 16 + (mi >> 1) * 8 + rr) * STRIDE + ks * 16 + (mi & 1) * 8);
-                    la_mma_bf16(s[2 * gi], qf[ks], b0, b1);
-                    la_mma_bf16(s[2 * gi + 1], qf[ks], b2, b3);
+                for (int ks = 0; ks < HD / 16; ks++)
+#pragma unroll
+                    for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
+                        uint32_t b0, b1, b2, b3;
+                        la_ldmatrix_x4(b0, b1, b2, b3,
+                                       Ks + (gi * 16 + (mi >> 1) * 8 + rr) * STRIDE + ks * 16 + (mi & 1) * 8);
+                        la_mma_bf16(s[2 * gi], qf[ks], b0, b1);
+                        la_mma_bf16(s[2 * gi + 1], qf[ks], b2, b3);
+                    }
+            } else {
+#pragma unroll
+                for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
+                    if (m->gmin[gi] > warp_pos_max) continue; /* empty or invisible to this warp */
+                    const int32_t gd = m->gdelta[gi];
+                    if (!have_q || gd != q_delta) {
+                        rotate_q<HD>(qf, Qs, rowA, (int64_t)posA - gd, (int64_t)posB - gd, p);
+                        q_delta = gd;
+                        have_q = true;
+                    }
+#pragma unroll
+                    for (int ks = 0; ks < HD / 16; ks++) {
+                        uint32_t b0, b1, b2, b3;
+                        la_ldmatrix_x4(b0, b1, b2, b3,
+                                       Ks + (gi * 16 + (mi >> 1) * 8 + rr) * STRIDE + ks * 16 + (mi & 1) * 8);
+                        la_mma_bf16(s[2 * gi], qf[ks], b0, b1);
+                        la_mma_bf16(s[2 * gi + 1], qf[ks], b2, b3);
+                    }
                 }
             }
             /* mask (padding, causal) and scale to log2 units */
@@ -221,16 +251,16 @@ __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cud
             mxB = fmaxf(mxB, __shfl_xor_sync(full, mxB, 1));
             mxB = fmaxf(mxB, __shfl_xor_sync(full, mxB, 2));
             const float nA = fmaxf(mA, mxA), nB = fmaxf(mB, mxB);
-            const float aA = nA == -INFINITY ? 1.f : exp2f(mA - nA);
-            const float aB = nB == -INFINITY ? 1.f : exp2f(mB - nB);
+            const float aA = nA == -INFINITY ? 1.f : la_exp2(mA - nA);
+            const float aB = nB == -INFINITY ? 1.f : la_exp2(mB - nB);
             const float bA = nA == -INFINITY ? 0.f : nA, bB = nB == -INFINITY ? 0.f : nB;
             float sumA = 0.f, sumB = 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                s[nt][0] = exp2f(s[nt][0] - bA);
-                s[nt][1] = exp2f(s[nt][1] - bA);
-                s[nt][2] = exp2f(s[nt][2] - bB);
-                s[nt][3] = exp2f(s[nt][3] - bB);
+                s[nt][0] = la_exp2(s[nt][0] - bA);
+                s[nt][1] = la_exp2(s[nt][1] - bA);
+                s[nt][2] = la_exp2(s[nt][2] - bB);
+                s[nt][3] = la_exp2(s[nt][3] - bB);
                 sumA += s[nt][0] + s[nt][1];
                 sumB += s[nt][2] + s[nt][3];
             }

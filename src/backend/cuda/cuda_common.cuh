@@ -41,6 +41,13 @@ __device__ __forceinline__ uint32_t la_pack_bf16x2(float lo, float hi) {
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* 2^x with the hardware approximation (2 ulp; 2^-inf = 0), for softmax weights. */
+__device__ __forceinline__ float la_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* (cos, sin) of pos * inv_freq[f] from the table; |pos| beyond the table is clamped (the
  * host grows the table to cover every position a batch can use, so only masked pairs,
  * whose scores are discarded, can reach the clamp). */
