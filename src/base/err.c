@@ -52,7 +52,18 @@ la_status la_err_prefix(la_err *err, const char *fmt, ...) {
     va_end(ap);
     char old[LA_ERR_MSG_LEN];
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    /* "prefix: old", truncated to the buffer */
+    size_t n = strlen(prefix), cap = sizeof err->msg - 1;
+    if (n > cap) n = cap;
+    memcpy(err->msg, prefix, n);
+    const char *parts[2] = {": ", old};
+    for (int i = 0; i < 2; i++) {
+        size_t k = strlen(parts[i]);
+        if (k > cap - n) k = cap - n;
+        memcpy(err->msg + n, parts[i], k);
+        n += k;
+    }
+    err->msg[n] = '\0';
     return err->code;
 }
 

@@ -11,7 +11,8 @@
  * the TTFT ratio and whether the answers are identical.
  *
  * On a terminal the race is drawn live; otherwise only the summary is printed. --record
- * renders every drawn frame to a GIF with ImageMagick (`convert`, Debian's imagemagick).
+ * renders every drawn frame to a GIF with ImageMagick (`convert`, Debian's imagemagick, or
+ * the program named by $LAZYATTN_CONVERT).
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -228,6 +229,12 @@ static void round_run(race *r, const char *title, const char *gold, frame_sink *
     for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
 }
 
+/* ImageMagick's convert: $LAZYATTN_CONVERT, else `convert` on PATH. */
+static const char *convert_cmd(void) {
+    const char *c = getenv("LAZYATTN_CONVERT");
+    return c && *c ? c : "convert";
+}
+
 /* Turn the recorded text frames into a GIF with ImageMagick. */
 static int record_gif(const char *frames_path, const char *gif) {
     char dir[] = "/tmp/lazyattn-race-XXXXXX";
@@ -267,15 +274,15 @@ static int record_gif(const char *frames_path, const char *gif) {
     for (int i = 0; i < n && rc == 0; i++) {
         char cmd[1400];
         snprintf(cmd, sizeof cmd,
-                 "convert -background '#101418' -fill '#d8dee9' -font DejaVu-Sans-Mono -pointsize 14 "
+                 "%s -background '#101418' -fill '#d8dee9' -font DejaVu-Sans-Mono -pointsize 14 "
                  "-border 12 -bordercolor '#101418' label:@%s/f%05d.txt %s/f%05d.png 2>/dev/null",
-                 dir, i, dir, i);
+                 convert_cmd(), dir, i, dir, i);
         rc = system(cmd);
     }
     if (rc == 0) {
-        size_t cl = ln + strlen(gif) + 64;
+        size_t cl = ln + strlen(gif) + strlen(convert_cmd()) + 64;
         char *cmd = malloc(cl);
-        snprintf(cmd, cl, "convert -loop 0%s '%s'", list, gif);
+        snprintf(cmd, cl, "%s -loop 0%s '%s'", convert_cmd(), list, gif);
         rc = system(cmd);
         free(cmd);
     }
