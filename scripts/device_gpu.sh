@@ -23,8 +23,8 @@ if [ "$mode" = prepare ]; then
     rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/dev
     bins="backend_test_cuda_kernels backend_test_cuda_forward bench_gpu"
     for b in $bins; do cp .carry/build/$b .carry/stage/bin/; done
-    # every resolved library except glibc's, the CUDA toolkit's (the GPU machine has its
-    # own cuBLAS 13) and the driver's
+    # every resolved library except glibc's, the C++ runtime (newer there), the CUDA
+    # toolkit's (the GPU machine has its own cuBLAS 13) and the driver's
     for b in $bins; do ldd .carry/build/$b; done | awk '/=>/ {print $3}' | sort -u |
         grep -v -E '/(libc|libm|libdl|librt|libpthread|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|libcublas' |
         while read -r lib; do cp -L "$lib" .carry/stage/lib/; done
