@@ -6,4 +6,5 @@ set -euo pipefail
 bin=${1:-build/lazyattn}
 "$bin" info | head -3
 echo
-"$bin" race "${@:2}"
+# question 5: a two-hop question the model answers correctly (models/rag-tiny/eval)
+"$bin" race --question 5 "${@:2}"

@@ -23,6 +23,10 @@
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include "base/file.h"
 
 #include "base/timer.h"
 #include "cli/cli_util.h"
@@ -187,12 +191,15 @@ static void draw(race *r, const char *title, const char *gold, int final, frame_
         OUT("\n%s: first token %.2fx sooner than %s (%.1f ms vs %.1f ms); answers identical: %s\n",
             la_method_name(a->method), b->ttft_ms / a->ttft_ms, la_method_name(b->method), a->ttft_ms,
             b->ttft_ms, same ? "yes" : "NO");
-        OUT("document tokens reused: %s %lld/%lld, %s %lld/%lld (%s reuses the prompt prefix: %lld tokens)\n",
-            la_method_name(a->method), (long long)a->stats.doc_tokens_reused,
-            (long long)(a->stats.doc_tokens_reused + a->stats.doc_tokens_computed), la_method_name(b->method),
-            (long long)b->stats.doc_tokens_reused,
-            (long long)(b->stats.doc_tokens_reused + b->stats.doc_tokens_computed), la_method_name(b->method),
-            (long long)b->stats.prefix_tokens_reused);
+        for (int k = 0; k < 2; k++) {
+            const la_request_stats *st = &r->s[k].stats;
+            if (la_method_is_blockwise(r->s[k].method))
+                OUT("%-9s document tokens served from the cache: %lld of %lld\n", la_method_name(r->s[k].method),
+                    (long long)st->doc_tokens_reused, (long long)(st->doc_tokens_reused + st->doc_tokens_computed));
+            else
+                OUT("%-9s prompt tokens served from the cache (prefix): %lld of %d\n", la_method_name(r->s[k].method),
+                    (long long)st->prefix_tokens_reused, st->n_prompt_tokens);
+        }
     }
 #undef OUT
     if (tty) {
@@ -235,61 +242,114 @@ static const char *convert_cmd(void) {
     return c && *c ? c : "convert";
 }
 
-/* Turn the recorded text frames into a GIF with ImageMagick. */
+/* Run argv (no shell, so frame text needs no quoting); 0 when it exits 0. */
+static int run_argv(char *const *argv) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, STDERR_FILENO);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int st = 0;
+    if (waitpid(pid, &st, 0) < 0) return -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* Render one text frame to PNG: ImageMagick -annotate (its '%' escapes doubled). */
+static int render_frame(const char *text, const char *png) {
+    size_t n = strlen(text);
+    char *esc = malloc(2 * n + 1);
+    if (!esc) return -1;
+    int lines = 1, cols = 0, col = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] == '%') esc[k++] = '%';
+        esc[k++] = text[i];
+        if (text[i] == '\n') {
+            lines++;
+            col = 0;
+        } else if (((unsigned char)text[i] & 0xC0) != 0x80 && ++col > cols) {
+            cols = col;
+        }
+    }
+    esc[k] = '\0';
+    char size[32];
+    snprintf(size, sizeof size, "%dx%d", cols * 9 + 24, lines * 17 + 16);
+    char *argv[] = {(char *)convert_cmd(), "-size", size, "xc:#101418", "-font", "DejaVu-Sans-Mono",
+                    "-pointsize", "14", "-fill", "#d8dee9", "-annotate", "+12+20", esc, (char *)png,
+                    NULL};
+    int rc = run_argv(argv);
+    free(esc);
+    return rc;
+}
+
+/* Turn the recorded text frames into a GIF; each frame shows for the time it was on screen. */
 static int record_gif(const char *frames_path, const char *gif) {
     char dir[] = "/tmp/lazyattn-race-XXXXXX";
     if (!mkdtemp(dir)) return -1;
-    FILE *f = fopen(frames_path, "r");
-    if (!f) return -1;
-    char line[4096], cur[1024];
-    FILE *out = NULL;
-    int n = 0;
-    double t_prev = 0;
-    char list[1 << 16];
-    size_t ln = 0;
-    list[0] = '\0';
-    int rc = 0;
-    double t = 0;
-    while (fgets(line, sizeof line, f)) {
+    char *all = NULL;
+    size_t len = 0;
+    la_err err;
+    if (la_file_read(frames_path, &all, &len, &err) != LA_OK) return -1;
+    /* frames: "@@frame <index> <ms>\n<text>" repeated */
+    int n = 0, rc = 0, cap = 0;
+    double *t_ms = NULL;
+    char *p = all;
+    while (rc == 0 && (p = strstr(p, "@@frame ")) != NULL) {
         int idx;
-        if (sscanf(line, "@@frame %d %lf", &idx, &t) == 2) {
-            if (out) fclose(out);
-            snprintf(cur, sizeof cur, "%s/f%05d.txt", dir, n);
-            out = fopen(cur, "w");
-            /* delay of the previous frame in 1/100 s */
-            if (n > 0 && ln + 64 < sizeof list) {
-                int cs = (int)((t - t_prev) / 10.0 + 0.5);
-                ln += (size_t)snprintf(list + ln, sizeof list - ln, " -delay %d %s/f%05d.png", cs < 2 ? 2 : cs, dir, n - 1);
-            }
-            t_prev = t;
-            n++;
-            continue;
+        double t;
+        if (sscanf(p, "@@frame %d %lf", &idx, &t) != 2) break;
+        char *body = strchr(p, '\n');
+        if (!body) break;
+        body++;
+        char *next = strstr(body, "@@frame ");
+        size_t blen = next ? (size_t)(next - body) : strlen(body);
+        char *text = malloc(blen + 1);
+        memcpy(text, body, blen);
+        text[blen] = '\0';
+        char png[128];
+        snprintf(png, sizeof png, "%s/f%05d.png", dir, n);
+        rc = render_frame(text, png);
+        free(text);
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            t_ms = realloc(t_ms, sizeof(double) * (size_t)cap);
         }
-        if (out) fputs(line, out);
+        t_ms[n++] = t;
+        p = body;
     }
-    if (out) fclose(out);
-    fclose(f);
-    if (n > 0 && ln + 64 < sizeof list)
-        ln += (size_t)snprintf(list + ln, sizeof list - ln, " -delay 400 %s/f%05d.png", dir, n - 1);
-    for (int i = 0; i < n && rc == 0; i++) {
-        char cmd[1400];
-        snprintf(cmd, sizeof cmd,
-                 "%s -background '#101418' -fill '#d8dee9' -font DejaVu-Sans-Mono -pointsize 14 "
-                 "-border 12 -bordercolor '#101418' label:@%s/f%05d.txt %s/f%05d.png 2>/dev/null",
-                 convert_cmd(), dir, i, dir, i);
-        rc = system(cmd);
+    free(all);
+    if (rc == 0 && n > 0) {
+        /* convert -loop 0 -delay d0 f0.png -delay d1 f1.png ... out.gif */
+        char **argv = calloc((size_t)(3 * n + 4), sizeof(char *));
+        char (*delay)[16] = calloc((size_t)n, sizeof *delay);
+        char (*png)[128] = calloc((size_t)n, sizeof *png);
+        int k = 0;
+        argv[k++] = (char *)convert_cmd();
+        argv[k++] = "-loop";
+        argv[k++] = "0";
+        for (int i = 0; i < n; i++) {
+            double ms = i + 1 < n ? t_ms[i + 1] - t_ms[i] : 4000.0; /* hold the result */
+            int cs = (int)(ms / 10.0 + 0.5);
+            snprintf(delay[i], sizeof delay[i], "%d", cs < 2 ? 2 : cs);
+            snprintf(png[i], sizeof png[i], "%s/f%05d.png", dir, i);
+            argv[k++] = "-delay";
+            argv[k++] = delay[i];
+            argv[k++] = png[i];
+        }
+        argv[k++] = (char *)gif;
+        argv[k] = NULL;
+        rc = run_argv(argv);
+        free(argv);
+        free(delay);
+        free(png);
     }
-    if (rc == 0) {
-        size_t cl = ln + strlen(gif) + strlen(convert_cmd()) + 64;
-        char *cmd = malloc(cl);
-        snprintf(cmd, cl, "%s -loop 0%s '%s'", convert_cmd(), list, gif);
-        rc = system(cmd);
-        free(cmd);
-    }
-    char rm[128];
-    snprintf(rm, sizeof rm, "rm -rf %s", dir);
-    if (system(rm) != 0) rc = rc ? rc : 0;
-    return rc;
+    free(t_ms);
+    char *rm[] = {"rm", "-rf", dir, NULL};
+    run_argv(rm);
+    return n > 0 ? rc : -1;
 }
 
 static void usage(FILE *f) {
