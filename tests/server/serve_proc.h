@@ -50,15 +50,15 @@ static inline int la_serve_drain(la_serve_proc *p, int timeout_ms) {
     return 1;
 }
 
-/* Start LA_BUILD_DIR/lazyattn serve --port 0 <args...> (args NULL-terminated) and wait
- * (up to 120 s) for it to listen. 0 on success. */
-static inline int la_serve_start(la_serve_proc *p, const char *const *args) {
+/* Start `bin serve --port 0 <args...>` (args NULL-terminated) and wait (up to 120 s) for it
+ * to listen. 0 on success. */
+static inline int la_serve_start_bin(la_serve_proc *p, const char *bin, const char *const *args) {
     memset(p, 0, sizeof *p);
     int fds[2];
     if (pipe(fds) != 0) return -1;
     const char *argv[64];
     int n = 0;
-    argv[n++] = LA_BUILD_DIR "/lazyattn";
+    argv[n++] = bin;
     argv[n++] = "serve";
     argv[n++] = "--port";
     argv[n++] = "0";
@@ -88,6 +88,11 @@ static inline int la_serve_start(la_serve_proc *p, const char *const *args) {
         if (la_serve_drain(p, 200) == 0) break; /* exited */
     }
     return -1;
+}
+
+/* la_serve_start_bin with LA_BUILD_DIR/lazyattn. */
+static inline int la_serve_start(la_serve_proc *p, const char *const *args) {
+    return la_serve_start_bin(p, LA_BUILD_DIR "/lazyattn", args);
 }
 
 /* Send sig and wait (up to timeout_s) for the child; returns its exit status, 128+signal
