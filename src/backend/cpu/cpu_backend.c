@@ -11,6 +11,7 @@
 
 #include <cblas.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ typedef struct cpu_backend {
     cpu_layer *layers;
     int32_t n_layers;
     float *inv_freq;    /* [head_dim / 2] */
+    float *rope_cs;     /* [rope_n][head_dim / 2][cos, sin]: RoPE table by position */
+    int64_t rope_n;     /* positions in the table */
     /* KV pool */
     float *k_pool, *v_pool; /* [n_layers][n_blocks][n_kv][B][hd] */
     int64_t n_blocks;
@@ -67,6 +70,9 @@ static void free_weights(cpu_backend *c) {
         for (int k = 0; k < LA_W_KIND_COUNT; k++) free(c->layers[l].w[k]);
     free(c->layers);
     free(c->inv_freq);
+    free(c->rope_cs);
+    c->rope_cs = NULL;
+    c->rope_n = 0;
     c->embed = c->lm_head = c->final_norm = c->inv_freq = NULL;
     c->layers = NULL;
     c->n_layers = 0;
@@ -226,6 +232,28 @@ static float *kv_at(cpu_backend *c, float *pool, int32_t layer, int64_t block, i
            ((block * m->n_kv_heads + kvh) * c->block_size) * m->head_dim;
 }
 
+/* ============================================================ RoPE table ============= */
+
+/* Grow the cos/sin table to cover positions [0, n) (powers of two; computed once). Angles in
+ * double as in backend/rope.h. Called before any parallel section reads the table. */
+static la_status rope_reserve(cpu_backend *c, int64_t n, la_err *err) {
+    if (n <= c->rope_n) return LA_OK;
+    int64_t cap = c->rope_n ? c->rope_n : 1024;
+    while (cap < n) cap *= 2;
+    int32_t half = c->base.cfg.head_dim / 2;
+    float *t = realloc(c->rope_cs, sizeof(float) * (size_t)(cap * 2 * half));
+    if (!t) return la_err_set(err, LA_ERR_NO_MEMORY, "cpu backend: RoPE table of %lld positions", (long long)cap);
+    for (int64_t p = c->rope_n; p < cap; p++) la_rope_cos_sin(c->inv_freq, half, (double)p, t + p * 2 * half);
+    c->rope_cs = t;
+    c->rope_n = cap;
+    return LA_OK;
+}
+
+/* The table row of position pos (0 <= pos < rope_n). */
+static const float *rope_row(const cpu_backend *c, int64_t pos) {
+    return c->rope_cs + pos * c->base.cfg.head_dim;
+}
+
 /* ============================================================ activations ============ */
 
 static la_status cpu_act_alloc(la_backend *be, int64_t n_rows, int64_t n_cols, la_act *out,
@@ -285,7 +313,22 @@ static la_status cpu_batch_begin(la_backend *be, const la_batch *b, la_err *err)
     c->batch = (la_batch){b->n_tokens, c->b_tokens, c->b_pos, c->b_kpos, c->b_slots,
                           b->n_seqs, c->b_seqs, b->n_blocks, c->b_blocks,
                           b->n_logit_rows, c->b_logit_rows};
-    return LA_OK;
+    /* every position RoPE will be evaluated at: K positions, query positions (minus Δ >= 0
+     * for lazy, checked by the plan), mepic key positions pos0 + j */
+    int64_t max_pos = 0;
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        if (b->pos[t] < 0 || (b->k_pos[t] < 0 && b->k_pos[t] != LA_POS_UNROTATED)) {
+            free_batch(c);
+            return la_err_set(err, LA_ERR_INTERNAL, "batch: negative position at row %d", t);
+        }
+        if (b->pos[t] > max_pos) max_pos = b->pos[t];
+        if (b->k_pos[t] > max_pos) max_pos = b->k_pos[t];
+    }
+    for (int32_t i = 0; i < b->n_blocks; i++)
+        if ((int64_t)b->blocks[i].pos0 + c->block_size > max_pos) max_pos = (int64_t)b->blocks[i].pos0 + c->block_size;
+    la_status s = rope_reserve(c, max_pos + 1, err);
+    if (s != LA_OK) free_batch(c);
+    return s;
 }
 
 /* ============================================================ element-wise ops ======= */
@@ -427,15 +470,12 @@ static void kv_write_rows(void *p, int64_t b, int64_t e, int worker) {
     cpu_backend *c = w->c;
     const la_model_config *m = &c->base.cfg;
     int32_t hd = m->head_dim, nkv = m->n_kv_heads;
-    float cs[512];
     for (int64_t t = b; t < e; t++) {
         float *k = w->k + t * nkv * hd;
         const float *v = w->v + t * nkv * hd;
         int32_t kp = c->batch.k_pos[t];
-        if (kp != LA_POS_UNROTATED) {
-            la_rope_cos_sin(c->inv_freq, hd / 2, kp, cs);
-            for (int32_t h = 0; h < nkv; h++) la_rope_apply(k + h * hd, hd, cs);
-        }
+        if (kp != LA_POS_UNROTATED)
+            for (int32_t h = 0; h < nkv; h++) la_rope_apply(k + h * hd, hd, rope_row(c, kp));
         int64_t slot = c->batch.slots[t];
         int64_t blk = slot / c->block_size, off = slot % c->block_size;
         for (int32_t h = 0; h < nkv; h++) {
@@ -448,8 +488,6 @@ static void kv_write_rows(void *p, int64_t b, int64_t e, int worker) {
 static la_status cpu_kv_write(la_backend *be, int32_t layer, la_act *k, const la_act *v,
                               la_err *err) {
     cpu_backend *c = cpu(be);
-    if (c->base.cfg.head_dim > 512)
-        return la_err_set(err, LA_ERR_UNSUPPORTED, "head_dim %d > 512", c->base.cfg.head_dim);
     for (int32_t t = 0; t < c->batch.n_tokens; t++)
         if (c->batch.slots[t] < 0 || c->batch.slots[t] >= c->n_blocks * c->block_size)
             return la_err_set(err, LA_ERR_INTERNAL, "kv_write: slot %lld outside the pool",
@@ -477,7 +515,7 @@ static void attn_task(attn_ctx *a, int32_t seq_id, int32_t g) {
     const la_batch *b = &c->batch;
     const la_batch_seq *sq = &b->seqs[seq_id];
     const la_attn_block *blocks = b->blocks + sq->block0;
-    int32_t hd = m->head_dim, half = hd / 2, B = c->block_size;
+    int32_t hd = m->head_dim, B = c->block_size;
     int32_t n_q = sq->n_rows, nb = sq->n_blocks;
     int64_t n_slots = (int64_t)nb * B;
     int32_t group = m->n_heads / m->n_kv_heads;
@@ -488,8 +526,7 @@ static void attn_task(attn_ctx *a, int32_t seq_id, int32_t g) {
     float *V = malloc(sizeof(float) * (size_t)(n_slots * hd));
     float *S = malloc(sizeof(float) * (size_t)(n_q * n_slots));
     float *Q = malloc(sizeof(float) * (size_t)(n_q * hd));
-    float *cs = malloc(sizeof(float) * (size_t)hd);
-    if (!K || !V || !S || !Q || !cs) {
+    if (!K || !V || !S || !Q) {
         a->status = LA_ERR_NO_MEMORY;
         goto done;
     }
@@ -501,10 +538,8 @@ static void attn_task(attn_ctx *a, int32_t seq_id, int32_t g) {
         memcpy(V + (int64_t)bi * B * hd, kv_at(c, c->v_pool, a->layer, blk->block_id, g),
                sizeof(float) * (size_t)(B * hd));
         if (blk->k_rope)
-            for (int32_t j = 0; j < blk->n_valid; j++) {
-                la_rope_cos_sin(c->inv_freq, half, (double)blk->pos0 + j, cs);
-                la_rope_apply(K + ((int64_t)bi * B + j) * hd, hd, cs);
-            }
+            for (int32_t j = 0; j < blk->n_valid; j++)
+                la_rope_apply(K + ((int64_t)bi * B + j) * hd, hd, rope_row(c, (int64_t)blk->pos0 + j));
     }
     for (int32_t hh = 0; hh < group; hh++) {
         int32_t h = g * group + hh;
@@ -517,8 +552,7 @@ static void attn_task(attn_ctx *a, int32_t seq_id, int32_t g) {
                 int32_t row = sq->row0 + i;
                 float *qi = Q + (int64_t)i * hd;
                 memcpy(qi, a->q + row * qstride + (int64_t)h * hd, sizeof(float) * (size_t)hd);
-                la_rope_cos_sin(c->inv_freq, half, (double)b->pos[row] - (double)delta, cs);
-                la_rope_apply(qi, hd, cs);
+                la_rope_apply(qi, hd, rope_row(c, (int64_t)b->pos[row] - delta));
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, (r1 - r0) * B, hd, scale, Q,
                         hd, K + (int64_t)r0 * B * hd, hd, 0.0f, S + (int64_t)r0 * B, (int)n_slots);
@@ -556,7 +590,6 @@ done:
     free(V);
     free(S);
     free(Q);
-    free(cs);
 }
 
 static void attn_tasks(void *p, int64_t b, int64_t e, int worker) {
@@ -575,6 +608,16 @@ static la_status cpu_attention(la_backend *be, int32_t layer, const la_act *q, l
             return la_err_set(err, LA_ERR_INTERNAL, "attention: bad block %d (n_valid %d)",
                               blk->block_id, blk->n_valid);
     }
+    for (int32_t s = 0; s < c->batch.n_seqs; s++) { /* lazy: p - Δ must stay >= 0 */
+        const la_batch_seq *sq = &c->batch.seqs[s];
+        int32_t min_pos = INT32_MAX;
+        for (int32_t r = sq->row0; r < sq->row0 + sq->n_rows; r++)
+            if (c->batch.pos[r] < min_pos) min_pos = c->batch.pos[r];
+        for (int32_t i = sq->block0; i < sq->block0 + sq->n_blocks; i++)
+            if (c->batch.blocks[i].q_delta < 0 || c->batch.blocks[i].q_delta > min_pos)
+                return la_err_set(err, LA_ERR_INTERNAL, "attention: q_delta %d outside [0, %d]",
+                                  c->batch.blocks[i].q_delta, min_pos);
+    }
     attn_ctx a = {c, layer, q->data, out->data, 0, LA_OK};
     la_parallel_for(c->tp, (int64_t)c->batch.n_seqs * c->base.cfg.n_kv_heads, attn_tasks, &a);
     if (a.status != LA_OK) return la_err_set(err, a.status, "attention: out of memory");
@@ -590,8 +633,8 @@ static la_status cpu_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, in
     int32_t hd = m->head_dim;
     if (src < 0 || src >= c->n_blocks || dst < 0 || dst >= c->n_blocks || n_valid > c->block_size)
         return la_err_set(err, LA_ERR_INTERNAL, "kv_copy_rotate: bad blocks %d -> %d", src, dst);
-    float cs[512];
-    la_rope_cos_sin(c->inv_freq, hd / 2, delta, cs);
+    LA_TRY(rope_reserve(c, (int64_t)delta + 1, err));
+    const float *cs = rope_row(c, delta);
     for (int32_t l = 0; l < m->n_layers; l++)
         for (int32_t h = 0; h < m->n_kv_heads; h++) {
             float *ks = kv_at(c, c->k_pool, l, src, h), *kd = kv_at(c, c->k_pool, l, dst, h);
