@@ -15,6 +15,7 @@ static const struct {
     {"serve", la_cli_serve, "serve the OpenAI-compatible HTTP API (with documents)"},
     {"race", la_cli_race, "two methods answer the same reordered RAG question side by side"},
     {"eval", la_cli_eval, "answer a RAG question set and score exact match per method"},
+    {"bench", la_cli_bench, "serving benchmark: TTFT, TPOT, throughput, cache hits per method"},
 };
 
 static void usage(FILE *out) {
