@@ -11,8 +11,8 @@
  * down cleanly: requests in flight are cancelled and answered, the engine is destroyed,
  * exit status 0.
  */
-#include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,8 +194,12 @@ int la_cli_serve(int argc, char **argv) {
     fprintf(stderr, "lazyattn serve: listening on http://%s%s%s:%d (model %s, device %s, method %s)\n",
             v6 ? "[" : "", host, v6 ? "]" : "", la_server_port(srv), la_engine_model_name(e),
             la_engine_device_name(e), la_method_name(eo.method));
+    /* wait for a signal; the timeout only makes the wait robust where signal delivery is
+     * deferred until the receiving thread makes a call (e.g. under ThreadSanitizer) */
     unsigned char sig = 0;
-    while (read(g_sig_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    for (;;) {
+        struct pollfd pfd = {.fd = g_sig_pipe[0], .events = POLLIN};
+        if (poll(&pfd, 1, 250) > 0 && read(g_sig_pipe[0], &sig, 1) == 1) break;
     }
     fprintf(stderr, "lazyattn serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     la_server_destroy(srv);

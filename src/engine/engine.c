@@ -441,7 +441,7 @@ la_status la_engine_submit(la_engine *e, const la_request_params *p, uint64_t *r
         request_free(r);
         return la_err_set(err, LA_ERR_BUSY, "queue full: %d requests waiting", e->opts.max_queue);
     }
-    r->id = e->next_id++;
+    uint64_t id = r->id = e->next_id++; /* r may be finished and freed once unlocked */
     if (e->inbox_tail) e->inbox_tail->next = r;
     else e->inbox_head = r;
     e->inbox_tail = r;
@@ -449,7 +449,7 @@ la_status la_engine_submit(la_engine *e, const la_request_params *p, uint64_t *r
     e->n_live++;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
-    if (request_id) *request_id = r->id;
+    if (request_id) *request_id = id;
     return LA_OK;
 }
 

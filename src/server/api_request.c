@@ -212,8 +212,7 @@ static la_status parse_method_salt(ctx *c, const cJSON *root, la_api_request *r)
 }
 
 /* prompt: string | [string] | [int] | [[int]] (one prompt). */
-static la_status parse_prompt(ctx *c, const cJSON *root, la_api_request *r, int32_t vocab_hint) {
-    (void)vocab_hint;
+static la_status parse_prompt(ctx *c, const cJSON *root, la_api_request *r) {
     const cJSON *v = field(root, "prompt");
     if (!v)
         return fail(c, LA_ERR_INVALID_ARG, "prompt", "invalid_value",
@@ -461,7 +460,7 @@ la_status la_api_request_parse(la_api_kind kind, const char *body, size_t len,
     if (s == LA_OK) s = parse_method_salt(&c, root, &r);
     if (kind != LA_API_DOCUMENTS) {
         if (s == LA_OK) s = refuse_unsupported(&c, root, kind);
-        if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, &r) : parse_prompt(&c, root, &r, 0);
+        if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, &r) : parse_prompt(&c, root, &r);
         if (s == LA_OK) s = parse_sampling(&c, root, lim, &r);
         if (s == LA_OK) s = get_bool(&c, root, "stream", &r.stream);
         const cJSON *so = s == LA_OK ? field(root, "stream_options") : NULL;
