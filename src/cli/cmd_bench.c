@@ -337,7 +337,17 @@ typedef struct bench {
     int64_t reserve_blocks;     /*           and the room for running requests */
     int32_t block_size;
     int64_t n_failed, n_sent;
+    char loadavg_start[64];     /* /proc/loadavg when the run began (a shared machine's noise) */
 } bench;
+
+/* The first three fields of /proc/loadavg ("" where there is none). */
+static void read_loadavg(char *buf, size_t cap) {
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/loadavg", "r");
+    double a, b, c;
+    if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(buf, cap, "%.2f %.2f %.2f", a, b, c);
+    if (f) fclose(f);
+}
 
 static la_status make_engine(const bench_opts *o, int64_t kv_blocks, int32_t max_running, la_engine **e,
                              la_err *err) {
@@ -655,6 +665,11 @@ static cJSON *build_json(const bench *b, int argc, char **argv) {
     cJSON_AddStringToObject(root, "command", cmd ? cmd : "");
     free(cmd);
     cJSON_AddItemToObject(root, "machine", la_machine_json());
+    char load_end[64];
+    read_loadavg(load_end, sizeof load_end);
+    cJSON *la = cJSON_AddObjectToObject(root, "loadavg_1_5_15min");
+    cJSON_AddStringToObject(la, "start", b->loadavg_start);
+    cJSON_AddStringToObject(la, "end", load_end);
     cJSON_AddStringToObject(root, "model", b->model);
     cJSON_AddStringToObject(root, "device", b->device);
     if (o->eo.random_weights) {
@@ -840,6 +855,7 @@ int la_cli_bench(int argc, char **argv) {
     b->o = &o;
     snprintf(b->nonce, sizeof b->nonce, "%lx-%x", (unsigned long)time(NULL), (unsigned)getpid());
     b->prog = (progress){.t0 = la_now_ms(), .tty = isatty(STDERR_FILENO), .label = ""};
+    read_loadavg(b->loadavg_start, sizeof b->loadavg_start);
     la_engine *e = NULL;
     la_status s = LA_OK;
     if (o.url) {
