@@ -328,7 +328,8 @@ static void http_one(run_ctx *c, int32_t i) {
         s->ok = false;
     } else if (status != 200) {
         cJSON *o = answer ? cJSON_Parse(answer) : NULL;
-        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "error"), "message");
+        const cJSON *msg =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "error"), "message");
         snprintf(s->error, sizeof s->error, "HTTP %d: %s", status,
                  cJSON_IsString(msg) ? msg->valuestring : answer ? answer : "");
         cJSON_Delete(o);

@@ -81,7 +81,8 @@ static void put_terminal(FILE *f, const char *png, int width, int height) {
         if (p) pclose(p);
     }
     if (cairo)
-        fprintf(f, "set terminal pngcairo size %d,%d enhanced font 'DejaVu Sans,11' linewidth 1.3\n", width, height);
+        fprintf(f, "set terminal pngcairo size %d,%d enhanced font 'DejaVu Sans,11' linewidth 1.3\n", width,
+                height);
     else
         fprintf(f, "set terminal png size %d,%d\n", width, height);
     fprintf(f, "set output ");
@@ -169,17 +170,20 @@ la_status la_bench_plot_requests(const char *png, const char *title, const la_me
                 log_ttft ? ", log scale" : "", log_ttft ? "set logscale x\n" : "");
         fprintf(f, "plot ");
         for (int32_t m = 0; m < n_methods; m++)
-            fprintf(f, "%s'%s/cdf%d' using 1:2 with steps lw %.1f lc rgb '%s' title '%s'", m ? ", \\\n     " : "",
-                    d.path, m, series_lw(m, n_methods), method_color(methods[m]), la_method_name(methods[m]));
+            fprintf(f, "%s'%s/cdf%d' using 1:2 with steps lw %.1f lc rgb '%s' title '%s'",
+                    m ? ", \\\n     " : "", d.path, m, series_lw(m, n_methods), method_color(methods[m]),
+                    la_method_name(methods[m]));
         fprintf(f, "\nunset logscale\nset autoscale y\n");
-        fprintf(f, "set title 'TTFT against context length (one point per request)'\n"
-                   "set xlabel 'prompt tokens (documents + question)'\nset ylabel 'time to first token (ms)%s'\n"
-                   "set key top left box opaque\n%s",
+        fprintf(f,
+                "set title 'TTFT against context length (one point per request)'\n"
+                "set xlabel 'prompt tokens (documents + question)'\nset ylabel 'time to first token (ms)%s'\n"
+                "set key top left box opaque\n%s",
                 log_ttft ? ", log scale" : "", log_ttft ? "set logscale y\n" : "set yrange [0:*]\n");
         fprintf(f, "plot ");
         for (int32_t m = 0; m < n_methods; m++)
             fprintf(f, "%s'%s/pts%d' using 1:2 with points pt %d ps 1.0 lc rgb '%s' title '%s'",
-                    m ? ", \\\n     " : "", d.path, m, series_pt(m), method_color(methods[m]), la_method_name(methods[m]));
+                    m ? ", \\\n     " : "", d.path, m, series_pt(m), method_color(methods[m]),
+                    la_method_name(methods[m]));
         fprintf(f, "\nunset multiplot\n");
         fclose(f);
         s = run_gnuplot(&d, script, png, err);

@@ -209,7 +209,8 @@ cJSON *la_bench_summary_json(const la_bench_summary *s, const la_bench_sample *s
         cJSON *r = cJSON_AddObjectToObject(o, "per_request");
         cJSON *ok = cJSON_AddArrayToObject(r, "ok"), *tt = cJSON_AddArrayToObject(r, "ttft_ms");
         cJSON *e2e = cJSON_AddArrayToObject(r, "e2e_ms"), *pt = cJSON_AddArrayToObject(r, "prompt_tokens");
-        cJSON *ot = cJSON_AddArrayToObject(r, "output_tokens"), *dr = cJSON_AddArrayToObject(r, "doc_tokens_reused");
+        cJSON *ot = cJSON_AddArrayToObject(r, "output_tokens"),
+              *dr = cJSON_AddArrayToObject(r, "doc_tokens_reused");
         for (int32_t i = 0; i < n; i++) {
             const la_bench_sample *x = &samples[i];
             cJSON_AddItemToArray(ok, cJSON_CreateBool(x->ok));
@@ -227,19 +228,25 @@ cJSON *la_bench_definitions_json(bool http) {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "ttft_ms", http ? "client: request sent -> first streamed content chunk"
                                                : "request submitted -> first token event");
-    cJSON_AddStringToObject(d, "tpot_ms", "(last token - first token) / (output tokens - 1), requests with >= 2 tokens");
-    cJSON_AddStringToObject(d, "itl_ms", http ? "gaps between streamed content chunks (a chunk may carry several tokens)"
-                                              : "gaps between consecutive token events");
+    cJSON_AddStringToObject(d, "tpot_ms",
+                            "(last token - first token) / (output tokens - 1), requests with >= 2 tokens");
+    cJSON_AddStringToObject(d, "itl_ms",
+                            http ? "gaps between streamed content chunks (a chunk may carry several tokens)"
+                                 : "gaps between consecutive token events");
     cJSON_AddStringToObject(d, "e2e_ms", "request submitted -> last event");
     cJSON_AddStringToObject(d, "server_ttft_ms", "the engine's own TTFT (submit -> first token)");
-    cJSON_AddStringToObject(d, "percentiles", "nearest rank over successful requests (ITL: over all their gaps)");
-    cJSON_AddStringToObject(d, "requests_per_s", "successful requests / wall time from the first submit to the last answer");
-    cJSON_AddStringToObject(d, "doc_hit_ratio",
-                            "document tokens (preamble block included) served from the KV cache / all document "
-                            "tokens; for recompute and prefix, the prefix-cache hits inside the documents "
-                            "(min(prefix_tokens_reused, doc_tokens))");
+    cJSON_AddStringToObject(d, "percentiles",
+                            "nearest rank over successful requests (ITL: over all their gaps)");
+    cJSON_AddStringToObject(d, "requests_per_s",
+                            "successful requests / wall time from the first submit to the last answer");
+    cJSON_AddStringToObject(
+        d, "doc_hit_ratio",
+        "document tokens (preamble block included) served from the KV cache / all document "
+        "tokens; for recompute and prefix, the prefix-cache hits inside the documents "
+        "(min(prefix_tokens_reused, doc_tokens))");
     cJSON_AddStringToObject(d, "prefix_hit_ratio", "prefix_tokens_reused / prompt tokens (as /metrics)");
     cJSON_AddStringToObject(d, "cached_ratio", "usage.prompt_tokens_details.cached_tokens / prompt tokens");
-    cJSON_AddStringToObject(d, "exact_match", "normalised containment of a gold answer (la_rag_answer_matches)");
+    cJSON_AddStringToObject(d, "exact_match",
+                            "normalised containment of a gold answer (la_rag_answer_matches)");
     return d;
 }

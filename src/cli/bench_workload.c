@@ -235,7 +235,8 @@ static la_status build_synthetic(const la_bench_workload_opts *o, la_bench_workl
         w->docs[i].title = own_printf(w, "Record %d", i);
         w->docs[i].text = own(w, la_bench_synthetic_text(i, n_words));
         weight[i] = pow((double)(i + 1), -o->zipf_s);
-        if (!w->docs[i].title || !w->docs[i].text) s = la_err_set(err, LA_ERR_NO_MEMORY, "bench: out of memory");
+        if (!w->docs[i].title || !w->docs[i].text)
+            s = la_err_set(err, LA_ERR_NO_MEMORY, "bench: out of memory");
         else w->n_docs++;
     }
     /* warm-up: every pool document once (in id order, k per request), then n requests drawn

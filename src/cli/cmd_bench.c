@@ -239,13 +239,18 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         case O_DATASET: o->wo.dataset = optarg; break;
         case O_METHODS: bad = parse_methods(optarg, o); break;
         case O_REORDER:
-            if (la_bench_reorder_parse(optarg, &o->wo.reorder, &err) != LA_OK) bad = usage_error("%s", err.msg);
+            if (la_bench_reorder_parse(optarg, &o->wo.reorder, &err) != LA_OK)
+                bad = usage_error("%s", err.msg);
             break;
         case O_REQUESTS: bad = la_cli_parse_i32(optarg, "--requests", &o->wo.n_requests); break;
-        case O_CONC: bad = la_cli_parse_i32(optarg, "--concurrency", &o->concurrency), conc_given = true; break;
+        case O_CONC:
+            bad = la_cli_parse_i32(optarg, "--concurrency", &o->concurrency), conc_given = true;
+            break;
         case O_RATE: bad = parse_double(optarg, "--rate", &o->rate_per_s); break;
         case O_URL: o->url = optarg; break;
-        case O_MAX_TOKENS: bad = la_cli_parse_i32(optarg, "--max-tokens", &o->max_tokens), o->set_max_tokens = true; break;
+        case O_MAX_TOKENS:
+            bad = la_cli_parse_i32(optarg, "--max-tokens", &o->max_tokens), o->set_max_tokens = true;
+            break;
         case O_MAX_DOCS: bad = la_cli_parse_i32(optarg, "--max-docs", &o->wo.max_docs); break;
         case O_JSON: o->json_out = optarg; break;
         case O_PLOT: o->plot = optarg; break;
@@ -253,20 +258,32 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->sweep = SWEEP_NONE;
             for (int k = 1; k < 5; k++)
                 if (!strcmp(optarg, k_sweep_names[k])) o->sweep = (sweep_kind)k;
-            if (o->sweep == SWEEP_NONE) bad = usage_error("--sweep '%s': choose kv, rate, concurrency or context", optarg);
+            if (o->sweep == SWEEP_NONE)
+                bad = usage_error("--sweep '%s': choose kv, rate, concurrency or context", optarg);
             break;
         case O_POINTS: bad = parse_points(optarg, o); break;
         case O_DEVICE:
             if (la_device_parse(optarg, &o->eo.device, &err) != LA_OK) bad = usage_error("%s", err.msg);
             o->set_in_process_only = true;
             break;
-        case O_THREADS: bad = la_cli_parse_i32(optarg, "--threads", &o->eo.n_threads), o->set_in_process_only = true; break;
-        case O_KV: bad = la_cli_parse_i64(optarg, "--kv-blocks", &o->eo.kv_blocks), o->set_in_process_only = true; break;
+        case O_THREADS:
+            bad = la_cli_parse_i32(optarg, "--threads", &o->eo.n_threads), o->set_in_process_only = true;
+            break;
+        case O_KV:
+            bad = la_cli_parse_i64(optarg, "--kv-blocks", &o->eo.kv_blocks), o->set_in_process_only = true;
+            break;
         case O_SEED: bad = la_cli_parse_i64(optarg, "--seed", &seed), o->wo.seed = (uint64_t)seed; break;
         case O_IGNORE_EOS: o->ignore_eos = true; break;
-        case O_DPR: bad = la_cli_parse_i32(optarg, "--docs-per-request", &o->wo.docs_per_request), o->set_docs_per_request = true; break;
-        case O_DOC_TOKENS: bad = la_cli_parse_i32(optarg, "--doc-tokens", &o->wo.doc_tokens), o->set_doc_tokens = true; break;
-        case O_POOL: bad = la_cli_parse_i32(optarg, "--pool-docs", &o->wo.pool_docs), o->set_pool_docs = true; break;
+        case O_DPR:
+            bad = la_cli_parse_i32(optarg, "--docs-per-request", &o->wo.docs_per_request),
+            o->set_docs_per_request = true;
+            break;
+        case O_DOC_TOKENS:
+            bad = la_cli_parse_i32(optarg, "--doc-tokens", &o->wo.doc_tokens), o->set_doc_tokens = true;
+            break;
+        case O_POOL:
+            bad = la_cli_parse_i32(optarg, "--pool-docs", &o->wo.pool_docs), o->set_pool_docs = true;
+            break;
         case O_ZIPF: bad = parse_double(optarg, "--zipf", &o->wo.zipf_s); break;
         case O_TIMEOUT: bad = la_cli_parse_i32(optarg, "--timeout", &o->timeout_s); break;
         case 'h': usage(stdout); return -1;
@@ -281,13 +298,18 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (o->rate_per_s < 0 || (o->rate_per_s > 0 && conc_given))
         return usage_error("give either --concurrency N or --rate R (> 0)%s", "");
     if (o->wo.zipf_s < 0) return usage_error("--zipf must be >= 0%s", "");
-    if (o->eo.kv_blocks < 0 || o->eo.n_threads < 0) return usage_error("--kv-blocks and --threads must be >= 0%s", "");
+    if (o->eo.kv_blocks < 0 || o->eo.n_threads < 0)
+        return usage_error("--kv-blocks and --threads must be >= 0%s", "");
     if (o->url && o->set_in_process_only)
-        return usage_error("--url benchmarks the server's model: -m, --random-weights, --tokenizer, --device, "
-                           "--threads and --kv-blocks apply in process only%s", "");
-    if (o->model_given && o->eo.random_weights) return usage_error("give either -m DIR or --random-weights SHAPE%s", "");
+        return usage_error(
+            "--url benchmarks the server's model: -m, --random-weights, --tokenizer, --device, "
+            "--threads and --kv-blocks apply in process only%s",
+            "");
+    if (o->model_given && o->eo.random_weights)
+        return usage_error("give either -m DIR or --random-weights SHAPE%s", "");
     if (o->sweep == SWEEP_KV && o->url)
-        return usage_error("--sweep kv creates an engine per KV capacity: it runs in process, not with --url%s", "");
+        return usage_error(
+            "--sweep kv creates an engine per KV capacity: it runs in process, not with --url%s", "");
     if (o->sweep == SWEEP_KV && o->eo.kv_blocks)
         return usage_error("--sweep kv sets the KV capacity itself: use --points, not --kv-blocks%s", "");
     if (o->sweep == SWEEP_RATE && conc_given)
@@ -297,7 +319,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (o->n_points && o->sweep == SWEEP_NONE) return usage_error("--points needs --sweep%s", "");
     if (o->sweep == SWEEP_CONCURRENCY || o->sweep == SWEEP_CONTEXT)
         for (int32_t i = 0; i < o->n_points; i++)
-            if (o->points[i] != floor(o->points[i])) return usage_error("--points: whole numbers for this sweep%s", "");
+            if (o->points[i] != floor(o->points[i]))
+                return usage_error("--points: whole numbers for this sweep%s", "");
     if (o->eo.random_weights) {
         static char llama3_tok[512];
         snprintf(llama3_tok, sizeof llama3_tok, "%s/../shared/data/tokenizers/llama3", LA_SOURCE_DIR);
@@ -392,7 +415,8 @@ static la_status run_method(bench *b, point *p, int32_t pi, int32_t mi, la_engin
     free(ws);
     if (s != LA_OK) return s;
     snprintf(label, sizeof label, "%s%s", at, la_method_name(m));
-    s = la_bench_run(&t, w, w->measured, w->n_measured, &p->load, p->samples[mi], &wall, on_progress, &b->prog, err);
+    s = la_bench_run(&t, w, w->measured, w->n_measured, &p->load, p->samples[mi], &wall, on_progress,
+                     &b->prog, err);
     p->n_samples = w->n_measured;
     if (s != LA_OK) return s;
     la_bench_summarize(m, w->measured, p->samples[mi], w->n_measured, wall, &p->sum[mi]);
@@ -413,7 +437,8 @@ static double calibrate_tokens_per_word(bench *b, la_engine *e) {
     if (text && e) {
         int32_t *ids = NULL, n = 0;
         la_err err = {0};
-        if (la_engine_tokenize(e, text, strlen(text), false, &ids, &n, &err) == LA_OK) rate = (double)n / (n_words + 2);
+        if (la_engine_tokenize(e, text, strlen(text), false, &ids, &n, &err) == LA_OK)
+            rate = (double)n / (n_words + 2);
         free(ids);
     } else if (text && b->o->url) {
         cJSON *o = cJSON_CreateObject();
@@ -475,7 +500,8 @@ static la_status size_kv(bench *b, la_engine *e, la_err *err) {
     la_bench_sample probe;
     double wall;
     if (s == LA_OK) s = la_bench_run(&t, w, w->measured, 1, &one, &probe, &wall, NULL, NULL, err);
-    if (s == LA_OK && !probe.ok) s = la_err_set(err, LA_ERR_INTERNAL, "--sweep kv: probe request failed: %s", probe.error);
+    if (s == LA_OK && !probe.ok)
+        s = la_err_set(err, LA_ERR_INTERNAL, "--sweep kv: probe request failed: %s", probe.error);
     if (s == LA_OK) {
         int64_t docs0 = 0;
         for (int32_t d = 0; d < w->measured[0].n_docs; d++) docs0 += doc_tokens[w->measured[0].doc_ids[d]];
@@ -552,13 +578,15 @@ static la_status plan_points(bench *b, la_err *err) {
         for (int i = 0; i < n; i++) o->points[i] = def[i];
         if (n) o->n_points = n;
     }
-    if (o->sweep != SWEEP_RATE && o->sweep != SWEEP_CONTEXT) qsort(o->points, (size_t)o->n_points, sizeof(double), cmp_dbl);
+    if (o->sweep != SWEEP_RATE && o->sweep != SWEEP_CONTEXT)
+        qsort(o->points, (size_t)o->n_points, sizeof(double), cmp_dbl);
     b->n_points = o->sweep == SWEEP_NONE ? 1 : o->n_points;
     for (int32_t k = 0; k < b->n_points; k++) {
         point *p = &b->points[k];
         p->x = o->sweep == SWEEP_NONE ? 0 : o->points[k];
         p->w = &b->shared;
-        p->load = (la_bench_load){.concurrency = o->concurrency, .rate_per_s = o->rate_per_s, .seed = o->wo.seed + (uint64_t)k};
+        p->load = (la_bench_load){
+            .concurrency = o->concurrency, .rate_per_s = o->rate_per_s, .seed = o->wo.seed + (uint64_t)k};
         if (o->sweep == SWEEP_KV)
             p->kv_blocks = b->reserve_blocks + (int64_t)ceil(p->x / 100.0 * (double)b->pool_doc_blocks);
         if (o->sweep == SWEEP_RATE) p->load.rate_per_s = p->x;
@@ -629,8 +657,9 @@ static void print_header(const bench *b, FILE *f) {
     fprintf(f, "dataset %s (%s); %d measured requests per method%s; max_tokens %d%s; %s\n", o->wo.dataset,
             b->shared.format ? b->shared.format : b->points[0].w->format, b->points[0].w->n_measured,
             o->sweep ? " and point" : "", o->max_tokens, o->ignore_eos ? " (ignore eos)" : "",
-            o->sweep == SWEEP_NONE ? load_text(&b->points[0].load, lt, sizeof lt)
-                                   : o->sweep == SWEEP_RATE ? "open loop per point" : load_text(&b->points[0].load, lt, sizeof lt));
+            o->sweep == SWEEP_NONE   ? load_text(&b->points[0].load, lt, sizeof lt)
+            : o->sweep == SWEEP_RATE ? "open loop per point"
+                                     : load_text(&b->points[0].load, lt, sizeof lt));
     fprintf(f, "warm-up: %s\n", b->points[0].w->warmup_policy);
 }
 
@@ -674,7 +703,8 @@ static cJSON *build_json(const bench *b, int argc, char **argv) {
     cJSON_AddStringToObject(root, "device", b->device);
     if (o->eo.random_weights) {
         cJSON_AddStringToObject(root, "random_weights", o->eo.random_weights);
-        cJSON_AddStringToObject(root, "note", "random weights of the exact shape: timing is real, answers are meaningless");
+        cJSON_AddStringToObject(root, "note",
+                                "random weights of the exact shape: timing is real, answers are meaningless");
     }
     cJSON_AddStringToObject(root, "mode", o->url ? "http" : "in-process");
     if (o->url) cJSON_AddStringToObject(root, "url", o->url);
@@ -698,8 +728,9 @@ static cJSON *build_json(const bench *b, int argc, char **argv) {
         cJSON_AddNumberToObject(sy, "zipf_s", o->wo.zipf_s);
         cJSON_AddNumberToObject(sy, "tokens_per_word", b->tokens_per_word);
     }
-    cJSON_AddStringToObject(wl, "prompt", "one user chat message (the question) with titled documents: the Block-FT "
-                                          "RAG template; each method's requests carry a cache salt of their own");
+    cJSON_AddStringToObject(wl, "prompt",
+                            "one user chat message (the question) with titled documents: the Block-FT "
+                            "RAG template; each method's requests carry a cache salt of their own");
     cJSON_AddStringToObject(root, "warmup_policy", b->points[0].w->warmup_policy);
     cJSON *ld = cJSON_AddObjectToObject(root, "load");
     if (o->sweep == SWEEP_RATE || (o->sweep != SWEEP_CONCURRENCY && o->rate_per_s > 0)) {
@@ -725,11 +756,14 @@ static cJSON *build_json(const bench *b, int argc, char **argv) {
         cJSON_AddNumberToObject(sw, "block_size", b->block_size);
         cJSON_AddNumberToObject(sw, "pool_doc_blocks", (double)b->pool_doc_blocks);
         cJSON_AddNumberToObject(sw, "reserve_blocks", (double)b->reserve_blocks);
-        cJSON_AddStringToObject(sw, "kv_blocks", "reserve_blocks (room for the running requests) + x% of pool_doc_blocks");
+        cJSON_AddStringToObject(sw, "kv_blocks",
+                                "reserve_blocks (room for the running requests) + x% of pool_doc_blocks");
     }
     if (o->sweep == SWEEP_RATE && b->calib_base_rate > 0) {
         cJSON_AddNumberToObject(sw, "single_stream_rate_per_s", b->calib_base_rate);
-        cJSON_AddStringToObject(sw, "points_from", "0.5, 1, 2, 4, 8 x 1000 / mean E2E of the first method's cold requests at concurrency 1");
+        cJSON_AddStringToObject(
+            sw, "points_from",
+            "0.5, 1, 2, 4, 8 x 1000 / mean E2E of the first method's cold requests at concurrency 1");
     }
     cJSON *pts = cJSON_AddArrayToObject(sw, "points");
     for (int32_t k = 0; k < b->n_points; k++) {
@@ -742,7 +776,8 @@ static cJSON *build_json(const bench *b, int argc, char **argv) {
         if (o->sweep == SWEEP_CONTEXT)
             cJSON_AddNumberToObject(jp, strcmp(o->wo.dataset, "synthetic") ? "max_docs" : "doc_tokens", p->x);
         cJSON *ms = cJSON_AddArrayToObject(jp, "methods");
-        for (int32_t m = 0; m < o->n_methods; m++) cJSON_AddItemToArray(ms, la_bench_summary_json(&p->sum[m], NULL, 0));
+        for (int32_t m = 0; m < o->n_methods; m++)
+            cJSON_AddItemToArray(ms, la_bench_summary_json(&p->sum[m], NULL, 0));
         cJSON_AddItemToArray(pts, jp);
     }
     return root;
@@ -767,8 +802,9 @@ static la_status write_plot(const bench *b, la_err *err) {
     if (o->sweep == SWEEP_NONE) {
         const point *p = &b->points[0];
         char lt[96];
-        snprintf(title, sizeof title, "lazyattn bench: %s, %s (%s), %d requests per method, docs reordered: %s, %s",
-                 b->model, b->device, p->w->format, p->w->n_measured, la_bench_reorder_name(o->wo.reorder),
+        snprintf(title, sizeof title,
+                 "lazyattn bench: %s, %s (%s), %d requests per method, docs reordered: %s, %s", b->model,
+                 b->device, p->w->format, p->w->n_measured, la_bench_reorder_name(o->wo.reorder),
                  load_text(&p->load, lt, sizeof lt));
         const la_bench_sample *samples[LA_METHOD_COUNT];
         int32_t n[LA_METHOD_COUNT];
@@ -796,23 +832,33 @@ static la_status write_plot(const bench *b, la_err *err) {
     char detail[200];
     const la_bench_workload_opts *wo = &o->wo;
     if (strcmp(wo->dataset, "synthetic"))
-        snprintf(detail, sizeof detail, "%s (%s), documents reordered: %s", wo->dataset, b->points[0].w->format,
-                 la_bench_reorder_name(wo->reorder));
+        snprintf(detail, sizeof detail, "%s (%s), documents reordered: %s", wo->dataset,
+                 b->points[0].w->format, la_bench_reorder_name(wo->reorder));
     else if (o->sweep == SWEEP_CONTEXT)
-        snprintf(detail, sizeof detail, "synthetic: %d documents per request from a pool of %d, reordered: %s",
-                 wo->docs_per_request, wo->pool_docs, la_bench_reorder_name(wo->reorder));
+        snprintf(detail, sizeof detail,
+                 "synthetic: %d documents per request from a pool of %d, reordered: %s", wo->docs_per_request,
+                 wo->pool_docs, la_bench_reorder_name(wo->reorder));
     else if (wo->pool_docs == 1)
-        snprintf(detail, sizeof detail, "synthetic: every request shares one ~%d-token document", wo->doc_tokens);
+        snprintf(detail, sizeof detail, "synthetic: every request shares one ~%d-token document",
+                 wo->doc_tokens);
     else
-        snprintf(detail, sizeof detail, "synthetic: %d documents per request of ~%d tokens from a pool of %d, zipf %.2g",
+        snprintf(detail, sizeof detail,
+                 "synthetic: %d documents per request of ~%d tokens from a pool of %d, zipf %.2g",
                  wo->docs_per_request, wo->doc_tokens, wo->pool_docs, wo->zipf_s);
     snprintf(title, sizeof title, "lazyattn bench: %s\n%s, %s; %s", what, b->model, b->device, detail);
-    la_bench_sweep_plot sp = {.png = o->plot, .title = title, .xlabel = sweep_x_label(b), .ylabel = sweep_y_label(b),
+    la_bench_sweep_plot sp = {.png = o->plot,
+                              .title = title,
+                              .xlabel = sweep_x_label(b),
+                              .ylabel = sweep_y_label(b),
                               .log_x = true, /* every sweep's default points grow geometrically */
                               .log_y = o->sweep != SWEEP_KV && hi > 0 && lo < INFINITY && hi / lo > 20,
                               .y_max = o->sweep == SWEEP_KV ? 102 : 0,
                               .ticks_at_points = true,
-                              .methods = o->methods, .n_methods = o->n_methods, .n_points = b->n_points, .x = x, .y = y};
+                              .methods = o->methods,
+                              .n_methods = o->n_methods,
+                              .n_points = b->n_points,
+                              .x = x,
+                              .y = y};
     la_status s = la_bench_plot_sweep(&sp, err);
     free(x), free(y);
     return s;
@@ -823,9 +869,11 @@ static la_status write_plot(const bench *b, la_err *err) {
 static la_status fetch_server_model(bench *b, la_err *err) {
     int status = 0;
     char *body = NULL;
-    LA_TRY(la_bench_http_request(&b->url, "GET", "/v1/models", NULL, b->o->timeout_s, NULL, NULL, &status, &body, err));
+    LA_TRY(la_bench_http_request(&b->url, "GET", "/v1/models", NULL, b->o->timeout_s, NULL, NULL, &status,
+                                 &body, err));
     cJSON *o = status == 200 && body ? cJSON_Parse(body) : NULL;
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "data"), 0), "id");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "data"), 0), "id");
     snprintf(b->model, sizeof b->model, "%s", cJSON_IsString(id) ? id->valuestring : "unknown");
     cJSON_Delete(o);
     free(body);
@@ -869,7 +917,8 @@ int la_cli_bench(int argc, char **argv) {
     } else {
         int32_t max_c = o.concurrency;
         if (o.sweep == SWEEP_CONCURRENCY)
-            for (int32_t i = 0; i < o.n_points; i++) max_c = o.points[i] > max_c ? (int32_t)o.points[i] : max_c;
+            for (int32_t i = 0; i < o.n_points; i++)
+                max_c = o.points[i] > max_c ? (int32_t)o.points[i] : max_c;
         s = make_engine(&o, 0, max_c, &e, &err);
         if (s == LA_OK) {
             snprintf(b->model, sizeof b->model, "%s", la_engine_model_name(e));
@@ -879,7 +928,8 @@ int la_cli_bench(int argc, char **argv) {
     bool synthetic = !strcmp(o.wo.dataset, "synthetic");
     b->tokens_per_word = o.wo.tokens_per_word;
     if (s == LA_OK && synthetic) b->tokens_per_word = o.wo.tokens_per_word = calibrate_tokens_per_word(b, e);
-    if (s == LA_OK && o.sweep == SWEEP_CONCURRENCY) { /* each point needs at least 2x its requests in flight */
+    if (s == LA_OK &&
+        o.sweep == SWEEP_CONCURRENCY) { /* each point needs at least 2x its requests in flight */
         int32_t max_c = 1;
         for (int32_t i = 0; i < o.n_points; i++) max_c = o.points[i] > max_c ? (int32_t)o.points[i] : max_c;
         if (!o.n_points) max_c = 16;
@@ -916,8 +966,10 @@ int la_cli_bench(int argc, char **argv) {
             la_bench_print_table(stdout, p->sum, o.n_methods);
         } else {
             char lt[96];
-            printf("\n%s %g%s%s (%s):\n", k_sweep_names[o.sweep], p->x, o.sweep == SWEEP_KV ? "% of the pool" : "",
-                   o.sweep == SWEEP_CONTEXT ? (synthetic ? " doc tokens" : " docs") : "", load_text(&p->load, lt, sizeof lt));
+            printf("\n%s %g%s%s (%s):\n", k_sweep_names[o.sweep], p->x,
+                   o.sweep == SWEEP_KV ? "% of the pool" : "",
+                   o.sweep == SWEEP_CONTEXT ? (synthetic ? " doc tokens" : " docs") : "",
+                   load_text(&p->load, lt, sizeof lt));
             printf("  %-10s %9s %9s %9s %9s %8s %8s %8s %6s\n", "method", "TTFT p50", "TTFT p99", "TPOT p50",
                    "E2E p50", "req/s", "doc hit%", "prompt", "EM%");
             for (int32_t m = 0; m < o.n_methods; m++) {

@@ -36,8 +36,8 @@ static run_result run(const char *env, const char *args, int json) {
     char *dir = la_test_tmpdir();
     char *out = la_path_join(dir, "out"), *err = la_path_join(dir, "err"), *js = la_path_join(dir, "b.json");
     char *cmd = NULL;
-    cr_assert(asprintf(&cmd, "%s '%s/lazyattn' bench %s %s%s%s </dev/null >'%s' 2>'%s'", env, LA_BUILD_DIR, args,
-                       json ? "--json '" : "", json ? js : "", json ? "'" : "", out, err) > 0);
+    cr_assert(asprintf(&cmd, "%s '%s/lazyattn' bench %s %s%s%s </dev/null >'%s' 2>'%s'", env, LA_BUILD_DIR,
+                       args, json ? "--json '" : "", json ? js : "", json ? "'" : "", out, err) > 0);
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
     run_result r = {WEXITSTATUS(st), slurp(out), slurp(err), NULL};
@@ -81,8 +81,8 @@ static void check_dist(const cJSON *m, const char *key, int n) {
     const cJSON *d = cJSON_GetObjectItem(m, key);
     cr_assert(d, "%s missing", key);
     double mean = num(d, "mean"), p50 = num(d, "p50"), p90 = num(d, "p90"), p99 = num(d, "p99");
-    cr_assert(p50 > 0 && p50 <= p90 && p90 <= p99 && mean > 0, "%s: mean %g p50 %g p90 %g p99 %g", key, mean, p50,
-              p90, p99);
+    cr_assert(p50 > 0 && p50 <= p90 && p90 <= p99 && mean > 0, "%s: mean %g p50 %g p90 %g p99 %g", key, mean,
+              p50, p90, p99);
     if (n) cr_assert_eq((int)num(d, "n"), n, "%s counted %g requests", key, num(d, "n"));
 }
 
@@ -92,7 +92,8 @@ Test(cli_bench, json_has_every_method_with_sane_values) {
     run_result r = run("", SMALL, 1);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     cr_assert(r.json, "no JSON written");
-    for (const char *k = "command\0model\0machine\0warmup_policy\0definitions\0load\0workload\0"; *k; k += strlen(k) + 1)
+    for (const char *k = "command\0model\0machine\0warmup_policy\0definitions\0load\0workload\0"; *k;
+         k += strlen(k) + 1)
         cr_assert(cJSON_GetObjectItem(r.json, k), "%s missing", k);
     cr_assert(strstr(cJSON_GetObjectItem(r.json, "command")->valuestring, "lazyattn bench"));
     cr_assert_str_eq(cJSON_GetObjectItem(r.json, "model")->valuestring, "tiny-f32-tied");
@@ -109,10 +110,12 @@ Test(cli_bench, json_has_every_method_with_sane_values) {
         cr_assert(num(m, "e2e_ms.p50") >= num(m, "ttft_ms.p50") * 0.999);
         cr_assert(num(m, "requests_per_s") > 0 && num(m, "output_tokens_per_s") > 0);
         cr_assert_eq(num(m, "mean_output_tokens"), 4);
-        cr_assert(num(m, "mean_prompt_tokens") > num(m, "mean_doc_tokens") && num(m, "mean_doc_tokens") > 3 * 20);
+        cr_assert(num(m, "mean_prompt_tokens") > num(m, "mean_doc_tokens") &&
+                  num(m, "mean_doc_tokens") > 3 * 20);
         /* synthetic questions have no gold answers */
         cr_assert(cJSON_IsNull(cJSON_GetObjectItem(m, "exact_match")));
-        cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "per_request"), "ttft_ms")), 4);
+        cr_assert_eq(
+            cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "per_request"), "ttft_ms")), 4);
     }
     /* after the warm-up the documents are cached: reused whole in any order by the
      * position-independent methods, never by recompute, only up to the first moved
@@ -125,7 +128,8 @@ Test(cli_bench, json_has_every_method_with_sane_values) {
     double prefix = num(method_of(ms, "prefix"), "doc_hit_ratio");
     cr_assert(prefix > 0 && prefix < 1, "prefix doc hit ratio %g", prefix);
     /* the table names every method */
-    for (int i = 0; i < 5; i++) cr_assert(strstr(r.out, k_methods[i]), "table lacks %s:\n%s", k_methods[i], r.out);
+    for (int i = 0; i < 5; i++)
+        cr_assert(strstr(r.out, k_methods[i]), "table lacks %s:\n%s", k_methods[i], r.out);
     cr_assert(strstr(r.out, "warm-up:"), "the warm-up policy is not stated:\n%s", r.out);
     run_free(&r);
 }
@@ -180,16 +184,20 @@ Test(cli_bench, http_mode_reports_the_servers_reuse) {
 }
 
 Test(cli_bench, kv_sweep_hit_ratio_grows_with_capacity) {
-    run_result r = run("", "-m '" MODEL "' --dataset synthetic --sweep kv --points 10,400 --requests 8 "
-                       "--pool-docs 12 --docs-per-request 2 --doc-tokens 32 --max-tokens 2 --methods recompute,lazy "
-                       "--threads 1", 1);
+    run_result r =
+        run("",
+            "-m '" MODEL "' --dataset synthetic --sweep kv --points 10,400 --requests 8 "
+            "--pool-docs 12 --docs-per-request 2 --doc-tokens 32 --max-tokens 2 --methods recompute,lazy "
+            "--threads 1",
+            1);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
     const cJSON *pts = cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "sweep"), "points");
     cr_assert_eq(cJSON_GetArraySize(pts), 2);
     const cJSON *small = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 0), "methods");
     const cJSON *big = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 1), "methods");
     cr_assert(num(cJSON_GetArrayItem(pts, 0), "kv_blocks") < num(cJSON_GetArrayItem(pts, 1), "kv_blocks"));
-    double lo = num(method_of(small, "lazy"), "doc_hit_ratio"), hi = num(method_of(big, "lazy"), "doc_hit_ratio");
+    double lo = num(method_of(small, "lazy"), "doc_hit_ratio"),
+           hi = num(method_of(big, "lazy"), "doc_hit_ratio");
     cr_assert(lo < hi, "lazy: %g at 10%% vs %g at 400%%", lo, hi);
     cr_assert_eq(hi, 1.0); /* the warm-up covered the whole pool and it all fits */
     cr_assert_eq(num(method_of(big, "recompute"), "doc_hit_ratio"), 0.0);
@@ -250,8 +258,8 @@ Test(cli_bench, usage_errors_exit_2_with_one_message) {
         cr_assert_eq(r.status, 2, "`bench %s` exited %d: %s", cases[i], r.status, r.err);
         cr_assert_str_eq(r.out, "");
         cr_assert(!strncmp(r.err, "lazyattn", 8), "stderr: %s", r.err);
-        cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "`bench %s`: more than one line: %s", cases[i],
-                     r.err);
+        cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "`bench %s`: more than one line: %s",
+                     cases[i], r.err);
         run_free(&r);
     }
     run_result r = run("", "--help", 0);
