@@ -51,6 +51,7 @@ struct la_engine {
     la_backend *be;
     la_kv_pool *pool;
     int32_t max_context;
+    int64_t kv_blocks;     /* pool capacity, fixed at create (read by submitting threads) */
 
     /* shared with submitting threads (mu) */
     pthread_mutex_t mu;
@@ -183,6 +184,7 @@ la_status la_engine_create(const la_engine_options *o, la_engine **out, la_err *
             s = la_err_set(err, LA_ERR_INVALID_ARG, "KV pool: %lld bytes hold no block",
                            (long long)o->kv_bytes);
         if (s == LA_OK) s = la_kv_pool_create(n_blocks, o->block_size, &e->pool, err);
+        e->kv_blocks = n_blocks;
         if (s == LA_OK) s = e->be->ops->kv_alloc(e->be, n_blocks, o->block_size, err);
     }
     if (s == LA_OK) {
@@ -419,12 +421,11 @@ la_status la_engine_submit(la_engine *e, const la_request_params *p, uint64_t *r
                            e->max_context);
     }
     if (s == LA_OK) {
-        la_kv_pool_stats ps = la_kv_pool_get_stats(e->pool);
         int64_t need = blocks_needed(e, r);
-        if (need > ps.n_blocks)
+        if (need > e->kv_blocks)
             s = la_err_set(err, LA_ERR_TOO_LONG,
                            "request needs %lld KV blocks but the pool holds %lld", (long long)need,
-                           (long long)ps.n_blocks);
+                           (long long)e->kv_blocks);
     }
     if (s == LA_OK && e->tok) s = la_detok_create(e->tok, true, &r->detok, err);
     if (s != LA_OK) {
@@ -515,10 +516,9 @@ static void finish(la_engine *e, la_request *r, la_finish_reason why, la_status 
         tail_text = r->text ? r->text + r->emitted : "";
         tail_len = r->text ? r->text_len - r->emitted : 0;
     }
-    la_event ev = {.request_id = r->id, .kind = LA_EVENT_DONE, .text = tail_text,
-                   .text_len = tail_len, .finish = why, .status = status,
-                   .error = msg ? msg : "", .stats = &r->stats};
-    emit(r, &ev);
+    /* counters first, so /metrics and la_engine_get_stats agree with the answer the client
+     * receives with DONE */
+    la_kv_pool_stats ps = la_kv_pool_get_stats(e->pool);
     pthread_mutex_lock(&e->mu);
     if (why == LA_FINISH_ERROR) e->stats.requests_error++;
     else if (why == LA_FINISH_CANCELLED) e->stats.requests_cancelled++;
@@ -527,8 +527,15 @@ static void finish(la_engine *e, la_request *r, la_finish_reason why, la_status 
     e->stats.doc_tokens_computed += r->stats.doc_tokens_computed;
     e->stats.prefix_tokens_reused += r->stats.prefix_tokens_reused;
     e->stats.prompt_tokens += r->stats.n_prompt_tokens;
+    e->stats.kv_blocks_free = ps.n_free;
+    e->stats.kv_blocks_cached = ps.n_cached;
+    e->stats.kv_blocks_pinned = ps.n_pinned;
     e->n_live--;
     pthread_mutex_unlock(&e->mu);
+    la_event ev = {.request_id = r->id, .kind = LA_EVENT_DONE, .text = tail_text,
+                   .text_len = tail_len, .finish = why, .status = status,
+                   .error = msg ? msg : "", .stats = &r->stats};
+    emit(r, &ev);
     request_free(r);
 }
 
