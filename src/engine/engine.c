@@ -185,6 +185,9 @@ la_status la_engine_create(const la_engine_options *o, la_engine **out, la_err *
                            (long long)o->kv_bytes);
         if (s == LA_OK) s = la_kv_pool_create(n_blocks, o->block_size, &e->pool, err);
         e->kv_blocks = n_blocks;
+        e->stats.kv_blocks_total = n_blocks;
+        e->stats.kv_blocks_free = n_blocks;
+        e->stats.block_size = o->block_size;
         if (s == LA_OK) s = e->be->ops->kv_alloc(e->be, n_blocks, o->block_size, err);
     }
     if (s == LA_OK) {
