@@ -85,6 +85,10 @@ typedef enum la_weight_kind {
     LA_W_KIND_COUNT
 } la_weight_kind;
 
+/* Shape of weight kind k as HF stores it, [n_out, n_in] (norm weights: [1, hidden]); both
+ * 0 for an unknown kind. Shared by every backend. */
+void la_weight_shape(const la_model_config *cfg, la_weight_kind k, int64_t *n_out, int64_t *n_in);
+
 typedef struct la_backend la_backend;
 
 typedef struct la_backend_ops {

@@ -107,21 +107,18 @@ static la_status random_f32(int64_t n, uint64_t tensor_id, bool norm, float **ou
 }
 
 static la_status random_weights(cpu_backend *c, const la_model_config *m, la_err *err) {
-    int64_t d = m->hidden_size, qd = (int64_t)m->n_heads * m->head_dim,
-            kvd = (int64_t)m->n_kv_heads * m->head_dim, f = m->intermediate_size;
+    int64_t d = m->hidden_size;
     LA_TRY(random_f32((int64_t)m->vocab_size * d, 1, false, &c->embed, err));
     LA_TRY(random_f32(d, 2, true, &c->final_norm, err));
     if (m->tie_word_embeddings) c->lm_head = c->embed;
     else LA_TRY(random_f32((int64_t)m->vocab_size * d, 3, false, &c->lm_head, err));
-    const int64_t sizes[LA_W_KIND_COUNT] = {
-        [LA_W_ATTN_NORM] = d, [LA_W_Q] = qd * d, [LA_W_K] = kvd * d, [LA_W_V] = kvd * d,
-        [LA_W_O] = d * qd, [LA_W_MLP_NORM] = d, [LA_W_GATE] = f * d, [LA_W_UP] = f * d,
-        [LA_W_DOWN] = d * f};
     for (int32_t l = 0; l < m->n_layers; l++)
-        for (int k = 0; k < LA_W_KIND_COUNT; k++)
-            if (sizes[k])
-                LA_TRY(random_f32(sizes[k], 16 + (uint64_t)l * LA_W_KIND_COUNT + (uint64_t)k,
-                                  k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM, &c->layers[l].w[k], err));
+        for (int k = 0; k <= LA_W_DOWN; k++) { /* the per-layer kinds */
+            int64_t o, i;
+            la_weight_shape(m, (la_weight_kind)k, &o, &i);
+            LA_TRY(random_f32(o * i, 16 + (uint64_t)l * LA_W_KIND_COUNT + (uint64_t)k,
+                              k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM, &c->layers[l].w[k], err));
+        }
     return LA_OK;
 }
 
@@ -162,27 +159,12 @@ static la_status cpu_load_weights(la_backend *be, const la_model_config *cfg,
     return s;
 }
 
-/* Weight matrix and its [n_out, n_in] shape. */
+/* Weight matrix and its [n_out, n_in] shape (NULL for an unknown kind). */
 static const float *weight(cpu_backend *c, la_weight_kind k, int32_t layer, int64_t *n_out,
                            int64_t *n_in) {
-    const la_model_config *m = &c->base.cfg;
-    int64_t d = m->hidden_size, qd = (int64_t)m->n_heads * m->head_dim,
-            kvd = (int64_t)m->n_kv_heads * m->head_dim, f = m->intermediate_size;
-    int64_t o = 0, i = 0;
-    switch (k) {
-    case LA_W_Q: o = qd, i = d; break;
-    case LA_W_K:
-    case LA_W_V: o = kvd, i = d; break;
-    case LA_W_O: o = d, i = qd; break;
-    case LA_W_GATE:
-    case LA_W_UP: o = f, i = d; break;
-    case LA_W_DOWN: o = d, i = f; break;
-    case LA_W_LM_HEAD: o = m->vocab_size, i = d; break;
-    case LA_W_ATTN_NORM:
-    case LA_W_MLP_NORM:
-    case LA_W_FINAL_NORM: o = 1, i = d; break;
-    default: return NULL;
-    }
+    int64_t o, i;
+    la_weight_shape(&c->base.cfg, k, &o, &i);
+    if (o == 0) return NULL;
     if (n_out) *n_out = o;
     if (n_in) *n_in = i;
     if (k == LA_W_LM_HEAD) return c->lm_head;

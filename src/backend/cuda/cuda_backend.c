@@ -269,29 +269,6 @@ static void prof_end(cuda_backend *c, prof_slot slot) {
 
 /* ============================================================ weights ================ */
 
-/* [n_out, n_in] of a weight kind for cfg. */
-static void weight_shape(const la_model_config *m, la_weight_kind k, int64_t *n_out, int64_t *n_in) {
-    int64_t d = m->hidden_size, qd = (int64_t)m->n_heads * m->head_dim,
-            kvd = (int64_t)m->n_kv_heads * m->head_dim, f = m->intermediate_size;
-    int64_t o = 0, i = 0;
-    switch (k) {
-    case LA_W_Q: o = qd, i = d; break;
-    case LA_W_K:
-    case LA_W_V: o = kvd, i = d; break;
-    case LA_W_O: o = d, i = qd; break;
-    case LA_W_GATE:
-    case LA_W_UP: o = f, i = d; break;
-    case LA_W_DOWN: o = d, i = f; break;
-    case LA_W_LM_HEAD: o = m->vocab_size, i = d; break;
-    case LA_W_ATTN_NORM:
-    case LA_W_MLP_NORM:
-    case LA_W_FINAL_NORM: o = 1, i = d; break;
-    default: break;
-    }
-    *n_out = o;
-    *n_in = i;
-}
-
 static la_bf16_t *weight_ptr(cuda_backend *c, la_weight_kind k, int32_t layer) {
     if (k == LA_W_LM_HEAD) return c->lm_head;
     if (k == LA_W_FINAL_NORM) return c->final_norm;
@@ -386,7 +363,7 @@ static la_status load_all(cuda_backend *c, const la_model_config *cfg, const la_
     LA_TRY(ensure_rope(c, first, err));
 
     int64_t o, i;
-    weight_shape(cfg, LA_W_LM_HEAD, &o, &i);
+    la_weight_shape(cfg, LA_W_LM_HEAD, &o, &i);
     LA_TRY(load_tensor(c, w ? w->embed : NULL, o, i, false, 1, stage_dev, &c->embed, err));
     LA_TRY(load_tensor(c, w ? w->final_norm : NULL, 1, i, true, 0, stage_dev, &c->final_norm, err));
     bool tied = w ? w->lm_head == w->embed : cfg->tie_word_embeddings;
@@ -402,7 +379,7 @@ static la_status load_all(cuda_backend *c, const la_model_config *cfg, const la_
         }
         for (int k = 0; k <= LA_W_DOWN; k++) {
             if (w && !src[k]) return la_err_set(err, LA_ERR_FORMAT, "layer %d: weight %d missing", l, k);
-            weight_shape(cfg, (la_weight_kind)k, &o, &i);
+            la_weight_shape(cfg, (la_weight_kind)k, &o, &i);
             bool norm = k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM;
             LA_TRY(load_tensor(c, src[k], o, i, norm, 1000 + (uint64_t)l * 16 + (uint64_t)k, stage_dev,
                                &c->layer_w[(size_t)l * LA_W_KIND_COUNT + k], err));
@@ -951,7 +928,7 @@ static la_status cuda_matmul(la_backend *be, const la_act *x, la_weight_kind k, 
                              la_act *out, la_err *err) {
     cuda_backend *c = cu(be);
     int64_t n_out, n_in;
-    weight_shape(&c->base.cfg, k, &n_out, &n_in);
+    la_weight_shape(&c->base.cfg, k, &n_out, &n_in);
     const la_bf16_t *w = (k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM || k == LA_W_FINAL_NORM) ? NULL
                                                                                           : weight_ptr(c, k, layer);
     if (!w) return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul: no weight %d for layer %d", (int)k, layer);
