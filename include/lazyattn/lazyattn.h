@@ -177,7 +177,8 @@ la_status la_engine_submit(la_engine *e, const la_request_params *p, uint64_t *r
 
 /* Cancel a request: it finishes with LA_FINISH_CANCELLED at the next step and every block
  * it held is released (cached documents stay cached). Thread-safe. Returns
- * LA_ERR_NOT_FOUND for an unknown or finished id. */
+ * LA_ERR_NOT_FOUND for an id this engine never issued; cancelling a request that already
+ * finished does nothing and returns LA_OK. */
 la_status la_engine_cancel(la_engine *e, uint64_t request_id);
 
 /* ---- driving -------------------------------------------------------------------------- */
