@@ -3,7 +3,7 @@
 # Called by `make` when pkg-config cannot find one of them; safe to run twice.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libpcre2-dev libcjson-dev
-      libxxhash-dev libmicrohttpd-dev libcriterion-dev python3)
+      libxxhash-dev libmicrohttpd-dev libcriterion-dev python3 python3-pip gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
