@@ -355,16 +355,8 @@ la_status launch_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_e
 extern "C" la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream,
                                           la_err *err) {
     if (p->n_items <= 0) return LA_OK;
+    LA_TRY(la_cuda_attn_check(p, "attn_prefill", err));
     const int hd = p->head_dim;
-    if (hd <= 0 || hd % 8 != 0 || hd > LA_ATTN_MAX_HEAD_DIM)
-        return la_err_set(err, LA_ERR_UNSUPPORTED, "attn_prefill: head_dim %d (need a multiple of 8, <= %d)",
-                          hd, LA_ATTN_MAX_HEAD_DIM);
-    if (p->block_size % 16 != 0 || p->heads_per_cta < 1 || p->heads_per_cta > LA_ATTN_MAX_HEADS_PER_CTA ||
-        p->n_kv_heads < 1 || p->n_heads % p->n_kv_heads != 0 ||
-        (p->n_heads / p->n_kv_heads) != p->heads_per_cta * p->n_head_chunks)
-        return la_err_set(err, LA_ERR_INTERNAL,
-                          "attn_prefill: bad geometry (block_size %d, heads %d/%d, heads_per_cta %d x %d)",
-                          p->block_size, p->n_heads, p->n_kv_heads, p->heads_per_cta, p->n_head_chunks);
     if (hd <= 32) return launch_prefill<32>(p, stream, err);
     if (hd <= 64) return launch_prefill<64>(p, stream, err);
     return launch_prefill<128>(p, stream, err);

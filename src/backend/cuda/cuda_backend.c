@@ -1298,3 +1298,19 @@ const char *la_cuda_device_name(const la_backend *be) {
 int la_cuda_device_sm_count(const la_backend *be) {
     return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->n_sm : 0;
 }
+
+la_status la_cuda_attn_check(const la_cuda_attn_params *p, const char *kernel, la_err *err) {
+    const int hd = p->head_dim;
+    if (hd <= 0 || hd % 8 != 0 || hd > LA_ATTN_MAX_HEAD_DIM)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "%s: head_dim %d (need a multiple of 8, <= %d)",
+                          kernel, hd, LA_ATTN_MAX_HEAD_DIM);
+    if (p->block_size % 16 != 0 || p->heads_per_cta < 1 ||
+        p->heads_per_cta > LA_ATTN_MAX_HEADS_PER_CTA || p->n_kv_heads < 1 ||
+        p->n_heads % p->n_kv_heads != 0 ||
+        (p->n_heads / p->n_kv_heads) != p->heads_per_cta * p->n_head_chunks)
+        return la_err_set(err, LA_ERR_INTERNAL,
+                          "%s: bad geometry (block_size %d, heads %d/%d, heads_per_cta %d x %d)",
+                          kernel, p->block_size, p->n_heads, p->n_kv_heads, p->heads_per_cta,
+                          p->n_head_chunks);
+    return LA_OK;
+}

@@ -93,6 +93,12 @@ typedef struct la_cuda_attn_params {
 
 /* Prefill: tensor cores (mma.sync m16n8k16 bf16, f32 accumulate), online softmax.
  * Grid (n_items, n_kv_heads * n_head_chunks). attn_prefill.cu. */
+/* Validate what both attention launchers require: head_dim a multiple of 8 and at most
+ * LA_ATTN_MAX_HEAD_DIM (LA_ERR_UNSUPPORTED), block_size a multiple of 16 and a head geometry
+ * with n_heads / n_kv_heads = heads_per_cta x n_head_chunks, heads_per_cta in
+ * [1, LA_ATTN_MAX_HEADS_PER_CTA] (LA_ERR_INTERNAL). `kernel` names the caller in messages. */
+la_status la_cuda_attn_check(const la_cuda_attn_params *p, const char *kernel, la_err *err);
+
 la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
 /* Decode: one token per item, CUDA cores, split over the KV length. attn_decode.cu. */
 la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
