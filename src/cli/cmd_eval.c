@@ -53,9 +53,9 @@ static void on_event(void *user, const la_event *ev) {
 }
 
 static void progress(int64_t done, int64_t total, double t0) {
-    static int64_t last = -1; /* print each count once */
+    static int64_t last = -1; /* print each count once; off a terminal, every 50 answers */
     if (done == last) return;
-    if (!isatty(fileno(stderr)) && done != total && done % 50 != 0) return;
+    if (!isatty(fileno(stderr)) && done != total && last >= 0 && done / 50 == last / 50) return;
     last = done;
     int width = 30, filled = total ? (int)(width * done / total) : width;
     double el = (la_now_ms() - t0) / 1000.0;
