@@ -62,13 +62,13 @@ def main():
     assert err < 1e-5, err
 
     ex = load_jsonl(a.test, 1)[0]
-    ids, bid, a0 = tokenize_example(tok, ex, with_answer=True)
-    d = collate([(ids, bid, a0)], tok.token_to_id("<|pad|>"))
+    d = collate([tokenize_example(tok, ex, with_answer=True)], tok.token_to_id("<|pad|>"))
+    fin = int(d["bid"].max())  # the question block
     with torch.no_grad():
-        m = attn_mask(d["bid"], d["final"], True, torch.float32)
+        m = attn_mask(d["bid"], d["isq"], True, torch.float32)
         h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state[0]
         worst = 0.0
-        for b in range(1, int(d["final"][0])):
+        for b in range(1, fin):
             idx = (d["bid"][0] == b).nonzero().flatten()
             alone = model.model(input_ids=d["ids"][:, idx],
                                 position_ids=torch.arange(len(idx))[None]).last_hidden_state[0]
@@ -79,7 +79,6 @@ def main():
         # final block through a KV cache of per-document K/V at contiguous positions
         from transformers import DynamicCache
         cache = DynamicCache(config=model.config)
-        fin = int(d["final"][0])
         start = 0
         n_final = 0
         for b in range(fin + 1):

@@ -62,11 +62,13 @@ def greedy(model, tok, examples, block, dev, max_new=16, bs=128):
         done = [False] * len(chunk)
         for _ in range(max_new):
             items = []
-            for (ids, bid, a0), g in zip(base, gen):
-                items.append((ids + g, bid + [bid[-1]] * len(g), len(ids) + len(g)))
+            for x, g in zip(base, gen):
+                items.append({"ids": x["ids"] + g, "bid": x["bid"] + [x["bid"][-1]] * len(g),
+                              "pos": x["pos"] + list(range(x["pos"][-1] + 1, x["pos"][-1] + 1 + len(g))),
+                              "isq": x["isq"] + [True] * len(g), "labels": x["labels"] + [-100] * len(g)})
             d = collate(items, pad, left_pad=True)
             d = {k: v.to(dev) for k, v in d.items()}
-            m = attn_mask(d["bid"], d["final"], block, torch.float32)
+            m = attn_mask(d["bid"], d["isq"], block, torch.float32)
             with safe_sdpa():
                 h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
             nxt = model.lm_head(h[:, -1]).argmax(-1).tolist()

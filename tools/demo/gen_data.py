@@ -61,45 +61,47 @@ def _word(r, nsyl):
     return w
 
 
+def _make_names(r, n, lo, hi, suffixes=None, minlen=3, maxlen=11, seen=None, avoid=()):
+    """n new capitalised names of lo..hi syllables (plus an optional suffix), unique
+    within `seen` (updated) and never in `avoid`."""
+    seen = set() if seen is None else seen
+    out = []
+    while len(out) < n:
+        w = _word(r, r.randint(lo, hi))
+        if suffixes:
+            s = r.choice(suffixes)
+            if s and w[-1] in "aeiouy" and s[0] in "aeiouy":
+                w = w[:-1]
+            w = w + s
+        if not (minlen <= len(w) <= maxlen) or w[0] not in "bcdfghjklmnprstvwzaeiou":
+            continue
+        w = w.capitalize()
+        if w in seen or w in avoid:
+            continue
+        seen.add(w)
+        out.append(w)
+    return out
+
+
+# name shape per kind: syllables lo..hi, suffixes, length bounds
+NAME_KINDS = {
+    "first": dict(lo=2, hi=2, maxlen=8),
+    "last": dict(lo=2, hi=3, minlen=4, maxlen=10),
+    "city": dict(lo=1, hi=2, suffixes=CITY_SUFFIXES, minlen=4, maxlen=10),
+    "country": dict(lo=1, hi=2, suffixes=COUNTRY_SUFFIXES, minlen=4, maxlen=10),
+    "film": dict(lo=2, hi=3, minlen=4, maxlen=10),
+    "river": dict(lo=2, hi=2, maxlen=8),
+}
+
+
 def _build_pools():
     r = random.Random(SEED)
     seen = set()
-
-    def fresh(n, lo, hi, suffixes=None, minlen=3, maxlen=11):
-        out = []
-        while len(out) < n:
-            w = _word(r, r.randint(lo, hi))
-            if suffixes:
-                s = r.choice(suffixes)
-                if s and w[-1] in "aeiouy" and s[0] in "aeiouy":
-                    w = w[:-1]
-                w = w + s
-            if not (minlen <= len(w) <= maxlen) or w[0] not in "bcdfghjklmnprstvwzaeiou":
-                continue
-            w = w.capitalize()
-            if w in seen:
-                continue
-            seen.add(w)
-            out.append(w)
-        return out
-
     pools = {}
-    kinds = ("first", "last", "city", "country", "film", "river")
     # one pass per kind over all splits so every name is globally unique
-    for k_i, kind in enumerate(kinds):
+    for k_i, kind in enumerate(NAME_KINDS):
         total = sum(POOL_SIZES[s][k_i] for s in SPLITS)
-        if kind == "first":
-            names = fresh(total, 2, 2, maxlen=8)
-        elif kind == "last":
-            names = fresh(total, 2, 3, minlen=4, maxlen=10)
-        elif kind == "city":
-            names = fresh(total, 1, 2, CITY_SUFFIXES, minlen=4, maxlen=10)
-        elif kind == "country":
-            names = fresh(total, 1, 2, COUNTRY_SUFFIXES, minlen=4, maxlen=10)
-        elif kind == "film":
-            names = fresh(total, 2, 3, minlen=4, maxlen=10)
-        else:
-            names = fresh(total, 2, 2, maxlen=8)
+        names = _make_names(r, total, seen=seen, **NAME_KINDS[kind])
         r.shuffle(names)
         pos = 0
         for s in SPLITS:
@@ -110,6 +112,21 @@ def _build_pools():
 
 
 POOLS = _build_pools()
+
+# Training worlds draw their names fresh for every example (fresh_pools), so the model
+# never sees a name often enough to memorise it: a fixed pool of 240 countries ends up as
+# 240 single tokens of the tokenizer, and a model trained on them answers test questions
+# with a memorised train country instead of copying the unseen one from the documents.
+# The train pools above only feed the tokenizer corpus (train_sample.jsonl).
+FRESH_POOL_SIZES = {"first": 24, "last": 24, "city": 10, "country": 6, "film": 12, "river": 8}
+_HELD_OUT = {k: set(POOLS["val"][k]) | set(POOLS["test"][k]) for k in NAME_KINDS}
+
+
+def fresh_pools(r):
+    """Name pools for one training world: new syllable names, never a val/test name."""
+    seen = set()
+    return {k: _make_names(r, n, seen=seen, avoid=_HELD_OUT[k], **NAME_KINDS[k])
+            for k, n in FRESH_POOL_SIZES.items()}
 
 
 # ---------------------------------------------------------------- world ----------
@@ -122,9 +139,9 @@ def fmt_date(d):
 class World:
     """A small random world for one question."""
 
-    def __init__(self, r, split):
+    def __init__(self, r, split, pools=None):
         self.r = r
-        self.P = POOLS[split]
+        self.P = pools or POOLS[split]
         self.persons = {}   # name -> dict
         self.films = {}     # title -> dict
         self.cities = {}    # name -> dict
@@ -342,18 +359,23 @@ def _question(w, qtype):
     raise ValueError(qtype)
 
 
-def make_example(split, idx, n_docs=None, qtype=None):
-    """Example idx of a split: a pure function of (SEED, split, idx).
+def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_questions=1):
+    """Example idx of a split: a pure function of (SEED, split, idx and the options).
 
     n_docs: documents in the prompt (default 10 for val/test, 1..12 for train);
-    fewer when the gold documents alone need more."""
+    fewer when the gold documents alone need more.
+    fresh_names: draw the world's names fresh (fresh_pools; training) instead of from
+    the split's pool.
+    n_questions > 1: also "questions", a list of up to n_questions questions (the first
+    is the example's own) that the same documents answer, each {"question", "answers",
+    "hops", "type"} (training packs them onto one encoding of the documents)."""
     r = random.Random(f"{SEED}/{split}/{idx}")
     if qtype is None:
         qtype = TYPES[idx % len(TYPES)] if split != "train" else r.choice(TYPES)
     if n_docs is None:
         n_docs = 10 if split != "train" else r.choice([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 11, 12, 12])
     while True:
-        w = World(r, split)
+        w = World(r, split, fresh_pools(r) if fresh_names else None)
         # films with directors; some directors have two films; similar titles
         dirs = []
         for _ in range(r.randint(3, 5)):
@@ -394,8 +416,30 @@ def make_example(split, idx, n_docs=None, qtype=None):
     chosen = list(gold) + cand[: n_docs - len(gold)]
     r.shuffle(chosen)
     docs = [w.doc(k) for k in chosen]
-    return {"id": f"{split}-{idx:06d}", "question": question, "documents": docs,
-            "answers": [answer], "hops": 1 if qtype in ONE_HOP else 2, "type": qtype}
+    hops = 1 if qtype in ONE_HOP else 2
+    ex = {"id": f"{split}-{idx:06d}", "question": question, "documents": docs,
+          "answers": [answer], "hops": hops, "type": qtype}
+    if n_questions > 1:
+        ex["questions"] = _more_questions(w, set(chosen), question, answer, qtype, n_questions)
+    return ex
+
+
+def _more_questions(w, chosen, question, answer, qtype, n):
+    """Up to n questions (the given one first) whose gold documents are all in `chosen`."""
+    out = [{"question": question, "answers": [answer], "type": qtype,
+            "hops": 1 if qtype in ONE_HOP else 2}]
+    seen = {question}
+    for _ in range(6 * n):
+        if len(out) >= n:
+            break
+        t = w.r.choice(TYPES)
+        res = _question(w, t)
+        if res is None or res[0] in seen or not set(res[2]) <= chosen:
+            continue
+        seen.add(res[0])
+        out.append({"question": res[0], "answers": [res[1]], "type": t,
+                    "hops": 1 if t in ONE_HOP else 2})
+    return out
 
 
 def write_jsonl(path, rows):

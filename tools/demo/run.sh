@@ -9,8 +9,9 @@
 #   STAGES="data eval" tools/demo/run.sh   # only some stages (data tok train check eval)
 #
 # Knobs (environment): MODEL_DIR (models/rag-tiny), DATA_DIR (tools/demo/data),
-# STEPS, TIME_BUDGET (seconds), BATCH, LR, WARMUP, CURRICULUM, LM_WEIGHT, FULL_FRAC, N_TEST,
-# DEVICE, TRAIN_ARGS / EVAL_ARGS (extra arguments).
+# STEPS, TIME_BUDGET (seconds), BATCH, QUESTIONS (packed per example), LR, WARMUP, CURRICULUM,
+# LM_WEIGHT, FULL_FRAC, N_TEST, DEVICE, TRAIN_ARGS / EVAL_ARGS (extra arguments; e.g.
+# TRAIN_ARGS="--init models/rag-tiny --start-batch 7000" continues from the current weights).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -31,7 +32,8 @@ if has tok; then
 fi
 if has train; then
     $PY tools/demo/train.py --tokenizer "$MODEL_DIR" --out "$MODEL_DIR" --val "$DATA_DIR/val.jsonl" \
-        --steps "${STEPS:-100000}" --time-budget "${TIME_BUDGET:-420}" --batch "${BATCH:-128}" \
+        --steps "${STEPS:-100000}" --time-budget "${TIME_BUDGET:-450}" --batch "${BATCH:-64}" \
+        --questions "${QUESTIONS:-6}" \
         --lr "${LR:-1.5e-3}" --warmup "${WARMUP:-300}" --curriculum "${CURRICULUM:-1200}" \
         --lm-weight "${LM_WEIGHT:-0}" --full-frac "${FULL_FRAC:-0.25}" ${DEVICE:+--device "$DEVICE"} \
         --log-json "$MODEL_DIR/eval/train_log.json" ${TRAIN_ARGS:-}

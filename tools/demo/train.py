@@ -84,62 +84,95 @@ _PREAMBLE_IDS = {}
 
 
 def tokenize_example(tok, ex, with_answer=True):
-    """ids, block id per token (0 = preamble, 1..K docs, K+1 final), answer start index."""
-    texts = prompt_blocks(ex["question"], ex["documents"])
-    key = (id(tok), texts[0])
+    """One example as flat token arrays. Blocks: preamble, one per document, then one
+    final block per question (ex["questions"] when present, else the example's own),
+    each followed by its answer when with_answer. Every question block sits at the
+    positions it would have alone (right after the documents) and attends to the
+    preamble, the documents and itself, never to another question block, so packing
+    several questions onto one encoding of the documents trains each exactly as if it
+    were alone.
+
+    Returns a dict of equal-length lists: ids, bid (block index), pos, isq (token of a
+    question block), labels (labels[t] = the target of logits[t], -100 = none); and
+    ans_start (index of the first question block's first answer token)."""
+    qs = ex.get("questions") or [{"question": ex["question"], "answers": ex["answers"]}]
+    docs_texts = prompt_blocks(qs[0]["question"], ex["documents"])[:-1]
+    key = (id(tok), docs_texts[0])
     if key not in _PREAMBLE_IDS:
-        _PREAMBLE_IDS[key] = tok.encode(texts[0], add_special_tokens=False).ids
-    blocks = [_PREAMBLE_IDS[key]] + encode_blocks(tok, texts[1:])
-    ids, bid = [], []
-    for b, bl in enumerate(blocks):
+        _PREAMBLE_IDS[key] = tok.encode(docs_texts[0], add_special_tokens=False).ids
+    q_texts = [prompt_blocks(q["question"], [])[-1] for q in qs]
+    a_texts = [ANSWER_FMT.format(answer=q["answers"][0]) for q in qs] if with_answer else []
+    enc = encode_blocks(tok, docs_texts[1:] + q_texts + a_texts)
+    doc_ids, q_ids, a_ids = enc[:len(docs_texts) - 1], enc[len(docs_texts) - 1:len(docs_texts) - 1 + len(qs)], \
+        enc[len(docs_texts) - 1 + len(qs):]
+    ids, bid, pos, isq, labels = [], [], [], [], []
+    for b, bl in enumerate([_PREAMBLE_IDS[key]] + doc_ids):
         ids += bl
         bid += [b] * len(bl)
-    ans_start = len(ids)
-    if with_answer:
-        a = tok.encode(ANSWER_FMT.format(answer=ex["answers"][0]), add_special_tokens=False).ids
-        ids += a
-        bid += [len(blocks) - 1] * len(a)
-    return ids, bid, ans_start
+    n_ctx = len(ids)
+    pos = list(range(n_ctx))
+    isq = [False] * n_ctx
+    labels = [-100] * n_ctx
+    ans_start = None
+    for j, qb in enumerate(q_ids):
+        blk = qb + (a_ids[j] if with_answer else [])
+        ids += blk
+        bid += [len(doc_ids) + 1 + j] * len(blk)
+        pos += list(range(n_ctx, n_ctx + len(blk)))
+        isq += [True] * len(blk)
+        lab = [-100] * len(blk)
+        if with_answer:
+            a0 = len(qb)  # the answer's tokens are predicted from the token before each
+            lab[a0 - 1:len(blk) - 1] = blk[a0:]
+            if ans_start is None:
+                ans_start = n_ctx + a0
+        labels += lab
+    return {"ids": ids, "bid": bid, "pos": pos, "isq": isq, "labels": labels,
+            "ans_start": ans_start if ans_start is not None else len(ids)}
 
 
 def collate(items, pad_id, left_pad=False):
-    """items: list of (ids, bid, ans_start). Returns dict of CPU tensors.
-    bid is -1 on padding; pos are contiguous from 0 over the real tokens."""
-    n = max(len(x[0]) for x in items)
+    """items: tokenize_example dicts. Returns a dict of CPU tensors [B, N]: ids, bid (-1 on
+    padding), pos, isq, labels, lm (real non-question tokens t whose next token t+1 is in
+    the same block: language-model targets for logits[t])."""
+    n = max(len(x["ids"]) for x in items)
     B = len(items)
     ids = np.full((B, n), pad_id, dtype=np.int64)
     bid = np.full((B, n), -1, dtype=np.int64)
     pos = np.zeros((B, n), dtype=np.int64)
-    labels = np.full((B, n), -100, dtype=np.int64)  # labels[t] = target for logits[t]
-    lm = np.zeros((B, n), dtype=bool)  # the other real tokens t+1 (targets for logits[t])
-    final = np.zeros(B, dtype=np.int64)
-    for i, (x, b, a0) in enumerate(items):
-        L = len(x)
+    isq = np.zeros((B, n), dtype=bool)
+    labels = np.full((B, n), -100, dtype=np.int64)
+    lm = np.zeros((B, n), dtype=bool)
+    for i, x in enumerate(items):
+        L = len(x["ids"])
         o = n - L if left_pad else 0
-        ids[i, o:o + L] = x
-        bid[i, o:o + L] = b
-        pos[i, o:o + L] = np.arange(L)
-        final[i] = b[-1]
-        if a0 < L:
-            labels[i, o + a0 - 1:o + L - 1] = x[a0:]
-            lm[i, o:o + a0 - 1] = True
+        ids[i, o:o + L] = x["ids"]
+        bid[i, o:o + L] = x["bid"]
+        pos[i, o:o + L] = x["pos"]
+        isq[i, o:o + L] = x["isq"]
+        labels[i, o:o + L] = x["labels"]
+        b = np.asarray(x["bid"])
+        q = np.asarray(x["isq"])
+        lm[i, o:o + L - 1] = (b[:-1] == b[1:]) & ~q[:-1]
     t = torch.from_numpy
-    return {"ids": t(ids), "bid": t(bid), "pos": t(pos), "labels": t(labels), "lm": t(lm),
-            "final": t(final)}
+    return {"ids": t(ids), "bid": t(bid), "pos": t(pos), "isq": t(isq), "labels": t(labels),
+            "lm": t(lm)}
 
 
-def attn_mask(bid, final, block, dtype):
-    """[B,1,N,N] additive mask. block=True: block-diagonal docs + final block sees all."""
+def attn_mask(bid, isq, block, dtype):
+    """[B,1,N,N] additive mask over tokens in index order (causal), padding keys masked.
+    block=True: the preamble and every document see only their own block; a question
+    block sees the preamble, every document and itself. block=False (full attention):
+    non-question tokens see every earlier non-question token; a question block sees them
+    and itself. Question blocks never see each other."""
     B, n = bid.shape
     i = torch.arange(n, device=bid.device)
     causal = (i[None, :] <= i[:, None])[None]            # [1,N(q),N(k)]
     valid_k = (bid >= 0)[:, None, :]
-    allowed = causal & valid_k
-    if block:
-        bq = bid[:, :, None]
-        same = bq == bid[:, None, :]
-        fin = bq == final[:, None, None]
-        allowed = allowed & (same | fin)
+    same = bid[:, :, None] == bid[:, None, :]
+    ctx_k = ~isq[:, None, :]
+    see = same | (isq[:, :, None] & ctx_k) if block else same | ctx_k
+    allowed = causal & valid_k & see
     allowed = allowed | torch.eye(n, dtype=torch.bool, device=bid.device)[None]  # pad rows
     m = torch.zeros((B, 1, n, n), dtype=dtype, device=bid.device)
     m.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
@@ -166,9 +199,10 @@ class TrainStream(torch.utils.data.IterableDataset):
     """Batch k holds examples k*B .. k*B+B-1; worker w makes the batches k = w mod W, and the
     DataLoader takes them round robin, so the stream is the same for any worker count."""
 
-    def __init__(self, tok_path, batch, pad_id, full_frac, curriculum, start_batch=0):
+    def __init__(self, tok_path, batch, pad_id, full_frac, curriculum, questions, start_batch=0):
         self.tok_path, self.batch, self.pad_id = tok_path, batch, pad_id
         self.full_frac, self.curriculum, self.start = full_frac, curriculum, start_batch
+        self.questions = questions
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -177,8 +211,9 @@ class TrainStream(torch.utils.data.IterableDataset):
         k = self.start + w
         while True:
             block, n_docs = batch_plan(k, self.full_frac, self.curriculum)
-            items = [tokenize_example(tok, gen_data.make_example("train", k * self.batch + j, n_docs=n_docs))
-                     for j in range(self.batch)]
+            items = [tokenize_example(tok, gen_data.make_example(
+                "train", k * self.batch + j, n_docs=n_docs, fresh_names=True,
+                n_questions=self.questions)) for j in range(self.batch)]
             d = collate(items, self.pad_id)
             d["block"] = torch.tensor(block)
             yield d
@@ -205,7 +240,7 @@ def teacher_forced_em(model, tok, examples, dev, block, bs=64, amp=True):
         d = collate([tokenize_example(tok, e) for e in examples[s:s + bs]], pad)
         d = {k: v.to(dev) for k, v in d.items()}
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp), safe_sdpa():
-            m = attn_mask(d["bid"], d["final"], block, torch.bfloat16 if amp else torch.float32)
+            m = attn_mask(d["bid"], d["isq"], block, torch.bfloat16 if amp else torch.float32)
             h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
             logits = model.lm_head(h)
         pred = logits.argmax(-1)
@@ -259,10 +294,16 @@ def main():
     ap.add_argument("--curriculum", type=int, default=1200,
                     help="batches over which the max document count grows from 2 to 12")
     ap.add_argument("--lm-weight", type=float, default=0.0)
+    ap.add_argument("--questions", type=int, default=6,
+                    help="questions packed onto each training example's documents")
+    ap.add_argument("--init", default=None,
+                    help="start from the weights of this HF model directory (continue training)")
     ap.add_argument("--time-budget", type=float, default=0.0,
                     help="seconds; the LR schedule runs on max(step/steps, time/budget) and "
                          "training stops when either ends")
     ap.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--start-batch", type=int, default=0,
+                    help="first batch of the training stream (continuing: skip seen examples)")
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
@@ -279,7 +320,17 @@ def main():
     tok = Tokenizer.from_file(tok_path)
     pad_id = tok.token_to_id("<|pad|>")
     cfg_dict = model_config(tok, a)
-    model = build_model(cfg_dict).to(dev)
+    model = build_model(cfg_dict)
+    if a.init:
+        from safetensors.torch import load_file
+        sd = load_file(os.path.join(a.init, "model.safetensors"))
+        missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
+        missing = [k for k in missing if k != "lm_head.weight" and "rotary_emb" not in k]
+        if missing or unexpected:
+            raise SystemExit(f"--init {a.init}: missing {missing}, unexpected {unexpected}")
+        model.tie_weights()
+        print(f"initialised from {a.init}")
+    model = model.to(dev)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"model: {nparam / 1e6:.2f}M parameters, config {json.dumps({k: cfg_dict[k] for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'vocab_size')})}")
     val = load_jsonl(a.val, 256) if a.val else []
@@ -289,7 +340,8 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=amp)
-    dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac, a.curriculum),
+    dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac, a.curriculum,
+                                                 a.questions, start_batch=a.start_batch),
                                      batch_size=None, num_workers=a.workers, pin_memory=amp,
                                      prefetch_factor=8 if a.workers else None,
                                      persistent_workers=False)
@@ -318,7 +370,7 @@ def main():
         block = bool(d.pop("block"))
         d = {k: v.to(dev, non_blocking=True) for k, v in d.items()}
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp), safe_sdpa():
-            m = attn_mask(d["bid"], d["final"], block, torch.bfloat16 if amp else torch.float32)
+            m = attn_mask(d["bid"], d["isq"], block, torch.bfloat16 if amp else torch.float32)
             h = model.model(input_ids=d["ids"], attention_mask=m, position_ids=d["pos"]).last_hidden_state
             sel = d["labels"] != -100
             logits = model.lm_head(h[sel]).float()
