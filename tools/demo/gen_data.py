@@ -359,7 +359,14 @@ def _question(w, qtype):
     raise ValueError(qtype)
 
 
-def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_questions=1):
+def _pick_type(r, type_weights):
+    if not type_weights:
+        return r.choice(TYPES)
+    return r.choices(TYPES, weights=[type_weights.get(t, 1.0) for t in TYPES])[0]
+
+
+def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_questions=1,
+                 type_weights=None):
     """Example idx of a split: a pure function of (SEED, split, idx and the options).
 
     n_docs: documents in the prompt (default 10 for val/test, 1..12 for train);
@@ -368,10 +375,11 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     the split's pool.
     n_questions > 1: also "questions", a list of up to n_questions questions (the first
     is the example's own) that the same documents answer, each {"question", "answers",
-    "hops", "type"} (training packs them onto one encoding of the documents)."""
+    "hops", "type"} (training packs them onto one encoding of the documents).
+    type_weights: {type: weight} for drawing training question types (default uniform)."""
     r = random.Random(f"{SEED}/{split}/{idx}")
     if qtype is None:
-        qtype = TYPES[idx % len(TYPES)] if split != "train" else r.choice(TYPES)
+        qtype = TYPES[idx % len(TYPES)] if split != "train" else _pick_type(r, type_weights)
     if n_docs is None:
         n_docs = 10 if split != "train" else r.choice([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 11, 12, 12])
     while True:
@@ -420,11 +428,12 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     ex = {"id": f"{split}-{idx:06d}", "question": question, "documents": docs,
           "answers": [answer], "hops": hops, "type": qtype}
     if n_questions > 1:
-        ex["questions"] = _more_questions(w, set(chosen), question, answer, qtype, n_questions)
+        ex["questions"] = _more_questions(w, set(chosen), question, answer, qtype, n_questions,
+                                          type_weights)
     return ex
 
 
-def _more_questions(w, chosen, question, answer, qtype, n):
+def _more_questions(w, chosen, question, answer, qtype, n, type_weights=None):
     """Up to n questions (the given one first) whose gold documents are all in `chosen`."""
     out = [{"question": question, "answers": [answer], "type": qtype,
             "hops": 1 if qtype in ONE_HOP else 2}]
@@ -432,7 +441,7 @@ def _more_questions(w, chosen, question, answer, qtype, n):
     for _ in range(6 * n):
         if len(out) >= n:
             break
-        t = w.r.choice(TYPES)
+        t = _pick_type(w.r, type_weights)
         res = _question(w, t)
         if res is None or res[0] in seen or not set(res[2]) <= chosen:
             continue

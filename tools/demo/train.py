@@ -199,10 +199,11 @@ class TrainStream(torch.utils.data.IterableDataset):
     """Batch k holds examples k*B .. k*B+B-1; worker w makes the batches k = w mod W, and the
     DataLoader takes them round robin, so the stream is the same for any worker count."""
 
-    def __init__(self, tok_path, batch, pad_id, full_frac, curriculum, questions, start_batch=0):
+    def __init__(self, tok_path, batch, pad_id, full_frac, curriculum, questions, start_batch=0,
+                 type_weights=None):
         self.tok_path, self.batch, self.pad_id = tok_path, batch, pad_id
         self.full_frac, self.curriculum, self.start = full_frac, curriculum, start_batch
-        self.questions = questions
+        self.questions, self.type_weights = questions, type_weights
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -213,11 +214,23 @@ class TrainStream(torch.utils.data.IterableDataset):
             block, n_docs = batch_plan(k, self.full_frac, self.curriculum)
             items = [tokenize_example(tok, gen_data.make_example(
                 "train", k * self.batch + j, n_docs=n_docs, fresh_names=True,
-                n_questions=self.questions)) for j in range(self.batch)]
+                n_questions=self.questions, type_weights=self.type_weights))
+                for j in range(self.batch)]
             d = collate(items, self.pad_id)
             d["block"] = torch.tensor(block)
             yield d
             k += W
+
+
+def parse_weights(spec):
+    """'type=w,type=w' -> {type: float}; unknown types are an error."""
+    out = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        t, w = part.split("=")
+        if t not in gen_data.TYPES:
+            raise SystemExit(f"--type-weights: unknown question type {t!r}")
+        out[t] = float(w)
+    return out or None
 
 
 def load_jsonl(path, n=None):
@@ -296,6 +309,9 @@ def main():
     ap.add_argument("--lm-weight", type=float, default=0.0)
     ap.add_argument("--questions", type=int, default=6,
                     help="questions packed onto each training example's documents")
+    ap.add_argument("--type-weights", default="",
+                    help="weights for drawing question types, e.g. film_year=3,birthdate=3 "
+                         "(others 1; default uniform)")
     ap.add_argument("--init", default=None,
                     help="start from the weights of this HF model directory (continue training)")
     ap.add_argument("--time-budget", type=float, default=0.0,
@@ -341,7 +357,8 @@ def main():
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=amp)
     dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac, a.curriculum,
-                                                 a.questions, start_batch=a.start_batch),
+                                                 a.questions, start_batch=a.start_batch,
+                                                 type_weights=parse_weights(a.type_weights)),
                                      batch_size=None, num_workers=a.workers, pin_memory=amp,
                                      prefetch_factor=8 if a.workers else None,
                                      persistent_workers=False)
