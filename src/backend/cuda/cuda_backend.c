@@ -29,6 +29,43 @@
  * Activations come from a caching allocator: freed buffers are kept and reused by later
  * allocations of at most twice their size (the forward pass allocates eleven per step);
  * the cache is emptied when cudaMalloc fails, then the allocation is retried.
+ *
+ * CUDA graphs for decode steps (off unless LA_CUDA_GRAPHS=1 or la_cuda_graphs_enable): a
+ * decode step queues about 15 operations per layer, ~450 launches for Llama-3-8B, and the
+ * gaps between them cost milliseconds. A step is a graph candidate when every sequence has
+ * exactly one new row, logits are wanted and profiling is off. For a candidate,
+ * batch_begin uploads the metadata as usual, except that the one array whose length
+ * changes from step to step, the block list, goes last (every other array keeps its
+ * device address); then every operation validates its arguments as always but only
+ * records itself (op_rec: which operation, layer, weight, activations). to_host completes
+ * the record and looks it up, together with a step signature (every device address and
+ * count the launches read from the backend: metadata arrays, work-list lengths, RoPE
+ * table, partial buffers, pool, readback buffers), in a small LRU cache:
+ *
+ *   - a graph whose record and signature are bit-equal: one cudaGraphLaunch. Its kernels
+ *     read the metadata this step uploaded at the same addresses, so it does exactly what
+ *     queuing the same operations one by one would do;
+ *   - a key seen once before: capture (cudaStreamBeginCapture, thread-local mode; the
+ *     recorded operations queued through the eager code; EndCapture; instantiate) and
+ *     launch. Any failure ends the capture, discards it, marks the key as not capturable
+ *     and runs the step eagerly;
+ *   - a new key: remember it and run the operations eagerly (this first sight also warms
+ *     up cuBLAS heuristics and kernel attributes outside any capture).
+ *
+ * Keys repeat from step to step because (1) the attention work lists of a split graph
+ * step have a fixed length per batch size: decode items are padded to 2 n_sm / groups
+ * with empty items (no keys; they write spare partial rows nobody reads) and combine items
+ * to one per sequence with empty items (no rows: they write nothing); (2) with graphs on,
+ * the activation cache breaks ties between equal sizes by address, so the forward pass's
+ * eleven allocations get the same buffers every step. A call that needs the queue in
+ * order mid-step (kv_read_slot, kv_copy_rotate, la_cuda_synchronize, a new batch_begin,
+ * ...) first runs the recorded operations eagerly (flush_recorded), and the rest of that
+ * step runs eagerly. Nothing between capture begin and end waits or allocates: the
+ * recorded operations only launch kernels and cuBLAS GEMMs (on the fixed cuBLAS
+ * workspace) and copy into the pinned readback buffer; whatever may allocate (metadata,
+ * partial and readback buffers, RoPE table) happens in batch_begin or in to_host before
+ * the capture. The eager path (graphs off) queues exactly what it queued before graphs
+ * existed.
  */
 #include "backend/cuda/cuda_backend.h"
 
@@ -48,6 +85,7 @@
 #define LA_CUDA_MAX_ROPE_POSITIONS (1 << 21)
 #define LA_CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define LA_CUDA_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
+#define LA_CUDA_GRAPH_CACHE 8 /* decode graphs kept (LRU); one or two per batch size */
 /* --random-weights: uniform in [-a, a) with a = 0.02 sqrt(3), i.e. std 0.02 (HF's
  * initializer_range default); RMSNorm weights 1. */
 #define LA_CUDA_RANDOM_WEIGHT_BOUND 0.034641016f
@@ -89,6 +127,48 @@ typedef struct dev_block {
 typedef struct tile_plan {
     int32_t seq_id, row0, n_tokens, pos_max, kv_len, decode;
 } tile_plan;
+
+/* ---- CUDA graphs (top of this file) ---- */
+
+typedef enum op_kind {
+    OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_KV_WRITE, OP_ATTENTION, OP_SWIGLU, OP_ADD,
+    OP_GATHER_ROWS, OP_TO_HOST
+} op_kind;
+
+/* One operation of a recorded decode step, with the arguments forward.c passed (a, b: the
+ * operation's activations in argument order; unused ones zero). Compared with memcmp:
+ * every field is explicit, no padding. */
+typedef struct op_rec {
+    int32_t kind;   /* op_kind */
+    int32_t layer;
+    int32_t weight; /* la_weight_kind (rmsnorm, matmul) */
+    int32_t zero_;
+    la_act a, b;
+} op_rec;
+
+/* What the launches of a recorded step read from the backend besides the op_rec
+ * arguments; weights and head geometry are fixed between load_weights calls, which empty
+ * the cache. 8-byte fields only (memcmp). */
+typedef struct step_sig {
+    int64_t n_tokens, n_logit_rows, n_items_prefill, n_items_decode, n_combine;
+    int64_t rope_len, n_pool_blocks, block_size;
+    const void *tokens, *pos, *kpos, *slots, *seqs, *blocks, *logit_rows;
+    const void *items_prefill, *items_decode, *combine;
+    const void *rope, *part_o, *part_ml, *k_pool, *v_pool, *f32_dev, *host_pinned;
+} step_sig;
+
+/* A cached decode step: its key (signature and operations) and, once captured, the
+ * instantiated graph. */
+typedef struct graph_entry {
+    bool used;
+    step_sig sig;
+    op_rec *ops;
+    int32_t n_ops;
+    int32_t n_seen;       /* steps with this key so far */
+    bool failed;          /* capture or launch failed: this key runs eagerly */
+    cudaGraphExec_t exec; /* NULL until captured */
+    uint64_t last_used;
+} graph_entry;
 
 typedef struct cuda_backend {
     la_backend base;
@@ -159,11 +239,25 @@ typedef struct cuda_backend {
     cudaEvent_t ev_begin, ev_end;
     double prof_ms[PROF_COUNT];
     int64_t prof_calls[PROF_COUNT];
+
+    /* CUDA graphs for decode steps */
+    bool graphs;               /* the switch (la_cuda_graphs_enable, LA_CUDA_GRAPHS) */
+    bool recording;            /* this step's operations are recorded, not queued */
+    bool break_next_capture;   /* tests: make the next capture fail */
+    op_rec *recs;              /* this step's operations so far */
+    int32_t n_recs, cap_recs;
+    graph_entry cache[LA_CUDA_GRAPH_CACHE];
+    uint64_t graph_clock;
+    la_cuda_graph_stats gstats;
 } cuda_backend;
 
 static const la_backend_ops k_cuda_ops;
 
 static cuda_backend *cu(la_backend *be) { return (cuda_backend *)be; }
+
+/* graphs (section "CUDA graphs" below) */
+static la_status flush_recorded(cuda_backend *c, la_err *err);
+static void graph_cache_clear(cuda_backend *c);
 
 /* ============================================================ helpers ================ */
 
@@ -402,6 +496,8 @@ static la_status cuda_load_weights(la_backend *be, const la_model_config *cfg, c
     if (w && w->n_layers != cfg->n_layers)
         return la_err_set(err, LA_ERR_INVALID_ARG, "cuda backend: weights have %d layers, config %d",
                           w->n_layers, cfg->n_layers);
+    LA_TRY(flush_recorded(c, err));
+    graph_cache_clear(c); /* graphs launch with the weights they were captured with */
     free_weights(c);
     /* the pool's geometry follows the config: drop it (kv_alloc comes next) */
     dev_free(c->k_pool);
@@ -482,6 +578,8 @@ static la_status cuda_kv_alloc(la_backend *be, int64_t n_blocks, int32_t block_s
                           block_size);
     if (n_blocks <= 0 || n_blocks > INT32_MAX)
         return la_err_set(err, LA_ERR_INVALID_ARG, "cuda backend: KV pool of %lld blocks", (long long)n_blocks);
+    LA_TRY(flush_recorded(c, err));
+    graph_cache_clear(c);
     c->n_jobs = 0; /* queued copies refer to the pool being replaced */
     cudaStreamSynchronize(c->stream);
     dev_free(c->k_pool);
@@ -547,7 +645,13 @@ static la_status cuda_act_alloc(la_backend *be, int64_t n_rows, int64_t n_cols, 
     int32_t best = -1;
     for (int32_t i = 0; i < c->n_free; i++) {
         size_t b = c->free_list[i].bytes;
-        if (b >= need && b <= 2 * need + ((size_t)1 << 20) && (best < 0 || b < c->free_list[best].bytes)) best = i;
+        if (b < need || b > 2 * need + ((size_t)1 << 20)) continue;
+        if (best < 0 || b < c->free_list[best].bytes) best = i;
+        /* graphs: among equal sizes the lowest address, so that the same allocations get
+         * the same buffers every step whatever order the free list is in (graph keys) */
+        else if (c->graphs && b == c->free_list[best].bytes &&
+                 (uintptr_t)c->free_list[i].ptr < (uintptr_t)c->free_list[best].ptr)
+            best = i;
     }
     dev_block blk;
     if (best >= 0) {
@@ -558,6 +662,7 @@ static la_status cuda_act_alloc(la_backend *be, int64_t n_rows, int64_t n_cols, 
         cudaError_t e = cudaMalloc(&blk.ptr, need);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
+            LA_TRY(flush_recorded(c, err)); /* recorded operations may use cached buffers */
             release_cache(c);
             e = cudaMalloc(&blk.ptr, need);
         }
@@ -585,6 +690,7 @@ static void cuda_act_free(la_backend *be, la_act *a) {
             dev_block b = c->live[i];
             c->live[i] = c->live[--c->n_live];
             if (push_block(&c->free_list, &c->n_free, &c->cap_free, b) != LA_OK) {
+                (void)flush_recorded(c, NULL); /* a failure resurfaces at the next wait */
                 cudaStreamSynchronize(c->stream);
                 dev_free(b.ptr);
             }
@@ -623,6 +729,7 @@ static la_status cuda_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, i
     if (src < 0 || src >= c->n_blocks || dst < 0 || dst >= c->n_blocks || n_valid < 0 ||
         n_valid > c->block_size)
         return la_err_set(err, LA_ERR_INTERNAL, "kv_copy_rotate: bad blocks %d -> %d (n_valid %d)", src, dst, n_valid);
+    LA_TRY(flush_recorded(c, err)); /* the copy comes after the operations recorded so far */
     int64_t need = (delta < 0 ? -(int64_t)delta : (int64_t)delta) + 1;
     LA_TRY(ensure_rope(c, need, err));
     for (int32_t i = 0; i < c->n_jobs; i++)
@@ -710,8 +817,39 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
     return LA_OK;
 }
 
-/* The attention work lists (see the top of this file). */
-static la_status schedule_attention(cuda_backend *c, const la_batch *b, la_err *err) {
+/* Graph steps (all decode) whose tiles were split: pad the decode items to the most a
+ * split schedule can produce, slots / n_groups (the split loop stops once the items x
+ * groups fit in the slots), and the combine items to one per tile, so the grids of the
+ * attention kernels depend on the batch size only. A padded decode item covers no keys
+ * (kv0 = kv1 = 0) and writes its partial rows (m = -inf, l = 0, zeros) to spare rows past
+ * every real one, one set per item; a padded combine item has no tokens and writes
+ * nothing (attn_combine.cu returns before any access). Sets *part_rows to the partial
+ * rows the padded lists need. */
+static la_status pad_split_schedule(cuda_backend *c, const la_batch *b, int64_t slots, int64_t n_groups,
+                                    int64_t n_tiles, int64_t *n_d, int64_t *n_c, int64_t *part_rows,
+                                    la_err *err) {
+    const int64_t cap_d = slots / n_groups, R = c->heads_per_cta;
+    if (*n_d > cap_d || *n_c > n_tiles) /* cannot happen (see above); if it did, the real lists */
+        return LA_OK;                    /* stay: still correct, only the graph key varies */
+    LA_TRY(grow((void **)&c->items_decode, &c->cap_items_decode, cap_d, sizeof(la_cuda_attn_item), err));
+    LA_TRY(grow((void **)&c->combine, &c->cap_combine, n_tiles, sizeof(la_cuda_attn_combine_item), err));
+    const int32_t row = b->seqs[0].row0;
+    const int64_t spare0 = cap_d * n_groups * R;
+    for (int64_t i = *n_d; i < cap_d; i++)
+        c->items_decode[i] = (la_cuda_attn_item){0, row, 1, b->pos[row], 0, 0,
+                                                 (int32_t)(spare0 + (i - *n_d) * n_groups * R), 0};
+    for (int64_t i = *n_c; i < n_tiles; i++)
+        c->combine[i] = (la_cuda_attn_combine_item){row, 0, 0, 0, (int32_t)R, {0}};
+    *n_d = cap_d;
+    *n_c = n_tiles;
+    *part_rows = 2 * spare0; /* fixed per batch size: the buffers are not regrown */
+    if (*part_rows > INT32_MAX) return la_err_set(err, LA_ERR_UNSUPPORTED, "attention: too many partial rows");
+    return LA_OK;
+}
+
+/* The attention work lists (see the top of this file). fixed_grid: a graph step (every
+ * sequence one decode row); pad the lists (pad_split_schedule). */
+static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fixed_grid, la_err *err) {
     const la_model_config *m = &c->base.cfg;
     const int32_t B = c->block_size, hpc = c->heads_per_cta, TT = LA_ATTN_PREFILL_ROWS / hpc;
     const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
@@ -799,6 +937,8 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, la_err *
         c->combine[n_c++] = (la_cuda_attn_combine_item){tp->row0, tp->n_tokens, (int32_t)base, (int32_t)n_split, R, {0}};
     }
     if (n_p > 1) qsort(c->items_prefill, (size_t)n_p, sizeof(la_cuda_attn_item), cmp_items_longest_first);
+    if (fixed_grid && n_c > 0)
+        LA_TRY(pad_split_schedule(c, b, slots, n_groups, n_tiles, &n_d, &n_c, &part_rows, err));
     if (part_rows > c->cap_part_rows) {
         int64_t cap = part_rows * 2;
         cudaStreamSynchronize(c->stream);
@@ -823,8 +963,19 @@ static size_t pack_at(size_t *off, size_t bytes) {
     return at;
 }
 
+/* A graph candidate (top of this file): every sequence one new row, logits wanted, graphs
+ * on and profiling off. */
+static bool graph_candidate(const cuda_backend *c, const la_batch *b) {
+    if (!c->graphs || c->prof || b->n_tokens <= 0 || b->n_logit_rows <= 0 || b->n_seqs != b->n_tokens)
+        return false;
+    for (int32_t s = 0; s < b->n_seqs; s++)
+        if (b->seqs[s].n_rows != 1) return false;
+    return true;
+}
+
 static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err) {
     cuda_backend *c = cu(be);
+    LA_TRY(flush_recorded(c, err)); /* a step left unfinished runs before this one */
     c->batch_ok = false;
     if (!c->layer_w) return la_err_set(err, LA_ERR_INTERNAL, "cuda backend: batch before load_weights");
     if (b->n_tokens < 0 || b->n_seqs < 0 || b->n_blocks < 0 || b->n_logit_rows < 0)
@@ -834,16 +985,19 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
     int64_t rope_need = 1;
     LA_TRY(check_batch(c, b, &rope_need, err));
     LA_TRY(ensure_rope(c, rope_need, err));
-    LA_TRY(schedule_attention(c, b, err));
+    const bool record = graph_candidate(c, b);
+    LA_TRY(schedule_attention(c, b, record, err));
     size_t n = (size_t)b->n_tokens, off = 0;
     size_t o_tok = pack_at(&off, n * 4), o_pos = pack_at(&off, n * 4), o_kpos = pack_at(&off, n * 4);
     size_t o_slots = pack_at(&off, n * 8);
     size_t o_seqs = pack_at(&off, (size_t)b->n_seqs * sizeof(la_batch_seq));
-    size_t o_blocks = pack_at(&off, (size_t)b->n_blocks * sizeof(la_attn_block));
+    const size_t blocks_bytes = (size_t)b->n_blocks * sizeof(la_attn_block);
+    size_t o_blocks = record ? 0 : pack_at(&off, blocks_bytes);
     size_t o_rows = pack_at(&off, (size_t)b->n_logit_rows * 4);
     size_t o_ip = pack_at(&off, (size_t)c->n_items_prefill * sizeof(la_cuda_attn_item));
     size_t o_id = pack_at(&off, (size_t)c->n_items_decode * sizeof(la_cuda_attn_item));
     size_t o_cb = pack_at(&off, (size_t)c->n_combine * sizeof(la_cuda_attn_combine_item));
+    if (record) o_blocks = pack_at(&off, blocks_bytes); /* last: the only length that changes */
     LA_TRY(staging_reserve(c, &c->meta, off, err));
     char *h = c->meta.host, *d = c->meta.dev;
     if (n) {
@@ -875,6 +1029,9 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
     c->n_seqs = b->n_seqs;
     c->n_logit_rows = b->n_logit_rows;
     c->batch_ok = true;
+    c->recording = record;
+    c->n_recs = 0;
+    if (record) c->gstats.steps_recorded++;
     prof_end(c, PROF_BATCH_BEGIN);
     return LA_OK;
 }
@@ -893,6 +1050,27 @@ static la_status shape_error(la_err *err, const char *op, const la_act *a, int64
                       (long long)a->n_rows, (long long)a->n_cols, (long long)rows, (long long)cols);
 }
 
+/* Graph steps: append an operation, already validated, to the step's record instead of
+ * queuing it (run_recorded queues it later through the same function). */
+static la_status record_op(cuda_backend *c, op_kind kind, int32_t layer, int32_t weight, const la_act *a,
+                           const la_act *b, la_err *err) {
+    if (c->n_recs == c->cap_recs) {
+        int32_t nc = c->cap_recs ? 2 * c->cap_recs : 1024;
+        op_rec *p = realloc(c->recs, sizeof *p * (size_t)nc);
+        if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: recording a decode step: out of memory");
+        c->recs = p;
+        c->cap_recs = nc;
+    }
+    op_rec *r = &c->recs[c->n_recs++];
+    memset(r, 0, sizeof *r);
+    r->kind = (int32_t)kind;
+    r->layer = layer;
+    r->weight = weight;
+    r->a = *a;
+    if (b) r->b = *b;
+    return LA_OK;
+}
+
 static la_status cuda_embed(la_backend *be, la_act *x, la_err *err) {
     cuda_backend *c = cu(be);
     NEED_BATCH(c);
@@ -901,6 +1079,7 @@ static la_status cuda_embed(la_backend *be, la_act *x, la_err *err) {
                           c->base.cfg.vocab_size);
     if (x->n_rows != c->n_tokens || x->n_cols != c->base.cfg.hidden_size)
         return shape_error(err, "embed", x, c->n_tokens, c->base.cfg.hidden_size);
+    if (c->recording) return record_op(c, OP_EMBED, 0, 0, x, NULL, err);
     prof_begin(c);
     la_cuda_embed_params p = {x->data, c->embed, c->d_tokens, c->n_tokens, (int32_t)x->n_cols};
     LA_TRY(la_cuda_embed(&p, c->stream, err));
@@ -916,6 +1095,7 @@ static la_status cuda_rmsnorm(la_backend *be, const la_act *x, la_weight_kind w,
     if (!wp) return la_err_set(err, LA_ERR_INTERNAL, "cuda rmsnorm: no norm weight %d for layer %d", (int)w, layer);
     if (x->n_cols != c->base.cfg.hidden_size) return shape_error(err, "rmsnorm", x, x->n_rows, c->base.cfg.hidden_size);
     if (out->n_rows != x->n_rows || out->n_cols != x->n_cols) return shape_error(err, "rmsnorm", out, x->n_rows, x->n_cols);
+    if (c->recording) return record_op(c, OP_RMSNORM, layer, (int32_t)w, x, out, err);
     prof_begin(c);
     la_cuda_rmsnorm_params p = {x->data, out->data, wp, x->n_rows, (int32_t)x->n_cols,
                                 (float)c->base.cfg.rms_norm_eps};
@@ -937,6 +1117,7 @@ static la_status cuda_matmul(la_backend *be, const la_act *x, la_weight_kind k, 
     if (x->n_rows == 0) return LA_OK;
     if (x->n_rows > INT32_MAX || n_out > INT32_MAX)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda matmul: %lld rows", (long long)x->n_rows);
+    if (c->recording) return record_op(c, OP_MATMUL, layer, (int32_t)k, x, out, err);
     static const prof_slot slot_of[LA_W_KIND_COUNT] = {
         [LA_W_Q] = PROF_MATMUL_Q, [LA_W_K] = PROF_MATMUL_K, [LA_W_V] = PROF_MATMUL_V,
         [LA_W_O] = PROF_MATMUL_O, [LA_W_GATE] = PROF_MATMUL_GATE, [LA_W_UP] = PROF_MATMUL_UP,
@@ -966,6 +1147,7 @@ static la_status cuda_kv_write(la_backend *be, int32_t layer, la_act *k, const l
         return la_err_set(err, LA_ERR_INTERNAL, "cuda kv_write: layer %d (pool %s)", layer, c->k_pool ? "ok" : "missing");
     if (k->n_rows != c->n_tokens || k->n_cols != kvd) return shape_error(err, "kv_write", k, c->n_tokens, kvd);
     if (v->n_rows != c->n_tokens || v->n_cols != kvd) return shape_error(err, "kv_write", v, c->n_tokens, kvd);
+    if (c->recording) return record_op(c, OP_KV_WRITE, layer, 0, k, v, err);
     LA_TRY(flush_copies(c, err));
     prof_begin(c);
     int64_t slab = (int64_t)layer * kv_slab_elems(c);
@@ -985,6 +1167,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         return la_err_set(err, LA_ERR_INTERNAL, "cuda attention: layer %d (pool %s)", layer, c->k_pool ? "ok" : "missing");
     if (q->n_rows != c->n_tokens || q->n_cols != qd) return shape_error(err, "attention", q, c->n_tokens, qd);
     if (out->n_rows != c->n_tokens || out->n_cols != qd) return shape_error(err, "attention", out, c->n_tokens, qd);
+    if (c->recording) return record_op(c, OP_ATTENTION, layer, 0, q, out, err);
     LA_TRY(flush_copies(c, err));
     int64_t slab = (int64_t)layer * kv_slab_elems(c);
     la_cuda_attn_params p = {
@@ -1017,6 +1200,7 @@ static la_status cuda_swiglu(la_backend *be, la_act *gate, const la_act *up, la_
     cuda_backend *c = cu(be);
     if (gate->n_rows != up->n_rows || gate->n_cols != up->n_cols)
         return shape_error(err, "swiglu", up, gate->n_rows, gate->n_cols);
+    if (c->recording) return record_op(c, OP_SWIGLU, 0, 0, gate, up, err);
     prof_begin(c);
     la_cuda_binary_params p = {gate->data, up->data, gate->n_rows * gate->n_cols};
     LA_TRY(la_cuda_swiglu(&p, c->stream, err));
@@ -1027,6 +1211,7 @@ static la_status cuda_swiglu(la_backend *be, la_act *gate, const la_act *up, la_
 static la_status cuda_add(la_backend *be, la_act *x, const la_act *y, la_err *err) {
     cuda_backend *c = cu(be);
     if (x->n_rows != y->n_rows || x->n_cols != y->n_cols) return shape_error(err, "add", y, x->n_rows, x->n_cols);
+    if (c->recording) return record_op(c, OP_ADD, 0, 0, x, y, err);
     prof_begin(c);
     la_cuda_binary_params p = {x->data, y->data, x->n_rows * x->n_cols};
     LA_TRY(la_cuda_add(&p, c->stream, err));
@@ -1040,6 +1225,7 @@ static la_status cuda_gather_rows(la_backend *be, const la_act *x, la_act *out, 
     if (x->n_rows != c->n_tokens) return shape_error(err, "gather_rows", x, c->n_tokens, x->n_cols);
     if (out->n_rows != c->n_logit_rows || out->n_cols != x->n_cols)
         return shape_error(err, "gather_rows", out, c->n_logit_rows, x->n_cols);
+    if (c->recording) return record_op(c, OP_GATHER_ROWS, 0, 0, x, out, err);
     prof_begin(c);
     la_cuda_gather_params p = {x->data, out->data, c->d_logit_rows, c->n_logit_rows, x->n_cols};
     LA_TRY(la_cuda_gather_rows(&p, c->stream, err));
@@ -1065,16 +1251,27 @@ static la_status reserve_readback(cuda_backend *c, size_t n, la_err *err) {
     return LA_OK;
 }
 
-static la_status cuda_to_host(la_backend *be, const la_act *x, float *host, la_err *err) {
-    cuda_backend *c = cu(be);
+/* Queue x's conversion to f32 and its copy into the pinned readback buffer (sized by
+ * reserve_readback); the caller waits. */
+static la_status to_host_queue(cuda_backend *c, const la_act *x, la_err *err) {
     size_t n = (size_t)(x->n_rows * x->n_cols);
-    if (n == 0) return LA_OK;
-    prof_begin(c);
-    LA_TRY(reserve_readback(c, n, err));
     la_cuda_to_f32_params p = {x->data, c->f32_dev, (int64_t)n};
     LA_TRY(la_cuda_bf16_to_f32(&p, c->stream, err));
     CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream),
              "to_host copy");
+    return LA_OK;
+}
+
+static la_status graph_step_finish(cuda_backend *c, const la_act *x, float *host, la_err *err);
+
+static la_status cuda_to_host(la_backend *be, const la_act *x, float *host, la_err *err) {
+    cuda_backend *c = cu(be);
+    size_t n = (size_t)(x->n_rows * x->n_cols);
+    if (n == 0) return flush_recorded(c, err);
+    if (c->recording) return graph_step_finish(c, x, host, err);
+    prof_begin(c);
+    LA_TRY(reserve_readback(c, n, err));
+    LA_TRY(to_host_queue(c, x, err));
     CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
     memcpy(host, c->host_pinned, n * sizeof(float));
     prof_end(c, PROF_TO_HOST);
@@ -1086,6 +1283,7 @@ static la_status cuda_kv_read_slot(la_backend *be, int32_t layer, int64_t slot, 
     const la_model_config *m = &c->base.cfg;
     if (layer < 0 || layer >= c->n_layers || slot < 0 || slot >= c->n_blocks * c->block_size)
         return la_err_set(err, LA_ERR_INVALID_ARG, "slot %lld of layer %d outside the pool", (long long)slot, layer);
+    LA_TRY(flush_recorded(c, err));
     LA_TRY(flush_copies(c, err));
     int32_t hd = m->head_dim, nkv = m->n_kv_heads;
     LA_TRY(reserve_readback(c, (size_t)nkv * hd, err));
@@ -1103,12 +1301,205 @@ static la_status cuda_kv_read_slot(la_backend *be, int32_t layer, int64_t slot, 
     return LA_OK;
 }
 
+/* ============================================================ CUDA graphs ========== */
+
+/* Queue one recorded operation through its eager function (c->recording is false here). */
+static la_status run_op(cuda_backend *c, const op_rec *r, la_err *err) {
+    la_backend *be = &c->base;
+    la_act a = r->a, b = r->b;
+    switch ((op_kind)r->kind) {
+    case OP_EMBED: return cuda_embed(be, &a, err);
+    case OP_RMSNORM: return cuda_rmsnorm(be, &a, (la_weight_kind)r->weight, r->layer, &b, err);
+    case OP_MATMUL: return cuda_matmul(be, &a, (la_weight_kind)r->weight, r->layer, &b, err);
+    case OP_KV_WRITE: return cuda_kv_write(be, r->layer, &a, &b, err);
+    case OP_ATTENTION: return cuda_attention(be, r->layer, &a, &b, err);
+    case OP_SWIGLU: return cuda_swiglu(be, &a, &b, err);
+    case OP_ADD: return cuda_add(be, &a, &b, err);
+    case OP_GATHER_ROWS: return cuda_gather_rows(be, &a, &b, err);
+    case OP_TO_HOST: return to_host_queue(c, &a, err);
+    }
+    return la_err_set(err, LA_ERR_INTERNAL, "cuda backend: recorded operation %d", r->kind);
+}
+
+/* Queue the recorded operations in order; stops at the first error. */
+static la_status run_recorded(cuda_backend *c, la_err *err) {
+    for (int32_t i = 0; i < c->n_recs; i++) LA_TRY(run_op(c, &c->recs[i], err));
+    return LA_OK;
+}
+
+/* Queue the operations recorded so far and stop recording: the rest of the step is
+ * queued as it comes, as with graphs off. Nothing to do when not recording. On error the
+ * operations after the failing one are dropped (the eager path would not have got past
+ * it either). */
+static la_status flush_recorded(cuda_backend *c, la_err *err) {
+    if (!c->recording) return LA_OK;
+    c->recording = false;
+    c->gstats.interrupted++;
+    c->gstats.steps_eager++;
+    la_status s = run_recorded(c, err);
+    c->n_recs = 0;
+    return s;
+}
+
+static void graph_entry_free(graph_entry *g) {
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    free(g->ops);
+    memset(g, 0, sizeof *g);
+}
+
+/* Destroy every cached graph (none is in flight: to_host waits for each launch). */
+static void graph_cache_clear(cuda_backend *c) {
+    for (int i = 0; i < LA_CUDA_GRAPH_CACHE; i++) graph_entry_free(&c->cache[i]);
+}
+
+static void step_signature(const cuda_backend *c, step_sig *s) {
+    memset(s, 0, sizeof *s);
+    s->n_tokens = c->n_tokens;
+    s->n_logit_rows = c->n_logit_rows;
+    s->n_items_prefill = c->n_items_prefill;
+    s->n_items_decode = c->n_items_decode;
+    s->n_combine = c->n_combine;
+    s->rope_len = c->rope_len;
+    s->n_pool_blocks = c->n_blocks;
+    s->block_size = c->block_size;
+    s->tokens = c->d_tokens;
+    s->pos = c->d_pos;
+    s->kpos = c->d_kpos;
+    s->slots = c->d_slots;
+    s->seqs = c->d_seqs;
+    s->blocks = c->d_blocks;
+    s->logit_rows = c->d_logit_rows;
+    s->items_prefill = c->d_items_prefill;
+    s->items_decode = c->d_items_decode;
+    s->combine = c->d_combine;
+    s->rope = c->rope;
+    s->part_o = c->part_o;
+    s->part_ml = c->part_ml;
+    s->k_pool = c->k_pool;
+    s->v_pool = c->v_pool;
+    s->f32_dev = c->f32_dev;
+    s->host_pinned = c->host_pinned;
+}
+
+/* The cache entry whose key (signature and operations) equals this step's, counting this
+ * sighting. A new key takes a free entry or the least recently used one (destroying its
+ * graph). NULL if a new entry cannot be allocated (the step then runs eagerly). */
+static graph_entry *graph_lookup(cuda_backend *c, const step_sig *sig) {
+    const size_t ops_bytes = sizeof(op_rec) * (size_t)c->n_recs;
+    graph_entry *victim = NULL;
+    c->graph_clock++;
+    for (int i = 0; i < LA_CUDA_GRAPH_CACHE; i++) {
+        graph_entry *g = &c->cache[i];
+        if (g->used && g->n_ops == c->n_recs && memcmp(&g->sig, sig, sizeof *sig) == 0 &&
+            memcmp(g->ops, c->recs, ops_bytes) == 0) {
+            g->n_seen++;
+            g->last_used = c->graph_clock;
+            return g;
+        }
+        if (!victim || (victim->used && (!g->used || g->last_used < victim->last_used))) victim = g;
+    }
+    op_rec *ops = malloc(ops_bytes ? ops_bytes : 1);
+    if (!ops) return NULL;
+    memcpy(ops, c->recs, ops_bytes);
+    graph_entry_free(victim);
+    victim->used = true;
+    victim->sig = *sig;
+    victim->ops = ops;
+    victim->n_ops = c->n_recs;
+    victim->n_seen = 1;
+    victim->last_used = c->graph_clock;
+    return victim;
+}
+
+/* Capture the recorded operations into g->exec (true on success). On any failure the
+ * capture is ended and discarded (the stream never stays capturing), the error cleared,
+ * g marked failed, and the caller runs the step eagerly. */
+static bool graph_capture(cuda_backend *c, graph_entry *g) {
+    la_err ignored = {0};
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+    if (e == cudaSuccess) {
+        la_status s = run_recorded(c, &ignored);
+        if (c->break_next_capture) {
+            c->break_next_capture = false;
+            (void)cudaStreamSynchronize(c->stream); /* illegal while capturing: invalidates it */
+        }
+        e = cudaStreamEndCapture(c->stream, &graph);
+        if (e == cudaSuccess && (s != LA_OK || !graph)) e = cudaErrorUnknown;
+    }
+    cudaGraphExec_t exec = NULL;
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c->stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
+        cudaGraph_t rest = NULL;
+        (void)cudaStreamEndCapture(c->stream, &rest);
+        if (rest) cudaGraphDestroy(rest);
+    }
+    (void)cudaGetLastError(); /* capture errors are not sticky; keep later launch checks clean */
+    if (e != cudaSuccess) {
+        g->failed = true;
+        c->gstats.capture_failures++;
+        return false;
+    }
+    g->exec = exec;
+    c->gstats.captures++;
+    return true;
+}
+
+/* to_host of a recorded step (top of this file): complete the record with the readback,
+ * then launch a cached graph, capture one (second sight of a key) or queue the operations
+ * eagerly; wait, copy the logits out. */
+static la_status graph_step_finish(cuda_backend *c, const la_act *x, float *host, la_err *err) {
+    size_t n = (size_t)(x->n_rows * x->n_cols);
+    c->recording = false;
+    la_status s = reserve_readback(c, n, err); /* may wait and reallocate: before any capture */
+    if (s == LA_OK) s = record_op(c, OP_TO_HOST, 0, 0, x, NULL, err);
+    if (s != LA_OK) {
+        la_err ignored = {0};
+        (void)run_recorded(c, &ignored); /* what the eager path had queued before failing */
+        c->n_recs = 0;
+        c->gstats.steps_eager++;
+        return s;
+    }
+    step_sig sig;
+    step_signature(c, &sig);
+    graph_entry *g = graph_lookup(c, &sig);
+    /* n_jobs is 0 (kv_copy_rotate ends recording); a queued copy would wait inside capture */
+    if (g && !g->exec && !g->failed && g->n_seen >= 2 && c->n_jobs == 0) graph_capture(c, g);
+    bool launched = false;
+    if (g && g->exec) {
+        if (cudaGraphLaunch(g->exec, c->stream) == cudaSuccess) {
+            launched = true;
+        } else {
+            (void)cudaGetLastError();
+            cudaGraphExecDestroy(g->exec);
+            g->exec = NULL;
+            g->failed = true;
+            c->gstats.capture_failures++;
+        }
+    }
+    if (launched) {
+        c->gstats.steps_replayed++;
+    } else {
+        c->gstats.steps_eager++;
+        s = run_recorded(c, err);
+    }
+    c->n_recs = 0;
+    LA_TRY(s);
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
+    memcpy(host, c->host_pinned, n * sizeof(float));
+    return LA_OK;
+}
+
 /* ============================================================ lifecycle ============== */
 
 static void cuda_destroy(la_backend *be) {
     cuda_backend *c = cu(be);
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    graph_cache_clear(c);
+    free(c->recs);
     free_weights(c);
     dev_free(c->k_pool);
     dev_free(c->v_pool);
@@ -1198,6 +1589,8 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->base.ops = &k_cuda_ops;
     c->bad_token_row = -1;
+    const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
+    c->graphs = graphs && strcmp(graphs, "1") == 0;
     la_status s = create_resources(c, err);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
@@ -1216,6 +1609,7 @@ la_status la_cuda_act_upload(la_backend *be, la_act *a, const float *host, la_er
     cuda_backend *c = cu(be);
     size_t n = (size_t)(a->n_rows * a->n_cols);
     if (n == 0) return LA_OK;
+    LA_TRY(flush_recorded(c, err)); /* recorded operations may read a */
     uint16_t *tmp = malloc(n * 2);
     if (!tmp) return la_err_set(err, LA_ERR_NO_MEMORY, "la_cuda_act_upload: out of memory");
     for (size_t i = 0; i < n; i++) tmp[i] = la_f32_to_bf16(host[i]);
@@ -1229,6 +1623,7 @@ la_status la_cuda_act_upload(la_backend *be, la_act *a, const float *host, la_er
 la_status la_cuda_kv_fill_random(la_backend *be, uint64_t seed, la_err *err) {
     if (!la_cuda_backend_is(be)) return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_kv_fill_random: not a CUDA backend");
     cuda_backend *c = cu(be);
+    LA_TRY(flush_recorded(c, err));
     int64_t n = kv_slab_elems(c) * c->n_layers;
     la_cuda_fill_params p = {c->k_pool, n, seed, -1.0f, 1.0f};
     LA_TRY(la_cuda_fill_uniform(&p, c->stream, err));
@@ -1242,6 +1637,7 @@ la_status la_cuda_kv_fill_random(la_backend *be, uint64_t seed, la_err *err) {
 la_status la_cuda_synchronize(la_backend *be, la_err *err) {
     if (!la_cuda_backend_is(be)) return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_synchronize: not a CUDA backend");
     cuda_backend *c = cu(be);
+    LA_TRY(flush_recorded(c, err));
     LA_TRY(flush_copies(c, err));
     CUDA_TRY(cudaStreamSynchronize(c->stream), "synchronize");
     return LA_OK;
@@ -1250,12 +1646,39 @@ la_status la_cuda_synchronize(la_backend *be, la_err *err) {
 void la_cuda_profile_enable(la_backend *be, bool on) {
     if (!la_cuda_backend_is(be)) return;
     cuda_backend *c = cu(be);
+    (void)flush_recorded(c, NULL); /* a failure resurfaces at the next wait */
     if (c->stream) cudaStreamSynchronize(c->stream);
     c->prof = on;
     if (on) {
         memset(c->prof_ms, 0, sizeof c->prof_ms);
         memset(c->prof_calls, 0, sizeof c->prof_calls);
     }
+}
+
+void la_cuda_graphs_enable(la_backend *be, bool on) {
+    if (!la_cuda_backend_is(be)) return;
+    cuda_backend *c = cu(be);
+    (void)flush_recorded(c, NULL); /* a failure resurfaces at the next wait */
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    graph_cache_clear(c);
+    c->graphs = on;
+}
+
+bool la_cuda_graphs_enabled(const la_backend *be) {
+    return la_cuda_backend_is(be) && ((const cuda_backend *)be)->graphs;
+}
+
+void la_cuda_graph_stats_get(const la_backend *be, la_cuda_graph_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!la_cuda_backend_is(be)) return;
+    const cuda_backend *c = (const cuda_backend *)be;
+    *out = c->gstats;
+    out->cached = 0;
+    for (int i = 0; i < LA_CUDA_GRAPH_CACHE; i++) out->cached += c->cache[i].exec != NULL;
+}
+
+void la_cuda_graphs_break_next_capture(la_backend *be) {
+    if (la_cuda_backend_is(be)) cu(be)->break_next_capture = true;
 }
 
 /* Append printf output at *n of buf[cap] (truncating); *n counts what was needed. */

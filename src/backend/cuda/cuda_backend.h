@@ -4,6 +4,9 @@
  *
  * Everything runs in order on one CUDA stream owned by the backend; the host waits only
  * in to_host, kv_read_slot, load_weights and kv_alloc. Not thread-safe: one engine thread.
+ * With graphs on (la_cuda_graphs_enable, LA_CUDA_GRAPHS=1), the operations of a decode
+ * step are recorded and run at to_host, as one replay of a cached CUDA graph where one
+ * matches; a launch error of such a step is then reported by to_host.
  *
  * Limits (checked, LA_ERR_UNSUPPORTED): head_dim a multiple of 8 and at most 128;
  * block_size a multiple of 16 (each 16-key group of an attention tile lies in one block);
@@ -47,6 +50,37 @@ void la_cuda_profile_enable(la_backend *be, bool on);
 /* Write the totals as one JSON object {"op": {"ms": total, "calls": n}, ...} into buf
  * (NUL-terminated, truncated to cap). Returns the length it needed. */
 size_t la_cuda_profile_json(const la_backend *be, char *buf, size_t cap);
+
+/* ---- CUDA graphs for decode steps (cuda_backend.c, top comment) --------------------------- */
+
+/* Whether decode steps (every sequence of the batch has exactly one new row, logits wanted)
+ * are recorded and replayed as CUDA graphs. The default comes from the environment when the
+ * backend is created: LA_CUDA_GRAPHS=1 turns graphs on, anything else (or unset) leaves
+ * them off. Off, every operation is queued as it is called, exactly as without this
+ * feature. Turning graphs off (or on) runs any step in progress and frees the cached
+ * graphs. Engine thread only, like every other call. */
+void la_cuda_graphs_enable(la_backend *be, bool on);
+bool la_cuda_graphs_enabled(const la_backend *be);
+
+/* Counters since the backend was created (tests and benchmarks check that replays really
+ * happened). */
+typedef struct la_cuda_graph_stats {
+    int64_t steps_recorded;  /* decode steps whose operations were recorded (graph candidates) */
+    int64_t steps_replayed;  /* of those: ran as one cudaGraphLaunch of a cached graph */
+    int64_t steps_eager;     /* of those: ran operation by operation (first sight of a key,
+                                a failed capture, a key whose capture failed before) */
+    int64_t captures;        /* graphs captured and instantiated */
+    int64_t capture_failures;/* captures, instantiations or launches that failed (the step
+                                ran eagerly instead; the key is not captured again) */
+    int64_t interrupted;     /* recorded steps cut short by another call (kv_read_slot, a
+                                block copy, a new batch_begin, ...): run eagerly up to there */
+    int64_t cached;          /* graphs instantiated now */
+} la_cuda_graph_stats;
+void la_cuda_graph_stats_get(const la_backend *be, la_cuda_graph_stats *out);
+
+/* Tests: make the next capture fail inside cudaStreamBeginCapture/EndCapture (an illegal
+ * call on the capturing stream invalidates it), to exercise the fallback. */
+void la_cuda_graphs_break_next_capture(la_backend *be);
 
 /* The device's name ("NVIDIA H200") and its multiprocessor count. */
 const char *la_cuda_device_name(const la_backend *be);
