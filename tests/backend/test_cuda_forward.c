@@ -1,7 +1,10 @@
 /* The CUDA backend through whole forward passes: logits of the tiny checkpoints against the
  * CPU backend via la_forward (prefill, then decode steps), and the methods through the
  * engine on the GPU: lazy = mepic = block = block-ref and prefix = recompute, within bf16
- * tolerance, and the GPU engine against the CPU engine.
+ * tolerance, and the GPU engine against the CPU engine. CUDA graphs for decode steps: the
+ * same steps with graphs on and off give bit-equal logits (the graph replays the very
+ * launches the eager path queues), through batch changes, block boundaries, a failed
+ * capture and a step interrupted mid-way, and through the engine.
  *
  * Without a GPU every test prints "skipped: no GPU" and passes. */
 #include <math.h>
@@ -10,6 +13,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#ifdef LA_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "common/engine_util.h"
 #include "common/test_util.h"
 #include "lazyattn/lazyattn.h"
@@ -330,3 +336,314 @@ Test(cuda_forward, random_weights_tiny_shape_generates) {
     la_test_gen_free(&g);
     la_engine_destroy(e);
 }
+
+/* ============================================================ CUDA graphs ============ */
+
+#ifdef LA_HAVE_CUDA
+
+/* Sequences of a hand-driven paged KV cache: sequence i owns blocks [first_block,
+ * first_block + G_MAX_BLOCKS) and holds tokens at positions [0, len). */
+#define G_BLOCK 16
+#define G_MAX_SEQS 4
+#define G_MAX_BLOCKS 24
+#define G_MAX_ROWS 512
+
+typedef struct gseq {
+    int32_t len;
+    int32_t first_block;
+    int32_t ids[G_MAX_BLOCKS * G_BLOCK];
+} gseq;
+
+typedef struct gbatch {
+    int32_t tokens[G_MAX_ROWS], pos[G_MAX_ROWS], rows[G_MAX_ROWS];
+    int64_t slots[G_MAX_ROWS];
+    la_batch_seq seqs[G_MAX_SEQS];
+    la_attn_block blocks[G_MAX_SEQS * G_MAX_BLOCKS];
+    la_batch b;
+} gbatch;
+
+typedef struct gpair {
+    la_model_config cfg;
+    la_weights *w;
+    la_backend *be[2]; /* [0] graphs off, [1] graphs on */
+    float *logits[2];
+    gseq seq[G_MAX_SEQS];
+    int32_t n_steps;
+} gpair;
+
+static void gpair_init(gpair *g, const char *model) {
+    memset(g, 0, sizeof *g);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, model);
+    la_err err = {0};
+    LA_CHECK_OK(la_model_config_load(dir, &g->cfg, &err), err);
+    LA_CHECK_OK(la_weights_load(dir, &g->cfg, &g->w, &err), err);
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &g->be[i], &err), err);
+        la_cuda_graphs_enable(g->be[i], i == 1);
+        cr_assert_eq(la_cuda_graphs_enabled(g->be[i]), i == 1);
+        LA_CHECK_OK(g->be[i]->ops->load_weights(g->be[i], &g->cfg, g->w, &err), err);
+        LA_CHECK_OK(g->be[i]->ops->kv_alloc(g->be[i], G_MAX_SEQS * G_MAX_BLOCKS + 2, G_BLOCK, &err), err);
+        g->logits[i] = malloc(sizeof(float) * G_MAX_ROWS * (size_t)g->cfg.vocab_size);
+    }
+    uint64_t r = 977;
+    for (int32_t s = 0; s < G_MAX_SEQS; s++) {
+        g->seq[s].first_block = 2 + s * G_MAX_BLOCKS; /* blocks 0, 1 unused */
+        for (int32_t t = 0; t < G_MAX_BLOCKS * G_BLOCK; t++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            g->seq[s].ids[t] = (int32_t)((r >> 33) % (uint64_t)g->cfg.vocab_size);
+        }
+    }
+}
+
+static void gpair_fini(gpair *g) {
+    for (int i = 0; i < 2; i++) {
+        free(g->logits[i]);
+        la_backend_destroy(g->be[i]);
+    }
+    la_weights_destroy(g->w);
+}
+
+/* One step: sequence ids[k] appends n_new[k] tokens (1: a decode row); logits at every
+ * row. */
+static void gbatch_build(gpair *g, gbatch *gb, const int32_t *ids, const int32_t *n_new, int32_t n_seqs) {
+    int32_t n = 0, nb = 0;
+    for (int32_t k = 0; k < n_seqs; k++) {
+        gseq *sq = &g->seq[ids[k]];
+        int32_t row0 = n, block0 = nb, end = sq->len + n_new[k];
+        cr_assert(end <= G_MAX_BLOCKS * G_BLOCK && n + n_new[k] <= G_MAX_ROWS, "test layout too small");
+        for (int32_t t = sq->len; t < end; t++, n++) {
+            gb->tokens[n] = sq->ids[t];
+            gb->pos[n] = t;
+            gb->rows[n] = n;
+            gb->slots[n] = (int64_t)(sq->first_block + t / G_BLOCK) * G_BLOCK + t % G_BLOCK;
+        }
+        for (int32_t i = 0; i * G_BLOCK < end; i++, nb++) {
+            int32_t n_valid = end - i * G_BLOCK < G_BLOCK ? end - i * G_BLOCK : G_BLOCK;
+            gb->blocks[nb] = (la_attn_block){sq->first_block + i, n_valid, i * G_BLOCK, 0, 0};
+        }
+        gb->seqs[k] = (la_batch_seq){row0, n_new[k], block0, nb - block0};
+        sq->len = end;
+    }
+    gb->b = (la_batch){n, gb->tokens, gb->pos, gb->pos, gb->slots, n_seqs, gb->seqs, nb, gb->blocks, n, gb->rows};
+}
+
+/* Run one step on both backends and require bit-equal logits. */
+static void gpair_step(gpair *g, const int32_t *ids, const int32_t *n_new, int32_t n_seqs, const char *what) {
+    static gbatch gb;
+    gbatch_build(g, &gb, ids, n_new, n_seqs);
+    la_err err = {0};
+    for (int i = 0; i < 2; i++) LA_CHECK_OK(la_forward(g->be[i], &gb.b, g->logits[i], &err), err);
+    size_t n = (size_t)gb.b.n_tokens * (size_t)g->cfg.vocab_size;
+    if (memcmp(g->logits[0], g->logits[1], n * sizeof(float)) != 0) {
+        size_t at;
+        double d = la_test_max_abs_diff(g->logits[1], g->logits[0], n, &at);
+        cr_assert_fail("%s, step %d (%d rows): graphs on differ from graphs off by %.4g at logit %zu "
+                       "(row %zu: %.6f vs %.6f)", what, g->n_steps, gb.b.n_tokens, d, at,
+                       at / (size_t)g->cfg.vocab_size, g->logits[1][at], g->logits[0][at]);
+    }
+    g->n_steps++;
+}
+
+static void gpair_decode(gpair *g, const int32_t *ids, int32_t n_seqs, int32_t n_steps, const char *what) {
+    int32_t ones[G_MAX_SEQS] = {1, 1, 1, 1};
+    for (int32_t s = 0; s < n_steps; s++) gpair_step(g, ids, ones, n_seqs, what);
+}
+
+static void print_stats(const char *what, const la_cuda_graph_stats *st) {
+    printf("%s: graph steps recorded %lld, replayed %lld, eager %lld; captures %lld, failures %lld, "
+           "interrupted %lld, cached %lld\n", what, (long long)st->steps_recorded, (long long)st->steps_replayed,
+           (long long)st->steps_eager, (long long)st->captures, (long long)st->capture_failures,
+           (long long)st->interrupted, (long long)st->cached);
+    fflush(stdout);
+}
+
+/* Prefill three sequences (150, 200, 40 tokens: two split their keys over several
+ * attention items, one does not), decode them across block boundaries, drop one, add a
+ * fourth through a mixed prefill + decode step, shrink to one short sequence (no split):
+ * every step's logits are bit-equal with graphs on and off, and most decode steps replay
+ * a graph (first sight of a key runs eagerly, the second captures). */
+Test(cuda_forward, graph_decode_equals_eager_across_batch_changes) {
+    if (!have_gpu()) return;
+    gpair g;
+    gpair_init(&g, "tiny-f32-tied");
+    const int32_t all[4] = {0, 1, 2, 3}, lens[3] = {150, 200, 40};
+    gpair_step(&g, all, lens, 3, "prefill of 3 sequences");
+    gpair_decode(&g, all, 3, 30, "decode of 3 sequences");
+    const int32_t two[2] = {0, 2};
+    gpair_decode(&g, two, 2, 10, "decode of 2 sequences");
+    const int32_t three[3] = {0, 2, 3}, mixed[3] = {1, 1, 70};
+    gpair_step(&g, three, mixed, 3, "mixed step (2 decode rows, 70 prefill rows)");
+    gpair_decode(&g, three, 3, 12, "decode of 3 sequences after the mixed step");
+    const int32_t one[1] = {2};
+    gpair_decode(&g, one, 1, 8, "decode of 1 short sequence");
+    la_cuda_graph_stats off, on;
+    la_cuda_graph_stats_get(g.be[0], &off);
+    la_cuda_graph_stats_get(g.be[1], &on);
+    print_stats("graphs off", &off);
+    print_stats("graphs on", &on);
+    cr_assert_eq(off.steps_recorded, 0, "graphs off recorded %lld steps", (long long)off.steps_recorded);
+    cr_assert_eq(on.steps_recorded, 60, "60 decode steps are graph candidates, %lld recorded",
+                 (long long)on.steps_recorded);
+    cr_assert_eq(on.steps_replayed + on.steps_eager, on.steps_recorded);
+    cr_assert_eq(on.capture_failures, 0);
+    /* one per batch size at least (the two runs of 3 sequences may share a graph: same
+     * buffers, same padded work lists) */
+    cr_assert_geq(on.captures, 3, "%lld captures for 3 batch sizes", (long long)on.captures);
+    /* each of the four decode runs: at most two eager steps (new key, first-step buffers),
+     * the rest replays, so >= 60 - 4 x 3 */
+    cr_assert_geq(on.steps_replayed, 48, "only %lld of 60 decode steps replayed a graph",
+                  (long long)on.steps_replayed);
+    gpair_fini(&g);
+}
+
+/* A capture that fails (an illegal call on the capturing stream) is discarded, the stream
+ * leaves capture mode, the step runs eagerly with the same logits, and the key is not
+ * captured again; a new key (another batch) still captures and replays. */
+Test(cuda_forward, graph_capture_failure_falls_back_to_eager) {
+    if (!have_gpu()) return;
+    gpair g;
+    gpair_init(&g, "tiny-bf16-untied");
+    const int32_t all[2] = {0, 1}, lens[2] = {130, 20};
+    gpair_step(&g, all, lens, 2, "prefill of 2 sequences");
+    la_cuda_graphs_break_next_capture(g.be[1]);
+    gpair_decode(&g, all, 2, 6, "decode with a broken capture");
+    la_cuda_graph_stats st;
+    la_cuda_graph_stats_get(g.be[1], &st);
+    print_stats("after the broken capture", &st);
+    cr_assert_eq(st.capture_failures, 1);
+    cr_assert_eq(st.captures, 0);
+    cr_assert_eq(st.steps_replayed, 0);
+    la_err err = {0};
+    LA_CHECK_OK(la_cuda_synchronize(g.be[1], &err), err);
+    const int32_t one[1] = {0};
+    gpair_decode(&g, one, 1, 6, "decode of 1 sequence after the failure");
+    la_cuda_graph_stats_get(g.be[1], &st);
+    print_stats("after a new key", &st);
+    cr_assert_eq(st.captures, 1);
+    cr_assert_geq(st.steps_replayed, 3);
+    gpair_fini(&g);
+}
+
+/* A recorded step interrupted mid-way (kv_read_slot after kv_write) runs what it recorded
+ * before the read: the slot holds the same K and V as with graphs off. The step is then
+ * abandoned (no to_host); the next batch_begin runs nothing twice and later steps still
+ * agree. */
+Test(cuda_forward, graph_step_interrupted_runs_recorded_ops_first) {
+    if (!have_gpu()) return;
+    gpair g;
+    gpair_init(&g, "tiny-f32-tied");
+    const int32_t ids[1] = {0}, len[1] = {37}, one[1] = {1};
+    gpair_step(&g, ids, len, 1, "prefill");
+    gpair_decode(&g, ids, 1, 3, "decode");
+    static gbatch gb;
+    const int32_t t = g.seq[0].len;
+    gbatch_build(&g, &gb, ids, one, 1);
+    g.seq[0].len = t; /* the abandoned step's token is decoded again below */
+    const la_model_config *m = &g.cfg;
+    int32_t kvd = m->n_kv_heads * m->head_dim;
+    float *kv[2][2];
+    la_err err = {0};
+    for (int i = 0; i < 2; i++) {
+        la_backend *be = g.be[i];
+        const la_backend_ops *op = be->ops;
+        la_act x, h, k, v;
+        LA_CHECK_OK(op->act_alloc(be, 1, m->hidden_size, &x, &err), err);
+        LA_CHECK_OK(op->act_alloc(be, 1, m->hidden_size, &h, &err), err);
+        LA_CHECK_OK(op->act_alloc(be, 1, kvd, &k, &err), err);
+        LA_CHECK_OK(op->act_alloc(be, 1, kvd, &v, &err), err);
+        LA_CHECK_OK(op->batch_begin(be, &gb.b, &err), err);
+        LA_CHECK_OK(op->embed(be, &x, &err), err);
+        LA_CHECK_OK(op->rmsnorm(be, &x, LA_W_ATTN_NORM, 0, &h, &err), err);
+        LA_CHECK_OK(op->matmul(be, &h, LA_W_K, 0, &k, &err), err);
+        LA_CHECK_OK(op->matmul(be, &h, LA_W_V, 0, &v, &err), err);
+        LA_CHECK_OK(op->kv_write(be, 0, &k, &v, &err), err);
+        kv[i][0] = malloc(sizeof(float) * (size_t)kvd);
+        kv[i][1] = malloc(sizeof(float) * (size_t)kvd);
+        LA_CHECK_OK(op->kv_read_slot(be, 0, gb.slots[0], kv[i][0], kv[i][1], &err), err);
+        op->act_free(be, &x);
+        op->act_free(be, &h);
+        op->act_free(be, &k);
+        op->act_free(be, &v);
+    }
+    for (int j = 0; j < 2; j++) {
+        cr_assert(memcmp(kv[0][j], kv[1][j], sizeof(float) * (size_t)kvd) == 0,
+                  "%s of the interrupted step differs with graphs on", j ? "V" : "K");
+        bool nonzero = false;
+        for (int32_t d = 0; d < kvd; d++) nonzero |= kv[1][j][d] != 0.0f;
+        cr_assert(nonzero, "%s of the interrupted step was not written", j ? "V" : "K");
+        for (int i = 0; i < 2; i++) free(kv[i][j]);
+    }
+    gpair_decode(&g, ids, 1, 6, "decode after the abandoned step");
+    la_cuda_graph_stats st;
+    la_cuda_graph_stats_get(g.be[1], &st);
+    print_stats("interrupted step", &st);
+    cr_assert_eq(st.interrupted, 1);
+    cr_assert_geq(st.steps_replayed, 3);
+    gpair_fini(&g);
+}
+
+/* Through the engine: three concurrent lazy requests with documents, finishing at
+ * different lengths (the decode batch shrinks from 3 to 1), on an engine created with
+ * LA_CUDA_GRAPHS=1 and one without: the same greedy tokens and bit-equal logits. */
+Test(cuda_forward, gpu_engine_graphs_match_eager) {
+    if (!have_gpu()) return;
+    la_engine *e[2];
+    unsetenv("LA_CUDA_GRAPHS");
+    e[0] = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
+    setenv("LA_CUDA_GRAPHS", "1", 1);
+    e[1] = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
+    unsetenv("LA_CUDA_GRAPHS");
+    const int32_t lens[3] = {40, 130, 7};
+    docset d = make_docs(3, lens);
+    const int32_t max_tokens[3] = {12, 30, 20};
+    la_test_gen *gen = calloc(6, sizeof *gen);
+    for (int i = 0; i < 2; i++) {
+        for (int r = 0; r < 3; r++) {
+            la_segment segs[3];
+            for (int k = 0; k < 3; k++) /* each request its own document order */
+                segs[k] = (la_segment){.ids = d.ids[(k + r) % 3], .n_ids = d.len[(k + r) % 3]};
+            int32_t q[5] = {11 + r, 12, 13, 14, 15};
+            la_request_params rp;
+            la_request_params_init(&rp);
+            rp.docs = segs;
+            rp.n_docs = 3;
+            rp.prompt = (la_segment){.ids = q, .n_ids = 5};
+            rp.add_special = false;
+            rp.method = LA_METHOD_LAZY;
+            rp.return_logits = true;
+            rp.sampling.max_tokens = max_tokens[r];
+            rp.sampling.ignore_eos = true;
+            rp.on_event = la_test_on_event;
+            rp.user = &gen[i * 3 + r];
+            la_err err = {0};
+            LA_CHECK_OK(la_engine_submit(e[i], &rp, NULL, &err), err);
+        }
+        la_err err = {0};
+        while (!(gen[i * 3].done && gen[i * 3 + 1].done && gen[i * 3 + 2].done))
+            LA_CHECK_OK(la_engine_step(e[i], &err), err);
+    }
+    for (int r = 0; r < 3; r++) {
+        const la_test_gen *a = &gen[r], *b = &gen[3 + r];
+        cr_assert(a->finish != LA_FINISH_ERROR && b->finish != LA_FINISH_ERROR, "request %d failed: %s %s", r,
+                  a->error, b->error);
+        cr_assert_eq(a->n_tokens, max_tokens[r]);
+        cr_assert_eq(b->n_tokens, a->n_tokens);
+        for (int32_t i = 0; i < a->n_tokens; i++) {
+            cr_assert_eq(b->tokens[i], a->tokens[i], "request %d step %d: greedy token %d with graphs, %d without",
+                         r, i, b->tokens[i], a->tokens[i]);
+            const float *la = a->logits + (size_t)i * a->n_vocab, *lb = b->logits + (size_t)i * b->n_vocab;
+            size_t at;
+            double diff = la_test_max_abs_diff(lb, la, (size_t)a->n_vocab, &at);
+            cr_assert(diff == 0, "request %d step %d: logits differ by %.4g at token %zu with graphs", r, i, diff,
+                      at);
+        }
+    }
+    for (int i = 0; i < 6; i++) la_test_gen_free(&gen[i]);
+    free(gen);
+    free_docs(&d);
+    la_engine_destroy(e[0]);
+    la_engine_destroy(e[1]);
+}
+
+#endif /* LA_HAVE_CUDA */
