@@ -22,6 +22,10 @@
  * (KV filled with random values: decode time does not depend on them), lazy (q_delta per
  * document) against plain paged decode (q_delta 0, same blocks), plus lazy with all
  * sequences sharing the documents' blocks (the real lazy layout). Median of 10 steps.
+ * Each is timed twice on the same steps: queued op by op (tpot_ms) and with CUDA graphs
+ * for decode steps on (tpot_graphs_ms; the first step of a batch shape runs eagerly, the
+ * second captures, the rest replay: the two warm-up steps cover both; "graphs" counts the
+ * replays, so a key that changed mid-run shows).
  *
  * Per-kernel device times (la_cuda_profile_*) for recompute and lazy at 8K and decode.
  * An engine-level cross-check (public API, --random-weights) times lazy / prefix /
@@ -429,52 +433,67 @@ static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const c
             f[N_DOCS] = alloc_blocks(bn, &L, N_QUESTION + steps + 16);
         }
     }
-    double *t = xrealloc(NULL, sizeof(double) * (size_t)steps);
+    double *t = xrealloc(NULL, sizeof(double) * (size_t)steps * 2); /* [graphs off, on][step] */
     char prof[8192] = "{}";
-    for (int32_t step = 0; step < steps; step++) {
-        bb_reset(b);
-        for (int32_t s = 0; s < batch_size; s++) {
-            const int32_t *f = first + s * (N_DOCS + 1);
-            int32_t block0 = b->n_blocks, p = prompt + step;
-            if (kind == DEC_PLAIN) {
-                for (int32_t k = 0; k * BLOCK <= p; k++)
-                    bb_block(b, f[0] + k, p + 1 - k * BLOCK < BLOCK ? p + 1 - k * BLOCK : BLOCK, k * BLOCK, 0, 0);
-                bb_token(b, 1000 + step, p, p, (int64_t)(f[0] + p / BLOCK) * BLOCK + p % BLOCK);
-            } else {
-                int32_t S = 0;
-                for (int d = 0; d < N_DOCS; d++) {
-                    for (int32_t i = 0; i * BLOCK < L.len[d]; i++)
-                        bb_block(b, f[d] + i, L.len[d] - i * BLOCK < BLOCK ? L.len[d] - i * BLOCK : BLOCK,
-                                 S + i * BLOCK, S, 0);
-                    S += L.len[d];
+    la_cuda_graph_stats g0, g1;
+    for (int graphs = 0; graphs < 2; graphs++) {
+        la_cuda_graphs_enable(bn->be, graphs == 1);
+        la_cuda_graph_stats_get(bn->be, &g0);
+        for (int32_t step = 0; step < steps; step++) {
+            bb_reset(b);
+            for (int32_t s = 0; s < batch_size; s++) {
+                const int32_t *f = first + s * (N_DOCS + 1);
+                int32_t block0 = b->n_blocks, p = prompt + step;
+                if (kind == DEC_PLAIN) {
+                    for (int32_t k = 0; k * BLOCK <= p; k++)
+                        bb_block(b, f[0] + k, p + 1 - k * BLOCK < BLOCK ? p + 1 - k * BLOCK : BLOCK, k * BLOCK, 0, 0);
+                    bb_token(b, 1000 + step, p, p, (int64_t)(f[0] + p / BLOCK) * BLOCK + p % BLOCK);
+                } else {
+                    int32_t S = 0;
+                    for (int d = 0; d < N_DOCS; d++) {
+                        for (int32_t i = 0; i * BLOCK < L.len[d]; i++)
+                            bb_block(b, f[d] + i, L.len[d] - i * BLOCK < BLOCK ? L.len[d] - i * BLOCK : BLOCK,
+                                     S + i * BLOCK, S, 0);
+                        S += L.len[d];
+                    }
+                    int32_t tail_n = N_QUESTION + step + 1; /* question + generated + this token */
+                    for (int32_t k = 0; k * BLOCK < tail_n; k++)
+                        bb_block(b, f[N_DOCS] + k, tail_n - k * BLOCK < BLOCK ? tail_n - k * BLOCK : BLOCK,
+                                 S + k * BLOCK, 0, 0);
+                    int32_t ti = tail_n - 1;
+                    bb_token(b, 1000 + step, S + ti, S + ti, (int64_t)(f[N_DOCS] + ti / BLOCK) * BLOCK + ti % BLOCK);
                 }
-                int32_t tail_n = N_QUESTION + step + 1; /* question + generated + this token */
-                for (int32_t k = 0; k * BLOCK < tail_n; k++)
-                    bb_block(b, f[N_DOCS] + k, tail_n - k * BLOCK < BLOCK ? tail_n - k * BLOCK : BLOCK,
-                             S + k * BLOCK, 0, 0);
-                int32_t ti = tail_n - 1;
-                bb_token(b, 1000 + step, S + ti, S + ti, (int64_t)(f[N_DOCS] + ti / BLOCK) * BLOCK + ti % BLOCK);
+                bb_seq(b, b->n - 1, 1, block0, true);
             }
-            bb_seq(b, b->n - 1, 1, block0, true);
+            la_batch batch = bb_batch(b);
+            if (step == steps - 1 && !graphs) {
+                la_cuda_profile_enable(bn->be, true);
+                timed_forward(bn, &batch);
+                la_cuda_profile_json(bn->be, prof, sizeof prof);
+                la_cuda_profile_enable(bn->be, false);
+            }
+            t[graphs * steps + step] = timed_forward(bn, &batch);
         }
-        la_batch batch = bb_batch(b);
-        if (step == steps - 1) {
-            la_cuda_profile_enable(bn->be, true);
-            timed_forward(bn, &batch);
-            la_cuda_profile_json(bn->be, prof, sizeof prof);
-            la_cuda_profile_enable(bn->be, false);
-        }
-        t[step] = timed_forward(bn, &batch);
+        la_cuda_graph_stats_get(bn->be, &g1);
     }
-    double ms = median(t + warm, steps - warm);
+    la_cuda_graphs_enable(bn->be, false);
+    double ms = median(t + warm, steps - warm), ms_graphs = median(t + steps + warm, steps - warm);
+    long long replayed = (long long)(g1.steps_replayed - g0.steps_replayed);
+    long long recorded = (long long)(g1.steps_recorded - g0.steps_recorded);
+    long long captures = (long long)(g1.captures - g0.captures);
+    long long failed = (long long)(g1.capture_failures - g0.capture_failures);
     double kv = kv_bytes_per_token(m) * (prompt + N_QUESTION) * batch_size;
     double floor_ms = (weight_bytes(m) + kv) / DATASHEET_BW * 1e3;
     jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"tpot_ms\": %.3f, \"floor_ms\": %.3f, "
-                     "\"ratio_to_floor\": %.3f, \"profile_ms\": %s}",
-            bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, prof);
+                     "\"ratio_to_floor\": %.3f, \"tpot_graphs_ms\": %.3f, \"graphs_ratio_to_floor\": %.3f, "
+                     "\"graphs\": {\"steps\": %lld, \"replayed\": %lld, \"captures\": %lld, "
+                     "\"capture_failures\": %lld}, \"profile_ms\": %s}",
+            bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, ms_graphs,
+            ms_graphs / floor_ms, recorded, replayed, captures, failed, prof);
     bn->first_row = false;
-    fprintf(stderr, "  decode %-12s batch %2d  TPOT %8.3f ms  floor %7.3f ms  ratio %5.2f\n", name, batch_size, ms,
-            floor_ms, ms / floor_ms);
+    fprintf(stderr, "  decode %-12s batch %2d  TPOT %8.3f ms  graphs %8.3f ms (%lld/%lld replayed)  floor %7.3f ms  "
+                    "ratio %5.2f / %5.2f\n", name, batch_size, ms, ms_graphs, replayed, recorded, floor_ms,
+            ms / floor_ms, ms_graphs / floor_ms);
     free(t);
     free(first);
     layout_free(&L);
