@@ -19,16 +19,22 @@ root=$(pwd)
 if [ "$mode" = prepare ]; then
     set -e
     cmake -S . -B .carry/build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward bench_gpu
-    rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/dev
-    bins="backend_test_cuda_kernels backend_test_cuda_forward bench_gpu"
+    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward bench_gpu lazyattn
+    rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/stage/data .carry/dev
+    bins="backend_test_cuda_kernels backend_test_cuda_forward bench_gpu lazyattn"
+    # the engine runs (scripts/device_engine.sh) read a real RAG file and the Llama-3
+    # tokenizer; ../shared does not travel to the GPU machine
+    data=${LA_SHARED_DATA:-../shared/data}
+    cp "$data/2wikimultihopqa/2wikimultihopqa_dev_first200_flashrag.jsonl" .carry/stage/data/2wiki.jsonl
+    mkdir -p .carry/stage/data/llama3-tokenizer
+    cp "$data/tokenizers/llama3/tokenizer.json" "$data/tokenizers/llama3/tokenizer_config.json" .carry/stage/data/llama3-tokenizer/
     for b in $bins; do cp .carry/build/$b .carry/stage/bin/; done
     # every resolved library except glibc's, the C++ runtime (newer there), the CUDA
     # toolkit's (the GPU machine has its own cuBLAS 13) and the driver's
     for b in $bins; do ldd .carry/build/$b; done | awk '/=>/ {print $3}' | sort -u |
         grep -v -E '/(libc|libm|libdl|librt|libpthread|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|libcublas' |
         while read -r lib; do cp -L "$lib" .carry/stage/lib/; done
-    tar -C .carry/stage -cJf .carry/dev/bundle.tar.xz bin lib
+    tar -C .carry/stage -cJf .carry/dev/bundle.tar.xz bin lib data
     ls -la .carry/dev/bundle.tar.xz
     exit 0
 fi

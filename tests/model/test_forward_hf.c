@@ -79,3 +79,55 @@ static void check_model(const char *name) {
 Test(forward_hf, f32_tied_llama3_logits_match_transformers) { check_model("tiny-f32-tied"); }
 Test(forward_hf, bf16_untied_mqa_head_dim_24_logits_match_transformers) { check_model("tiny-bf16-untied"); }
 Test(forward_hf, f32_linear_rope_mha_logits_match_transformers) { check_model("tiny-f32-linear"); }
+
+/* BlockAttention's re-rotated copy on the CPU backend: copying a block of keys written at
+ * positions p and rotating it by delta gives the keys written at p + delta, for positive
+ * and negative delta (a block moved to an earlier position). */
+Test(forward_hf, kv_copy_rotate_matches_keys_written_at_shifted_positions) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/tiny-f32-tied", LA_SOURCE_DIR);
+    la_err err = {0};
+    la_model_config cfg;
+    LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
+    la_weights *w = NULL;
+    LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
+    la_backend *be = NULL;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 1, &be, &err), err);
+    LA_CHECK_OK(be->ops->load_weights(be, &cfg, w, &err), err);
+    const int32_t B = 8, n = 8;
+    LA_CHECK_OK(be->ops->kv_alloc(be, 8, B, &err), err);
+    const int32_t deltas[] = {5, -5, 37, -3};
+    for (size_t di = 0; di < sizeof deltas / sizeof deltas[0]; di++) {
+        int32_t delta = deltas[di], base = 10;
+        /* block 0: tokens at base..base+n-1; block 1: the same tokens at base+delta.. */
+        int32_t ids[16], pos[16], kpos[16], rows[16];
+        int64_t slots[16];
+        for (int32_t t = 0; t < 2 * n; t++) {
+            ids[t] = 3 + (t % n) * 7;
+            pos[t] = kpos[t] = base + (t % n) + (t >= n ? delta : 0);
+            slots[t] = t, rows[t] = t;
+        }
+        la_attn_block blocks[2] = {{0, n, base, 0, 0}, {1, n, base + delta, 0, 0}};
+        la_batch_seq seqs[2] = {{0, n, 0, 1}, {n, n, 1, 1}};
+        la_batch batch = {2 * n, ids, pos, kpos, slots, 2, seqs, 2, blocks, 0, rows};
+        LA_CHECK_OK(la_forward(be, &batch, NULL, &err), err);
+        LA_CHECK_OK(be->ops->kv_copy_rotate(be, 0, 2, n, delta, &err), err);
+        int64_t kvd = (int64_t)cfg.n_kv_heads * cfg.head_dim;
+        float *k1 = malloc(sizeof(float) * (size_t)kvd), *v1 = malloc(sizeof(float) * (size_t)kvd);
+        float *k2 = malloc(sizeof(float) * (size_t)kvd), *v2 = malloc(sizeof(float) * (size_t)kvd);
+        double worst = 0;
+        for (int32_t l = 0; l < cfg.n_layers; l++)
+            for (int32_t j = 0; j < n; j++) {
+                LA_CHECK_OK(be->ops->kv_read_slot(be, l, B + j, k1, v1, &err), err);
+                LA_CHECK_OK(be->ops->kv_read_slot(be, l, 2 * B + j, k2, v2, &err), err);
+                size_t at;
+                double d = la_test_max_abs_diff(k1, k2, (size_t)kvd, &at);
+                worst = d > worst ? d : worst;
+                cr_assert(la_test_max_abs_diff(v1, v2, (size_t)kvd, &at) <= 1e-5);
+            }
+        cr_assert(worst <= 1e-4, "delta %d: max |K(p+delta) - rotate(K(p), delta)| = %.3g", delta, worst);
+        free(k1), free(v1), free(k2), free(v2);
+    }
+    la_backend_destroy(be);
+    la_weights_destroy(w);
+}

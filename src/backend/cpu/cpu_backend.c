@@ -615,8 +615,11 @@ static la_status cpu_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, in
     int32_t hd = m->head_dim;
     if (src < 0 || src >= c->n_blocks || dst < 0 || dst >= c->n_blocks || n_valid > c->block_size)
         return la_err_set(err, LA_ERR_INTERNAL, "kv_copy_rotate: bad blocks %d -> %d", src, dst);
-    LA_TRY(rope_reserve(c, (int64_t)delta + 1, err));
-    const float *cs = rope_row(c, delta);
+    /* cos/sin of delta computed directly: delta may be negative (a block moved to an
+     * earlier position), where the position table has no row */
+    float *cs = malloc(sizeof(float) * (size_t)hd);
+    if (!cs) return la_err_set(err, LA_ERR_NO_MEMORY, "kv_copy_rotate: out of memory");
+    la_rope_cos_sin(c->inv_freq, hd / 2, (double)delta, cs);
     for (int32_t l = 0; l < m->n_layers; l++)
         for (int32_t h = 0; h < m->n_kv_heads; h++) {
             float *ks = kv_at(c, c->k_pool, l, src, h), *kd = kv_at(c, c->k_pool, l, dst, h);
@@ -625,6 +628,7 @@ static la_status cpu_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, in
                    sizeof(float) * (size_t)(n_valid * hd));
             for (int32_t j = 0; j < n_valid; j++) la_rope_apply(kd + (int64_t)j * hd, hd, cs);
         }
+    free(cs);
     return LA_OK;
 }
 

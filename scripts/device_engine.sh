@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The engine on the GPU (the device tool; run after `scripts/device_gpu.sh prepare` here,
+# with carry [".carry/dev"] and $OUT set): the bundled model's evaluation through
+# `lazyattn eval --device cuda` (all five methods, three document orders), the race,
+# `lazyattn bench` on the demo set and on 2WikiMultihopQA with the Llama-3-8B shape
+# (random weights: timing only). Everything lands in $OUT:
+#   eval_cuda.json eval_cuda.txt race_cuda.txt bench_rag_tiny_gpu.json
+#   bench_2wiki_8b_gpu.json bench.txt
+#
+#   LA_COMMIT=$(git rev-parse HEAD) bash scripts/device_engine.sh
+set -u
+: "${OUT:?OUT must be set (the device tool sets it)}"
+t_start=$(date +%s)
+mkdir -p /tmp/la && tar -C /tmp/la -xJf .carry/dev/bundle.tar.xz
+cublas=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    if [ -e "$d/libcublasLt.so.13" ]; then cublas=$d; break; fi
+done
+export LD_LIBRARY_PATH=/tmp/la/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+la=/tmp/la/bin/lazyattn
+M=models/rag-tiny
+step() { echo "=== $* ($(($(date +%s) - t_start)) s)"; }
+
+step eval
+timeout ${LA_EVAL_TIMEOUT:-200} $la eval -m $M --dataset $M/eval/test.jsonl --device cuda \
+    --methods lazy,mepic,block,block-ref,recompute --orders 3 --concurrency 32 \
+    --json "$OUT/eval_cuda.json" >"$OUT/eval_cuda.txt" 2>"$OUT/eval_cuda.err"
+echo "eval exit $?"; cat "$OUT/eval_cuda.txt"; tail -3 "$OUT/eval_cuda.err"
+
+step race
+timeout 40 $la race -m $M --device cuda --question 5 >"$OUT/race_cuda.txt" 2>&1
+echo "race exit $?"; tail -8 "$OUT/race_cuda.txt"
+
+step bench
+{
+    timeout 60 $la bench -m $M --dataset $M/eval/test.jsonl --device cuda --requests 64 \
+        --json "$OUT/bench_rag_tiny_gpu.json"
+    echo "bench rag-tiny exit $?"
+    timeout 90 $la bench --random-weights llama3-8b --tokenizer /tmp/la/data/llama3-tokenizer \
+        --dataset /tmp/la/data/2wiki.jsonl --device cuda --requests 32 --max-tokens 32 --ignore-eos \
+        --json "$OUT/bench_2wiki_8b_gpu.json"
+    echo "bench 2wiki 8b exit $?"
+} >"$OUT/bench.txt" 2>"$OUT/bench.err"
+cat "$OUT/bench.txt"; tail -3 "$OUT/bench.err"
+for f in "$OUT"/*.json; do
+    [ -n "${LA_COMMIT:-}" ] && python3 - "$f" "$LA_COMMIT" <<'PY' 2>/dev/null
+import json, sys
+p, c = sys.argv[1], sys.argv[2]
+d = json.load(open(p)); d.setdefault("commit_measured", c); json.dump(d, open(p, "w"), indent=1)
+PY
+done
+step done
