@@ -44,8 +44,10 @@ typedef struct la_engine_options {
     int32_t block_size;          /* KV block size in tokens (default 16) */
     int64_t kv_blocks;           /* KV pool capacity in blocks; 0: from kv_bytes */
     int64_t kv_bytes;            /* KV pool capacity in bytes; 0: a default (1 GiB on CPU,
-                                    gpu_memory_fraction of free memory on CUDA) */
-    double gpu_memory_fraction;  /* CUDA: share of free memory for the KV pool (0.8) */
+                                    gpu_memory_fraction of the GPU memory free after the
+                                    weights are loaded on CUDA; at most 2^20 blocks) */
+    double gpu_memory_fraction;  /* CUDA: share of the free memory for the KV pool, in (0, 1]
+                                    (0.8; the rest: activations, workspace, graphs) */
     la_method method;            /* default method of requests (LA_METHOD_LAZY) */
     int32_t max_batch_tokens;    /* per-step token budget: decode + prefill chunks (1024) */
     int32_t max_running;         /* requests in prefill/decode at once (64) */

@@ -6,7 +6,8 @@
  *                  [--concurrency N | --rate R] [--url http://127.0.0.1:8000] [--max-tokens N]
  *                  [--max-docs N] [--json OUT] [--plot FILE.png]
  *                  [--sweep kv|rate|concurrency|context [--points LIST]]
- *                  [--device D] [--threads N] [--kv-blocks N] [--seed S] [--ignore-eos]
+ *                  [--device D] [--threads N] [--kv-blocks N] [--gpu-memory-fraction F]
+ *                  [--seed S] [--ignore-eos]
  *                  [--docs-per-request N] [--doc-tokens N] [--pool-docs N] [--zipf S]
  *
  * Per method: the warm-up requests (bench_workload.h states the policy; not measured), then
@@ -128,6 +129,7 @@ static void usage(FILE *f) {
             "                      [--max-tokens N] [--max-docs N] [--json OUT] [--plot FILE.png]\n"
             "                      [--sweep kv|rate|concurrency|context [--points LIST]]\n"
             "                      [--device D] [--threads N] [--kv-blocks N] [--seed S] [--ignore-eos]\n"
+            "                      [--gpu-memory-fraction F]\n"
             "                      [--docs-per-request N] [--doc-tokens N] [--pool-docs N] [--zipf S]\n"
             "                      [--timeout S]\n"
             "\n"
@@ -198,7 +200,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     enum {
         O_RANDOM = 1, O_TOKENIZER, O_DATASET, O_METHODS, O_REORDER, O_REQUESTS, O_CONC, O_RATE,
         O_URL, O_MAX_TOKENS, O_MAX_DOCS, O_JSON, O_PLOT, O_SWEEP, O_POINTS, O_DEVICE, O_THREADS,
-        O_KV, O_SEED, O_IGNORE_EOS, O_DPR, O_DOC_TOKENS, O_POOL, O_ZIPF, O_TIMEOUT
+        O_KV, O_SEED, O_IGNORE_EOS, O_DPR, O_DOC_TOKENS, O_POOL, O_ZIPF, O_TIMEOUT, O_GPU_FRAC
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},           {"random-weights", required_argument, 0, O_RANDOM},
@@ -211,6 +213,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         {"plot", required_argument, 0, O_PLOT},         {"sweep", required_argument, 0, O_SWEEP},
         {"points", required_argument, 0, O_POINTS},     {"device", required_argument, 0, O_DEVICE},
         {"threads", required_argument, 0, O_THREADS},   {"kv-blocks", required_argument, 0, O_KV},
+        {"gpu-memory-fraction", required_argument, 0, O_GPU_FRAC},
         {"seed", required_argument, 0, O_SEED},         {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
         {"docs-per-request", required_argument, 0, O_DPR}, {"doc-tokens", required_argument, 0, O_DOC_TOKENS},
         {"pool-docs", required_argument, 0, O_POOL},    {"zipf", required_argument, 0, O_ZIPF},
@@ -272,6 +275,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         case O_KV:
             bad = la_cli_parse_i64(optarg, "--kv-blocks", &o->eo.kv_blocks), o->set_in_process_only = true;
             break;
+        case O_GPU_FRAC: {
+            float f = 0;
+            bad = la_cli_parse_f32(optarg, "--gpu-memory-fraction", &f), o->set_in_process_only = true;
+            o->eo.gpu_memory_fraction = f;
+            break;
+        }
         case O_SEED: bad = la_cli_parse_i64(optarg, "--seed", &seed), o->wo.seed = (uint64_t)seed; break;
         case O_IGNORE_EOS: o->ignore_eos = true; break;
         case O_DPR:

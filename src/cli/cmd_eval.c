@@ -85,7 +85,8 @@ static void order_of(int32_t n, int32_t k, uint64_t seed, int32_t *perm) {
 static void usage(FILE *f) {
     fprintf(f, "usage: lazyattn eval [-m DIR] --dataset FILE [--methods LIST] [--orders K] [--limit N]\n"
                "                     [--max-docs N] [--max-tokens N] [--json OUT] [--device D]\n"
-               "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n");
+               "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n"
+               "                     [--gpu-memory-fraction F]\n");
 }
 
 int la_cli_eval(int argc, char **argv) {
@@ -97,6 +98,7 @@ int la_cli_eval(int argc, char **argv) {
         {"json", required_argument, 0, 7},         {"device", required_argument, 0, 8},
         {"threads", required_argument, 0, 9},      {"kv-blocks", required_argument, 0, 10},
         {"concurrency", required_argument, 0, 11}, {"seed", required_argument, 0, 12},
+        {"gpu-memory-fraction", required_argument, 0, 13},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     la_engine_options eo;
     la_engine_options_init(&eo);
@@ -126,6 +128,12 @@ int la_cli_eval(int argc, char **argv) {
             break;
         case 9: bad = la_cli_parse_i32(optarg, "--threads", &eo.n_threads); break;
         case 10: bad = la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks); break;
+        case 13: {
+            float f = 0;
+            bad = la_cli_parse_f32(optarg, "--gpu-memory-fraction", &f);
+            eo.gpu_memory_fraction = f;
+            break;
+        }
         case 11: bad = la_cli_parse_i32(optarg, "--concurrency", &concurrency); break;
         case 12: bad = la_cli_parse_i64(optarg, "--seed", &seed); break;
         case 'h': usage(stdout); return LA_EXIT_OK;

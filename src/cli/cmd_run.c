@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "                         so this request finds them cached\n"
             "      --stats            print one JSON line of reuse and timing stats on stderr\n"
             "      --device D         cpu | cuda (cpu)\n"
-            "      --threads N, --kv-blocks N, --block-size B\n");
+            "      --threads N, --kv-blocks N, --block-size B, --gpu-memory-fraction F\n");
 }
 
 typedef struct run_out {
@@ -74,6 +74,7 @@ int la_cli_run(int argc, char **argv) {
         {"no-special", no_argument, 0, 12},     {"warm", no_argument, 0, 13},
         {"stats", no_argument, 0, 14},          {"device", required_argument, 0, 15},
         {"threads", required_argument, 0, 16},  {"kv-blocks", required_argument, 0, 17},
+        {"gpu-memory-fraction", required_argument, 0, 40},
         {"block-size", required_argument, 0, 18}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     la_engine_options eo;
@@ -148,6 +149,12 @@ int la_cli_run(int argc, char **argv) {
         case 17:
             if (la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks) != 0) goto out;
             break;
+        case 40: {
+            float f;
+            if (la_cli_parse_f32(optarg, "--gpu-memory-fraction", &f) != 0) goto out;
+            eo.gpu_memory_fraction = f;
+            break;
+        }
         case 18:
             if (la_cli_parse_i32(optarg, "--block-size", &eo.block_size) != 0) goto out;
             break;

@@ -34,7 +34,10 @@ static void usage(FILE *f) {
             "                           | block-ref (lazy); requests may override it\n"
             "      --device D           cpu | cuda (cpu)\n"
             "      --threads N          CPU threads (all cores)\n"
-            "      --kv-blocks N        KV pool capacity in blocks (default: 1 GiB worth)\n"
+            "      --kv-blocks N        KV pool capacity in blocks (default: 1 GiB worth on the\n"
+            "                           CPU; on CUDA --gpu-memory-fraction of the free memory)\n"
+            "      --gpu-memory-fraction F  CUDA: share of the memory the weights leave free\n"
+            "                           that the KV pool takes (0.8)\n"
             "      --block-size B       KV block size in tokens (16)\n"
             "      --max-batch-tokens N tokens per engine step (1024)\n"
             "      --max-running N      requests in prefill/decode at once (64)\n"
@@ -77,6 +80,7 @@ int la_cli_serve(int argc, char **argv) {
         {"max-context", required_argument, 0, 12},     {"max-body-bytes", required_argument, 0, 13},
         {"chat-format", required_argument, 0, 14},     {"model-id", required_argument, 0, 15},
         {"log-requests", no_argument, 0, 16},          {"help", no_argument, 0, 'h'},
+        {"gpu-memory-fraction", required_argument, 0, 17},
         {0, 0, 0, 0}};
     la_engine_options eo;
     la_engine_options_init(&eo);
@@ -108,6 +112,12 @@ int la_cli_serve(int argc, char **argv) {
         case 4:
             if (la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks) != 0) return LA_EXIT_USAGE;
             break;
+        case 17: {
+            float f;
+            if (la_cli_parse_f32(optarg, "--gpu-memory-fraction", &f) != 0) return LA_EXIT_USAGE;
+            eo.gpu_memory_fraction = f;
+            break;
+        }
         case 5:
             if (la_cli_parse_i32(optarg, "--block-size", &eo.block_size) != 0) return LA_EXIT_USAGE;
             break;

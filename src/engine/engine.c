@@ -97,6 +97,10 @@ static int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
 
 /* ============================================================ options, create ======== */
 
+/* Upper bound on a pool sized automatically (16M tokens at block size 16): a tiny model on a
+ * large GPU would otherwise get millions of blocks of host-side bookkeeping. */
+#define LA_KV_MAX_AUTO_BLOCKS ((int64_t)1 << 20)
+
 void la_engine_options_init(la_engine_options *o) {
     memset(o, 0, sizeof *o);
     o->device = LA_DEVICE_CPU;
@@ -125,6 +129,9 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
         return la_err_set(err, LA_ERR_INVALID_ARG, "block_size=%d must be in [1, 1024]", o->block_size);
     if (o->kv_blocks < 0 || o->kv_bytes < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "KV capacity must be >= 0");
+    if (!(o->gpu_memory_fraction > 0.0 && o->gpu_memory_fraction <= 1.0))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "gpu_memory_fraction=%g must be in (0, 1]",
+                          o->gpu_memory_fraction);
     if ((unsigned)o->method >= LA_METHOD_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown default method %d", (int)o->method);
     if (o->max_batch_tokens < 1 || o->max_running < 1 || o->max_queue < 1 || o->max_docs < 0)
@@ -176,9 +183,14 @@ la_status la_engine_create(const la_engine_options *o, la_engine **out, la_err *
     if (s == LA_OK) {
         int64_t n_blocks = o->kv_blocks;
         if (n_blocks == 0) {
-            int64_t bytes = o->kv_bytes ? o->kv_bytes : (int64_t)1 << 30;
+            /* kv_bytes, else gpu_memory_fraction of the device memory the weights left free
+             * (the rest holds activations, cuBLAS workspace, CUDA graphs), else 1 GiB */
+            int64_t bytes = o->kv_bytes, free_b = 0;
+            if (!bytes && e->be->ops->mem_free_bytes) free_b = e->be->ops->mem_free_bytes(e->be);
+            if (!bytes) bytes = free_b > 0 ? (int64_t)(o->gpu_memory_fraction * (double)free_b)
+                                           : (int64_t)1 << 30;
             n_blocks = bytes / e->be->ops->kv_block_bytes(e->be, o->block_size);
-            if (n_blocks > (1 << 24)) n_blocks = 1 << 24;
+            if (n_blocks > LA_KV_MAX_AUTO_BLOCKS) n_blocks = LA_KV_MAX_AUTO_BLOCKS;
         }
         if (n_blocks < 1)
             s = la_err_set(err, LA_ERR_INVALID_ARG, "KV pool: %lld bytes hold no block",

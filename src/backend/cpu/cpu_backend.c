@@ -666,6 +666,7 @@ static const la_backend_ops k_cpu_ops = {
     .load_weights = cpu_load_weights,
     .kv_alloc = cpu_kv_alloc,
     .kv_block_bytes = cpu_kv_block_bytes,
+    .mem_free_bytes = NULL,
     .act_alloc = cpu_act_alloc,
     .act_free = cpu_act_free,
     .batch_begin = cpu_batch_begin,

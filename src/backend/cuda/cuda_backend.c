@@ -563,6 +563,12 @@ static int64_t kv_slab_elems(const cuda_backend *c) {
     return c->n_blocks * m->n_kv_heads * c->block_size * m->head_dim;
 }
 
+static int64_t cuda_mem_free_bytes(la_backend *be) {
+    (void)be;
+    size_t free_b = 0, total = 0;
+    return cudaMemGetInfo(&free_b, &total) == cudaSuccess ? (int64_t)free_b : 0;
+}
+
 static int64_t cuda_kv_block_bytes(const la_backend *be, int32_t block_size) {
     const la_model_config *m = &be->cfg;
     return 2LL * m->n_layers * m->n_kv_heads * block_size * m->head_dim * 2;
@@ -1533,6 +1539,7 @@ static const la_backend_ops k_cuda_ops = {
     .load_weights = cuda_load_weights,
     .kv_alloc = cuda_kv_alloc,
     .kv_block_bytes = cuda_kv_block_bytes,
+    .mem_free_bytes = cuda_mem_free_bytes,
     .act_alloc = cuda_act_alloc,
     .act_free = cuda_act_free,
     .batch_begin = cuda_batch_begin,
