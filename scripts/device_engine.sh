@@ -7,7 +7,9 @@
 #   eval_cuda.json eval_cuda.txt race_cuda.txt bench_rag_tiny_gpu.json
 #   bench_2wiki_8b_gpu.json bench.txt
 #
-#   LA_COMMIT=$(git rev-parse HEAD) bash scripts/device_engine.sh
+#   LA_COMMIT=$(git rev-parse --short HEAD) bash scripts/device_engine.sh
+# (LA_COMMIT goes into each JSON's machine.commit: the copied tree's git history, if any,
+# is stale.) LA_CUDA_GRAPHS=1 runs the engine with CUDA graphs for decode.
 set -u
 : "${OUT:?OUT must be set (the device tool sets it)}"
 t_start=$(date +%s)
@@ -42,11 +44,4 @@ step bench
     echo "bench 2wiki 8b exit $?"
 } >"$OUT/bench.txt" 2>"$OUT/bench.err"
 cat "$OUT/bench.txt"; tail -3 "$OUT/bench.err"
-for f in "$OUT"/*.json; do
-    [ -n "${LA_COMMIT:-}" ] && python3 - "$f" "$LA_COMMIT" <<'PY' 2>/dev/null
-import json, sys
-p, c = sys.argv[1], sys.argv[2]
-d = json.load(open(p)); d.setdefault("commit_measured", c); json.dump(d, open(p, "w"), indent=1)
-PY
-done
 step done

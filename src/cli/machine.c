@@ -46,8 +46,12 @@ cJSON *la_machine_json(void) {
     cJSON_AddNumberToObject(m, "n_cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
     cJSON_AddNumberToObject(m, "mem_gib",
                             (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE) / (1 << 30));
-    char commit[128];
-    read_line_of("git -C '" LA_SOURCE_DIR "' rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
+    /* LA_COMMIT names the commit where the tree has no git history (a copied checkout on
+     * a GPU machine, whose stale .git would name the wrong commit) */
+    char commit[128] = "";
+    const char *env_commit = getenv("LA_COMMIT");
+    if (env_commit && *env_commit) snprintf(commit, sizeof commit, "%s", env_commit);
+    else read_line_of("git -C '" LA_SOURCE_DIR "' rev-parse --short HEAD 2>/dev/null", commit, sizeof commit);
     cJSON_AddStringToObject(m, "commit", commit);
     char gpu[256];
     read_line_of("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", gpu, sizeof gpu);
