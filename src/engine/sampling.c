@@ -1,6 +1,7 @@
 #include "engine/sampling.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,50 +42,105 @@ int32_t la_argmax(const float *logits, int32_t n) {
     return best;
 }
 
-static _Thread_local const float *g_sort_vals;
-
-static int by_value_desc(const void *a, const void *b) {
-    float x = g_sort_vals[*(const int32_t *)a], y = g_sort_vals[*(const int32_t *)b];
-    if (x > y) return -1;
-    if (x < y) return 1;
-    return *(const int32_t *)a - *(const int32_t *)b;
+/* Candidate order: larger value first, lower index on ties (a stable sort's order). */
+static bool better(const float *v, int32_t a, int32_t b) {
+    return v[a] > v[b] || (v[a] == v[b] && a < b);
 }
+
+static void sift_down(const float *v, int32_t *heap, int32_t size, int32_t i) {
+    for (;;) {
+        int32_t w = i, l = 2 * i + 1, r = l + 1;
+        if (l < size && better(v, heap[w], heap[l])) w = l; /* root holds the worst */
+        if (r < size && better(v, heap[w], heap[r])) w = r;
+        if (w == i) return;
+        int32_t t = heap[i];
+        heap[i] = heap[w], heap[w] = t;
+        i = w;
+    }
+}
+
+/* idx[0..m) = the m best of v[0..n) in candidate order, in O(n log m): a heap of the m
+ * best seen so far with the worst at its root, then sorted in place. */
+static void top_m(const float *v, int32_t n, int32_t m, int32_t *idx) {
+    int32_t size = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (size < m) {
+            int32_t c = size++;
+            idx[c] = i;
+            while (c > 0 && better(v, idx[(c - 1) / 2], idx[c])) { /* sift up the worse */
+                int32_t p = (c - 1) / 2, t = idx[p];
+                idx[p] = idx[c], idx[c] = t;
+                c = p;
+            }
+        } else if (better(v, i, idx[0])) {
+            idx[0] = i;
+            sift_down(v, idx, size, 0);
+        }
+    }
+    for (int32_t end = size - 1; end > 0; end--) { /* worst to the back: best first */
+        int32_t t = idx[0];
+        idx[0] = idx[end], idx[end] = t;
+        sift_down(v, idx, end, 0);
+    }
+}
+
+/* First candidates looked at; doubled while top-p or the draw needs more. Most of the mass
+ * of a sampled LLM distribution sits in far fewer than this many tokens. */
+#define LA_SAMPLE_FIRST_CANDIDATES 256
 
 int32_t la_sample(const float *logits, int32_t n, const la_sampling_params *p, la_rng *rng,
                   void *scratch) {
     if (p->temperature <= 0.0f) return la_argmax(logits, n);
     float *v = scratch;
     int32_t *idx = (int32_t *)(v + n);
+    float vmax = -INFINITY;
     for (int32_t i = 0; i < n; i++) {
         v[i] = logits[i] / p->temperature;
-        idx[i] = i;
+        if (v[i] > vmax) vmax = v[i];
     }
-    g_sort_vals = v;
-    qsort(idx, (size_t)n, sizeof(int32_t), by_value_desc);
-    int32_t keep = n;
+    const double mx = vmax;
+    int32_t keep = n; /* candidates left after top-k */
     if (p->top_k > 0 && p->top_k < keep) keep = p->top_k;
-    /* softmax over the kept candidates (sorted, largest first) */
-    double mx = v[idx[0]], sum = 0;
-    for (int32_t i = 0; i < keep; i++) sum += exp((double)v[idx[i]] - mx);
-    if (p->top_p < 1.0f) {
-        /* smallest prefix whose mass reaches top_p (HF keeps at least one token) */
-        double cum = 0;
-        int32_t k = 0;
-        while (k < keep) {
-            cum += exp((double)v[idx[k]] - mx) / sum;
-            k++;
-            if (cum >= p->top_p) break;
-        }
-        keep = k;
-        sum = 0;
+    /* the softmax denominator over the kept candidates */
+    double sum = 0;
+    int32_t m = 0; /* idx[0..m) holds the m best, sorted */
+    if (keep < n) {
+        top_m(v, n, keep, idx);
+        m = keep;
         for (int32_t i = 0; i < keep; i++) sum += exp((double)v[idx[i]] - mx);
+    } else {
+        for (int32_t i = 0; i < n; i++) sum += exp((double)v[i] - mx);
     }
-    double u = la_rng_uniform(rng) * sum, acc = 0;
-    for (int32_t i = 0; i < keep; i++) {
-        acc += exp((double)v[idx[i]] - mx);
-        if (u < acc) return idx[i];
+    const double u01 = la_rng_uniform(rng);
+    for (int32_t want = keep < LA_SAMPLE_FIRST_CANDIDATES ? keep : LA_SAMPLE_FIRST_CANDIDATES;;
+         want = want > keep / 2 ? keep : 2 * want) {
+        if (m < want) top_m(v, n, want, idx), m = want;
+        int32_t cut = keep;
+        double kept = sum;
+        if (p->top_p < 1.0f) {
+            /* smallest prefix whose mass reaches top_p (HF keeps at least one token) */
+            double cum = 0;
+            int32_t k = 0;
+            while (k < m) {
+                cum += exp((double)v[idx[k]] - mx) / sum;
+                k++;
+                if (cum >= p->top_p) break;
+            }
+            if (cum < p->top_p && m < keep) continue; /* the cut lies beyond: look further */
+            cut = k;
+            kept = 0;
+            for (int32_t i = 0; i < cut; i++) kept += exp((double)v[idx[i]] - mx);
+        }
+        /* the draw, walking the candidates best first */
+        double u = u01 * kept, acc = 0;
+        int32_t lim = cut < m ? cut : m;
+        for (int32_t i = 0; i < lim; i++) {
+            acc += exp((double)v[idx[i]] - mx);
+            if (u < acc) return idx[i];
+        }
+        if (lim == cut) return idx[cut - 1]; /* rounding left u just past the last one */
+        /* the draw lies beyond the candidates sorted so far: look further */
     }
-    return idx[keep - 1];
 }
 
 la_status la_sampling_params_check(const la_sampling_params *p, la_err *err) {
