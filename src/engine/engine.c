@@ -190,7 +190,8 @@ la_status la_engine_create(const la_engine_options *o, la_engine **out, la_err *
             if (!bytes) bytes = free_b > 0 ? (int64_t)(o->gpu_memory_fraction * (double)free_b)
                                            : (int64_t)1 << 30;
             n_blocks = bytes / e->be->ops->kv_block_bytes(e->be, o->block_size);
-            if (n_blocks > LA_KV_MAX_AUTO_BLOCKS) n_blocks = LA_KV_MAX_AUTO_BLOCKS;
+            int64_t cap = free_b > 0 ? LA_KV_MAX_AUTO_BLOCKS : (int64_t)1 << 24;
+            if (n_blocks > cap) n_blocks = cap;
         }
         if (n_blocks < 1)
             s = la_err_set(err, LA_ERR_INVALID_ARG, "KV pool: %lld bytes hold no block",

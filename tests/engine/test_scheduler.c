@@ -6,6 +6,8 @@
 
 #include "common/engine_util.h"
 #include "common/test_util.h"
+#include "backend/backend.h"
+#include "model/config.h"
 
 /* The template strings, written out independently of model/prompt_template.h. */
 #define LA_TEST_RAG_SYSTEM                                                                     \
@@ -284,5 +286,39 @@ Test(scheduler, chat_messages_render_the_rag_template) {
     cr_assert_eq(memcmp(chat.tokens, raw.tokens, sizeof(int32_t) * 8), 0);
     la_test_gen_free(&chat);
     la_test_gen_free(&raw);
+    la_engine_destroy(e);
+}
+
+/* Engine options out of range are refused at create with a message naming the field; the
+ * CPU pool defaults to 1 GiB worth of blocks (gpu_memory_fraction applies to CUDA only). */
+Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gib) {
+    const double bad[] = {0.0, -0.5, 1.5};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        la_engine_options o;
+        la_engine_options_init(&o);
+        o.model_dir = tiny_dir();
+        o.gpu_memory_fraction = bad[i];
+        la_engine *e = NULL;
+        la_err err = {0};
+        cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG);
+        cr_assert(strstr(err.msg, "gpu_memory_fraction"), "%s", err.msg);
+        cr_assert_null(e);
+    }
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = tiny_dir();
+    o.n_threads = 1;
+    la_engine *e;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+    la_engine_stats st;
+    la_engine_get_stats(e, &st);
+    la_backend *be = NULL;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 1, &be, &err), err);
+    la_model_config cfg;
+    LA_CHECK_OK(la_model_config_load(tiny_dir(), &cfg, &err), err);
+    LA_CHECK_OK(be->ops->load_weights(be, &cfg, NULL, &err), err);
+    cr_assert_eq(st.kv_blocks_total, ((int64_t)1 << 30) / be->ops->kv_block_bytes(be, st.block_size));
+    la_backend_destroy(be);
     la_engine_destroy(e);
 }
