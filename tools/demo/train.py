@@ -2,15 +2,18 @@
 """Train the demo model (a tiny Llama) with Block-Attention fine-tuning, then export it.
 
   python3 tools/demo/train.py --tokenizer models/rag-tiny --out models/rag-tiny \
-      [--steps 6000] [--batch 96] [--time-budget 420] [--device cuda]
+      [--batch 64] [--questions 6] [--time-budget 450] [--device cuda] \
+      [--init DIR --start-batch K] [--type-weights film_year=3,...]
 
 Most batches encode every document block independently (block-diagonal mask, block 0
-and each document causal within themselves; the final block -- question + answer --
-attends to everything before it); --full-frac of the batches use plain causal
-attention. Positions are contiguous 0..N-1 in both modes. Loss: the answer tokens
-(incl. the final <|eot_id|>); --lm-weight adds a language-model loss on all other
-tokens (a stand-in for the pretraining a real checkpoint starts from).
-Training examples are gen_data.make_example("train", i) for i = 0, 1, 2, ...
+and each document causal within themselves; each question block -- question + answer --
+attends to the preamble, the documents and itself); --full-frac of the batches use plain
+causal attention over the preamble and documents. Each example packs up to --questions
+questions onto one encoding of its documents, each at the positions it would have alone
+(tools/demo/test_packing.py checks this equals single-question examples). Loss: the
+answer tokens (incl. the final <|eot_id|>); --lm-weight adds a language-model loss on the
+document tokens. Training example i is gen_data.make_example("train", i,
+fresh_names=True, n_questions=--questions): every world's names are drawn fresh.
 """
 import argparse
 import json
