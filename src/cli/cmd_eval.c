@@ -86,7 +86,10 @@ static void usage(FILE *f) {
     fprintf(f, "usage: lazyattn eval [-m DIR] --dataset FILE [--methods LIST] [--orders K] [--limit N]\n"
                "                     [--max-docs N] [--max-tokens N] [--json OUT] [--device D]\n"
                "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n"
-               "                     [--gpu-memory-fraction F]\n");
+               "                     [--gpu-memory-fraction F]\n"
+               "  --concurrency N  questions in flight (64); ttft_ms includes the queueing this\n"
+               "                   causes: use --concurrency 1 for latency\n"
+               "  --limit N        first N questions (0: all)\n");
 }
 
 int la_cli_eval(int argc, char **argv) {
@@ -144,8 +147,17 @@ int la_cli_eval(int argc, char **argv) {
             return LA_EXIT_USAGE;
         }
     }
-    if (!dataset || optind < argc || orders < 1 || concurrency < 1 || max_tokens < 1) {
-        fprintf(stderr, "lazyattn eval: --dataset FILE is required (orders, concurrency, max-tokens >= 1)\n");
+    const char *bad_arg = optind < argc ? "unexpected argument"
+                          : !dataset        ? "--dataset FILE is required"
+                          : orders < 1      ? "--orders must be >= 1"
+                          : concurrency < 1 ? "--concurrency must be >= 1"
+                          : max_tokens < 1  ? "--max-tokens must be >= 1"
+                          : limit < 0       ? "--limit must be >= 0 (0: every question)"
+                          : eo.n_threads < 0 ? "--threads must be >= 0 (0: all cores)"
+                                            : NULL;
+    if (bad_arg) {
+        fprintf(stderr, "lazyattn eval: %s%s%s\n", bad_arg, optind < argc ? " " : "",
+                optind < argc ? argv[optind] : "");
         usage(stderr);
         return LA_EXIT_USAGE;
     }
@@ -162,6 +174,10 @@ int la_cli_eval(int argc, char **argv) {
             }
             n_methods++;
         }
+        if (n_methods == 0) {
+            fprintf(stderr, "lazyattn eval: --methods lists no method\n");
+            return LA_EXIT_USAGE;
+        }
     }
     la_rag_dataset ds;
     if (la_rag_dataset_load(dataset, limit, max_docs, &ds, &err) != LA_OK) {
@@ -171,10 +187,11 @@ int la_cli_eval(int argc, char **argv) {
     eo.max_running = concurrency;
     eo.max_queue = concurrency > 256 ? concurrency : 256;
     la_engine *e = NULL;
-    if (la_engine_create(&eo, &e, &err) != LA_OK) {
+    la_status cs = la_engine_create(&eo, &e, &err);
+    if (cs != LA_OK) {
         fprintf(stderr, "lazyattn eval: %s\n", err.msg);
         la_rag_dataset_free(&ds);
-        return LA_EXIT_ERROR;
+        return LA_EXIT_FOR(cs);
     }
     int32_t nq = ds.n;
     /* answers[(m * orders + o) * nq + q] */
@@ -280,7 +297,8 @@ int la_cli_eval(int argc, char **argv) {
             cJSON_AddNumberToObject(jo, "exact_match_2hop", n2 ? p2 / 100 : -1);
             cJSON_AddNumberToObject(jo, "n_2hop", (double)n2);
             cJSON_AddNumberToObject(jo, "same_answer_as_first_method", (double)agree / nq);
-            cJSON_AddNumberToObject(jo, "same_answer_across_orders", orders > 1 ? (double)stable / nq : -1);
+            if (orders > 1) cJSON_AddNumberToObject(jo, "same_answer_across_orders", (double)stable / nq);
+            else cJSON_AddNullToObject(jo, "same_answer_across_orders"); /* one order: nothing to compare */
             cJSON_AddNumberToObject(jo, "mean_ttft_ms", tt / nq);
             cJSON *per = cJSON_AddArrayToObject(jo, "answers");
             for (int32_t q = 0; q < nq; q++) {

@@ -1,10 +1,14 @@
 /* lazyattn run: one completion, streamed to stdout (DESIGN.md §7b).
  *
- *   lazyattn run [-m DIR] [--device cpu|cuda] [--method M] [--doc TEXT]... [--doc-file F]...
- *                [--preamble TEXT] [--salt S] -p PROMPT [-n N] [--temperature T] [--top-p P]
+ *   lazyattn run [-m DIR] [--device cpu|cuda] [--method M] [[--title T] --doc TEXT]...
+ *                [[--title T] --doc-file F]... [--raw [--preamble TEXT]] [--salt S] -p PROMPT
+ *                [-n N] [--temperature T] [--top-p P]
  *                [--top-k K] [--seed S] [--stop S]... [--ignore-eos] [--no-special]
  *                [--warm] [--stats] [--threads N] [--kv-blocks N] [--block-size B]
  *
+ * By default the question and the documents go through the model's chat template (with
+ * documents: the Block-FT RAG template, model/prompt_template.h), as `serve` renders a chat
+ * request. --raw sends the preamble, the documents and the prompt as text blocks verbatim.
  * stdout: the completion text only. --stats: one JSON line on stderr.
  */
 #include <cjson/cJSON.h>
@@ -23,10 +27,15 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: lazyattn run [-m DIR] -p PROMPT [options]\n"
             "  -m, --model DIR        model directory (default: the bundled model)\n"
-            "  -p, --prompt TEXT      prompt (the question after the documents)\n"
+            "  -p, --prompt TEXT      the question (a user message of the model's chat template,\n"
+            "                         with the documents in its RAG template)\n"
             "      --doc TEXT         a document (repeatable; each is cached on its own)\n"
             "      --doc-file FILE    a document read from FILE (repeatable)\n"
-            "      --preamble TEXT    document 0 (e.g. a system block)\n"
+            "      --title T          title of the next --doc / --doc-file (\"- Title: T\" block);\n"
+            "                         an untitled document is used verbatim\n"
+            "      --raw              no template: the preamble, documents and prompt are text\n"
+            "                         blocks used verbatim\n"
+            "      --preamble TEXT    with --raw: document 0 (e.g. a system block)\n"
             "      --method M         recompute | prefix | block | mepic | lazy | block-ref (lazy)\n"
             "      --salt S           cache salt (tenant id)\n"
             "  -n, --max-tokens N     tokens to generate (64)\n"
@@ -75,6 +84,7 @@ int la_cli_run(int argc, char **argv) {
         {"stats", no_argument, 0, 14},          {"device", required_argument, 0, 15},
         {"threads", required_argument, 0, 16},  {"kv-blocks", required_argument, 0, 17},
         {"gpu-memory-fraction", required_argument, 0, 40},
+        {"title", required_argument, 0, 41},    {"raw", no_argument, 0, 42},
         {"block-size", required_argument, 0, 18}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     la_engine_options eo;
@@ -83,9 +93,9 @@ int la_cli_run(int argc, char **argv) {
     la_request_params rp;
     la_request_params_init(&rp);
     rp.sampling.max_tokens = 64;
-    la_cli_strings docs = {0}, stops = {0}, owned = {0};
-    const char *prompt = NULL, *preamble = NULL;
-    bool warm = false, stats = false;
+    la_cli_strings docs = {0}, titles = {0}, stops = {0}, owned = {0};
+    const char *prompt = NULL, *preamble = NULL, *title = NULL;
+    bool warm = false, stats = false, raw = false;
     int rc = LA_EXIT_USAGE, c;
     la_err err = {0};
     optind = 1;
@@ -96,7 +106,13 @@ int la_cli_run(int argc, char **argv) {
         case 'n':
             if (la_cli_parse_i32(optarg, "--max-tokens", &rp.sampling.max_tokens) != 0) goto out;
             break;
-        case 1: la_cli_strings_push(&docs, optarg); break;
+        case 1:
+            la_cli_strings_push(&docs, optarg);
+            la_cli_strings_push(&titles, (char *)title); /* NULL: untitled */
+            title = NULL;
+            break;
+        case 41: title = optarg; break;
+        case 42: raw = true; break;
         case 2: {
             char *text = NULL;
             if (la_file_read(optarg, &text, NULL, &err) != LA_OK) {
@@ -106,6 +122,8 @@ int la_cli_run(int argc, char **argv) {
             }
             la_cli_strings_push(&owned, text);
             la_cli_strings_push(&docs, text);
+            la_cli_strings_push(&titles, (char *)title);
+            title = NULL;
             break;
         }
         case 3: preamble = optarg; break;
@@ -145,6 +163,10 @@ int la_cli_run(int argc, char **argv) {
             break;
         case 16:
             if (la_cli_parse_i32(optarg, "--threads", &eo.n_threads) != 0) goto out;
+            if (eo.n_threads < 0) {
+                fprintf(stderr, "lazyattn run: --threads must be >= 0 (0: all cores)\n");
+                goto out;
+            }
             break;
         case 17:
             if (la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks) != 0) goto out;
@@ -172,16 +194,30 @@ int la_cli_run(int argc, char **argv) {
         usage(stderr);
         goto out;
     }
+    if (title || (preamble && !raw)) {
+        fprintf(stderr, title ? "lazyattn run: --title must come before the --doc or --doc-file it names\n"
+                              : "lazyattn run: --preamble needs --raw (the chat template writes its own)\n");
+        usage(stderr);
+        goto out;
+    }
     rc = LA_EXIT_ERROR;
     la_engine *e = NULL;
-    if (la_engine_create(&eo, &e, &err) != LA_OK) {
+    la_status cs = la_engine_create(&eo, &e, &err);
+    if (cs != LA_OK) {
         fprintf(stderr, "lazyattn run: %s\n", err.msg);
+        rc = LA_EXIT_FOR(cs);
         goto out;
     }
     la_segment *segs = calloc((size_t)(docs.n ? docs.n : 1), sizeof(la_segment));
-    for (int i = 0; i < docs.n; i++) segs[i].text = docs.items[i];
-    rp.prompt.text = prompt;
-    rp.preamble.text = preamble;
+    for (int i = 0; i < docs.n; i++) segs[i].text = docs.items[i], segs[i].title = titles.items[i];
+    la_chat_message question = {"user", prompt};
+    if (raw) {
+        rp.prompt.text = prompt;
+        rp.preamble.text = preamble;
+    } else {
+        rp.messages = &question;
+        rp.n_messages = 1;
+    }
     rp.docs = segs;
     rp.n_docs = docs.n;
     rp.sampling.stop = (const char *const *)stops.items;
@@ -199,8 +235,10 @@ int la_cli_run(int argc, char **argv) {
         free(rev);
     }
     o.print = true;
-    if (la_engine_submit(e, &rp, NULL, &err) != LA_OK) {
+    la_status ss = la_engine_submit(e, &rp, NULL, &err);
+    if (ss != LA_OK) {
         fprintf(stderr, "lazyattn run: %s\n", err.msg);
+        rc = LA_EXIT_FOR(ss);
     } else {
         la_engine_run(e, &err);
         if (o.finish == LA_FINISH_ERROR) {
@@ -235,6 +273,7 @@ out:
     for (int i = 0; i < owned.n; i++) free(owned.items[i]);
     la_cli_strings_free(&owned);
     la_cli_strings_free(&docs);
+    la_cli_strings_free(&titles);
     la_cli_strings_free(&stops);
     return rc;
 }

@@ -123,6 +123,10 @@ int la_cli_serve(int argc, char **argv) {
             break;
         case 6:
             if (la_cli_parse_i32(optarg, "--threads", &eo.n_threads) != 0) return LA_EXIT_USAGE;
+            if (eo.n_threads < 0) {
+                fprintf(stderr, "lazyattn serve: --threads must be >= 0 (0: all cores)\n");
+                return LA_EXIT_USAGE;
+            }
             break;
         case 7:
             if (la_device_parse(optarg, &eo.device, &err) != LA_OK) {
@@ -189,9 +193,10 @@ int la_cli_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     la_engine *e = NULL;
-    if (la_engine_create(&eo, &e, &err) != LA_OK) {
+    la_status cs = la_engine_create(&eo, &e, &err);
+    if (cs != LA_OK) {
         fprintf(stderr, "lazyattn serve: %s\n", err.msg);
-        return LA_EXIT_ERROR;
+        return LA_EXIT_FOR(cs);
     }
     la_server *srv = NULL;
     if (la_server_create(e, &so, &srv, &err) != LA_OK) {

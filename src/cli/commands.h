@@ -3,6 +3,8 @@
 #ifndef LA_CLI_COMMANDS_H
 #define LA_CLI_COMMANDS_H
 
+#include "lazyattn/status.h"
+
 /* argv[0] is the subcommand name. */
 int la_cli_run(int argc, char **argv);
 int la_cli_tokenize(int argc, char **argv);
@@ -19,5 +21,9 @@ const char *la_cli_default_model_dir(void);
 #define LA_EXIT_OK 0
 #define LA_EXIT_ERROR 1
 #define LA_EXIT_USAGE 2
+
+/* Exit status for an error the engine returned: a value the user passed that the engine
+ * refused (LA_ERR_INVALID_ARG) is a usage error (2), anything else 1. */
+#define LA_EXIT_FOR(status) ((status) == LA_ERR_INVALID_ARG ? LA_EXIT_USAGE : LA_EXIT_ERROR)
 
 #endif

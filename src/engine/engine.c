@@ -204,6 +204,11 @@ la_status la_engine_create(const la_engine_options *o, la_engine **out, la_err *
         if (s == LA_OK) s = e->be->ops->kv_alloc(e->be, n_blocks, o->block_size, err);
     }
     if (s == LA_OK) {
+        if (o->max_context > 0 && e->cfg.max_position_embeddings > 0 &&
+            o->max_context > e->cfg.max_position_embeddings)
+            s = la_err_set(err, LA_ERR_INVALID_ARG,
+                           "max_context=%d exceeds the model's max_position_embeddings=%lld",
+                           o->max_context, (long long)e->cfg.max_position_embeddings);
         int64_t mc = o->max_context ? o->max_context : e->cfg.max_position_embeddings;
         if (mc <= 0 || mc > INT32_MAX - 1) mc = INT32_MAX - 1;
         e->max_context = (int32_t)mc;

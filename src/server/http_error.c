@@ -8,7 +8,7 @@
  * a full queue is 429, failures of ours are 500, a temporary lack of capacity is 503. */
 static const la_http_error k_status_map[LA_STATUS_COUNT] = {
     [LA_OK] = {500, "server_error", NULL},
-    [LA_ERR_INVALID_ARG] = {400, "invalid_request_error", NULL},
+    [LA_ERR_INVALID_ARG] = {400, "invalid_request_error", "invalid_value"},
     [LA_ERR_IO] = {500, "server_error", NULL},
     [LA_ERR_FORMAT] = {500, "server_error", NULL},
     [LA_ERR_UNSUPPORTED] = {400, "invalid_request_error", "unsupported"},

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/file.h"
@@ -36,4 +37,37 @@ double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at
     }
     if (at) *at = where;
     return m;
+}
+
+static char *slurp_file(const char *path) {
+    char *data = NULL;
+    la_err e = {0};
+    LA_CHECK_OK(la_file_read(path, &data, NULL, &e), e);
+    return data;
+}
+
+la_test_cli_result la_test_cli(const char *env, const char *args, const char *input) {
+    char *dir = la_test_tmpdir();
+    char *in = la_path_join(dir, "in"), *out = la_path_join(dir, "out"), *err = la_path_join(dir, "err");
+    FILE *f = fopen(in, "wb");
+    cr_assert(f);
+    if (input) fputs(input, f);
+    fclose(f);
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "%s '%s/lazyattn' %s <'%s' >'%s' 2>'%s'", env, LA_BUILD_DIR, args, in, out,
+                       err) > 0);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
+    la_test_cli_result r = {WEXITSTATUS(st), slurp_file(out), slurp_file(err)};
+    free(cmd);
+    free(in);
+    free(out);
+    free(err);
+    free(dir);
+    return r;
+}
+
+void la_test_cli_free(la_test_cli_result *r) {
+    free(r->out);
+    free(r->err);
 }

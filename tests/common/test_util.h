@@ -18,6 +18,15 @@ char *la_test_tmpdir(void);
 #define LA_CHECK_OK(s, err)                                                          \
     cr_assert((s) == LA_OK, "status %s: %s", la_status_name(s), (err).msg)
 
+/* The built `lazyattn` binary run through the shell: `env lazyattn args` with `input` on
+ * stdin (NULL: empty). args are passed to the shell as written. */
+typedef struct la_test_cli_result {
+    int status; /* exit status */
+    char *out, *err;
+} la_test_cli_result;
+la_test_cli_result la_test_cli(const char *env, const char *args, const char *input);
+void la_test_cli_free(la_test_cli_result *r);
+
 /* Max |a-b| over n floats; *at receives its index. */
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at);
 

@@ -9,45 +9,18 @@
 #include "base/file.h"
 #include "common/test_util.h"
 
-typedef struct run_result {
-    int status;
-    char *out, *err;
-} run_result;
+typedef la_test_cli_result run_result;
 
-static char *slurp(const char *path) {
-    char *data = NULL;
-    la_err e = {0};
-    LA_CHECK_OK(la_file_read(path, &data, NULL, &e), e);
-    return data;
-}
-
-/* Run `lazyattn tokenize <args>` with `input` on stdin (NULL: /dev/null) and `env`
- * prefixed (may be ""). args are passed to the shell as written. */
+/* `lazyattn tokenize <args>` */
 static run_result run(const char *env, const char *args, const char *input) {
-    char *dir = la_test_tmpdir();
-    char *in = la_path_join(dir, "in"), *out = la_path_join(dir, "out"), *err = la_path_join(dir, "err");
-    FILE *f = fopen(in, "wb");
-    cr_assert(f);
-    if (input) fputs(input, f);
-    fclose(f);
-    char *cmd = NULL;
-    cr_assert(asprintf(&cmd, "%s '%s/lazyattn' tokenize %s <'%s' >'%s' 2>'%s'", env, LA_BUILD_DIR,
-                       args, in, out, err) > 0);
-    int st = system(cmd);
-    cr_assert(st != -1 && WIFEXITED(st), "%s did not exit normally", cmd);
-    run_result r = {WEXITSTATUS(st), slurp(out), slurp(err)};
-    free(cmd);
-    free(in);
-    free(out);
-    free(err);
-    free(dir);
+    char *full = NULL;
+    cr_assert(asprintf(&full, "tokenize %s", args) > 0);
+    run_result r = la_test_cli(env, full, input);
+    free(full);
     return r;
 }
 
-static void run_free(run_result *r) {
-    free(r->out);
-    free(r->err);
-}
+static void run_free(run_result *r) { la_test_cli_free(r); }
 
 static char *llama3_arg(void) {
     char *s = NULL;

@@ -353,7 +353,7 @@ Test(server_api, prewarm_refuses_methods_that_do_not_cache_documents_alone) {
     ts_expect_error(t.port, "/v1/documents", "{\"documents\": []}", 400, "invalid_request_error",
                     "documents", "invalid_value");
     ts_expect_error(t.port, "/v1/documents", "{\"documents\": [\"\"]}", 400, "invalid_request_error",
-                    "documents[0]", NULL);
+                    "documents[0]", "invalid_value");
     ts_assert_serves(t.port);
     ts_stop(&t);
 }

@@ -1,0 +1,46 @@
+/* `lazyattn run` (src/cli/cmd_run.c) as the built binary on the bundled model: the question
+ * and titled documents go through the model's RAG template and the model answers from them
+ * (the template's bytes are checked in tests/model/test_prompt_template.c and against
+ * hand-written blocks in tests/engine/test_scheduler.c); exit statuses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/test_util.h"
+
+#define MODEL "-m '" LA_SOURCE_DIR "/models/rag-tiny' --threads 1 "
+/* two people born in different cities: the answer must come from the right document */
+#define DOCS                                                                                       \
+    "--title 'Elkrak Avoltrax' --doc 'Elkrak Avoltrax (born 3 September 1972 in Chas, Wirnor) is "  \
+    "a cinematographer.' --title 'Famtond Cuxirnca' --doc 'Famtond Cuxirnca was born in Kramker, "  \
+    "Gailevea, on 19 December 1946. She worked as a cinematographer.' "
+
+Test(run, the_rag_template_answers_from_the_right_document) {
+    la_test_cli_result a = la_test_cli("", "run " MODEL DOCS "-p 'Where was Elkrak Avoltrax born?'", NULL);
+    cr_assert_eq(a.status, 0, "%s", a.err);
+    cr_assert_str_eq(a.out, "Chas");
+    la_test_cli_result b = la_test_cli("", "run " MODEL DOCS "-p 'Where was Famtond Cuxirnca born?' --stats", NULL);
+    cr_assert_eq(b.status, 0, "%s", b.err);
+    cr_assert_str_eq(b.out, "Kramker");
+    cr_assert(strstr(b.err, "\"doc_tokens_computed\""), "--stats line: %s", b.err);
+    la_test_cli_free(&a);
+    la_test_cli_free(&b);
+}
+
+Test(run, usage_errors_exit_2) {
+    const char *cases[] = {
+        "run " MODEL "-p x --preamble y",    /* --preamble without --raw */
+        "run " MODEL "-p x --title y",       /* a title naming no document */
+        "run " MODEL "--doc y",              /* no prompt */
+        "run " MODEL "-p x -n 0",            /* max_tokens out of range */
+        "run " MODEL "-p x --top-p 0",
+        "run " MODEL "-p x --threads -3",
+        "run " MODEL "-p x --gpu-memory-fraction 2",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        la_test_cli_result r = la_test_cli("", cases[i], NULL);
+        cr_assert_eq(r.status, 2, "%s: exit %d, stderr %s", cases[i], r.status, r.err);
+        cr_assert(strstr(r.err, "lazyattn run: "), "%s: one message: %s", cases[i], r.err);
+        la_test_cli_free(&r);
+    }
+}
