@@ -33,11 +33,11 @@ la_status la_file_read(const char *path, char **out_data, size_t *out_len, la_er
         }
         buf = nb;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), e = errno;
     fclose(f);
     if (bad) {
         free(buf);
-        return la_err_set(err, LA_ERR_IO, "%s: read error", path);
+        return la_err_set(err, LA_ERR_IO, "%s: read error: %s", path, strerror(e));
     }
     buf[len] = '\0';
     *out_data = buf;

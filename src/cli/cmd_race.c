@@ -402,6 +402,11 @@ int la_cli_race(int argc, char **argv) {
         }
     }
     if (optind < argc || qi < 0 || max_tokens < 1 || fps < 1 || fps > 120) {
+        fprintf(stderr, "lazyattn race: %s\n",
+                optind < argc ? "unexpected argument"
+                : qi < 0      ? "--question must be >= 0"
+                : max_tokens < 1 ? "--max-tokens must be >= 1"
+                                 : "--fps must be in [1, 120]");
         usage(stderr);
         return LA_EXIT_USAGE;
     }
@@ -485,7 +490,8 @@ int la_cli_race(int argc, char **argv) {
     if (sink.f) {
         fclose(sink.f);
         if (rc == LA_EXIT_OK && record_gif(frames_path, record) != 0) {
-            fprintf(stderr, "lazyattn race: --record: ImageMagick's convert failed (apt-get install imagemagick fonts-dejavu-core)\n");
+            fprintf(stderr, "lazyattn race: --record %s: ImageMagick's convert failed: is the path "
+                            "writable, and are imagemagick and fonts-dejavu-core installed?\n", record);
             rc = LA_EXIT_ERROR;
         } else if (rc == LA_EXIT_OK) {
             fprintf(stderr, "lazyattn race: recorded %d frames to %s\n", sink.n, record);

@@ -717,6 +717,13 @@ static la_status admit(la_engine *e, la_request *r, la_err *err) {
         r->stats.doc_tokens_reused = r->plan.doc_tokens_reused;
         r->stats.doc_tokens_computed = r->plan.doc_tokens_computed;
         r->stats.prefix_tokens_reused = r->plan.tail_tokens_reused;
+        if (r->method == LA_METHOD_RECOMPUTE || r->method == LA_METHOD_PREFIX) {
+            /* documents are part of one prompt here: the ones prefix caching did not serve
+             * (reused ones are counted in prefix_tokens_reused only) */
+            int64_t served = r->plan.tail_tokens_reused < r->n_doc_tokens ? r->plan.tail_tokens_reused
+                                                                           : r->n_doc_tokens;
+            r->stats.doc_tokens_computed = r->n_doc_tokens - served;
+        }
     }
     r->n_plan_tail = r->n_tail;
     r->n_computed = r->plan.n_tail_cached;

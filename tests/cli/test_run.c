@@ -2,6 +2,7 @@
  * and titled documents go through the model's RAG template and the model answers from them
  * (the template's bytes are checked in tests/model/test_prompt_template.c and against
  * hand-written blocks in tests/engine/test_scheduler.c); exit statuses. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,33 @@ Test(run, usage_errors_exit_2) {
         la_test_cli_result r = la_test_cli("", cases[i], NULL);
         cr_assert_eq(r.status, 2, "%s: exit %d, stderr %s", cases[i], r.status, r.err);
         cr_assert(strstr(r.err, "lazyattn run: "), "%s: one message: %s", cases[i], r.err);
+        la_test_cli_free(&r);
+    }
+}
+
+/* --stats: every method accounts for the document tokens it computed (recompute all of
+ * them; lazy none once --warm has cached the documents). */
+Test(run, stats_count_computed_document_tokens_for_every_method) {
+    const struct {
+        const char *method;
+        bool all;
+    } cases[] = {{"recompute", true}, {"lazy", false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *args = NULL;
+        cr_assert(asprintf(&args, "run " MODEL DOCS "-p 'Where was Elkrak Avoltrax born?' --warm --stats "
+                                  "--method %s", cases[i].method) > 0);
+        la_test_cli_result r = la_test_cli("", args, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cJSON *j = cJSON_Parse(r.err);
+        cr_assert(j, "stats line: %s", r.err);
+        double doc = cJSON_GetObjectItem(j, "doc_tokens")->valuedouble;
+        double computed = cJSON_GetObjectItem(j, "doc_tokens_computed")->valuedouble;
+        double reused = cJSON_GetObjectItem(j, "doc_tokens_reused")->valuedouble;
+        cr_assert(doc > 40, "%s", r.err);
+        if (cases[i].all) cr_assert(computed == doc && reused == 0, "%s: %s", cases[i].method, r.err);
+        else cr_assert(computed == 0 && reused == doc, "%s: %s", cases[i].method, r.err);
+        cJSON_Delete(j);
+        free(args);
         la_test_cli_free(&r);
     }
 }
