@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lazyattn builds against, only those missing.
-# Called by `make` when pkg-config cannot find one of them; safe to run twice.
+# Called by `make run` and `make test` every time (a no-op when all are installed); safe
+# to run twice. `lazyattn race --record` also needs tmux and imagemagick (not installed here).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libpcre2-dev libcjson-dev
       libxxhash-dev libmicrohttpd-dev libcriterion-dev python3 python3-pip gnuplot-nox)
