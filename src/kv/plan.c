@@ -90,6 +90,29 @@ static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
  * BLOCK method's per-request copies. */
 static la_status alloc_doc(la_plan *plan, la_kv_pool *pool, la_plan_doc *doc,
                            const la_hash128 *hashes, la_err *err) {
+    if (caches_docs(plan->method) && doc->compute) {
+        /* The same document earlier in this request registered its blocks a moment ago
+         * (pass 1 ran before any registration): share them, computed once. Only a whole
+         * remainder is taken; a partial match computes as before. */
+        int32_t k = doc->n_reused;
+        while (k < doc->n_blocks) {
+            int32_t id = la_kv_pool_lookup_pin(pool, hashes[k]);
+            if (id < 0) break;
+            doc->block_ids[k++] = id;
+        }
+        if (k == doc->n_blocks) {
+            int32_t was = min_i32(doc->n_tokens, doc->n_reused * plan->block_size);
+            plan->doc_tokens_reused += doc->n_tokens - was;
+            plan->doc_tokens_computed -= doc->n_tokens - was;
+            doc->n_reused = k;
+            doc->compute = false;
+        } else {
+            for (int32_t b = k - 1; b >= doc->n_reused; b--) {
+                la_kv_pool_unpin(pool, doc->block_ids[b]);
+                doc->block_ids[b] = -1;
+            }
+        }
+    }
     for (int32_t b = doc->n_reused; b < doc->n_blocks; b++) {
         LA_TRY(la_kv_pool_alloc(pool, &doc->block_ids[b], err));
         if (caches_docs(plan->method)) la_kv_pool_register(pool, doc->block_ids[b], hashes[b]);

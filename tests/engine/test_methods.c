@@ -270,3 +270,30 @@ Test(methods, concurrent_requests_sharing_a_missing_document_compute_it_once) {
     free_docs(&d);
     la_engine_destroy(e);
 }
+
+/* A document repeated inside one request (cold) is computed once and the answer is the
+ * reference's (block-ref computes every occurrence in place), for each caching method. */
+Test(methods, a_document_repeated_in_one_request_is_computed_once_and_answers_alike) {
+    la_engine *e = la_test_engine(tiny_dir(), 1024, 16);
+    la_rng rng;
+    la_rng_seed(&rng, 21);
+    const int32_t lens[2] = {37, 12};
+    docset base = make_docs(&rng, 2, lens);
+    /* documents: A, B, A */
+    docset d = {3, (int32_t[]){37, 12, 37}, (int32_t *[]){base.ids[0], base.ids[1], base.ids[0]}};
+    int32_t q[4] = {4, 9, 4, 9};
+    la_test_gen ref;
+    run(e, LA_METHOD_BLOCK_REF, &d, NULL, q, 4, "ref", &ref);
+    const la_method ms[] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        la_test_gen g;
+        run(e, ms[i], &d, NULL, q, 4, la_method_name(ms[i]), &g); /* cold: own salt */
+        assert_same(&g, &ref, la_method_name(ms[i]));
+        cr_assert_eq(g.stats.doc_tokens_computed, 49, "%s: A once, B once", la_method_name(ms[i]));
+        cr_assert_eq(g.stats.doc_tokens_reused, 37, "%s: the repeat of A", la_method_name(ms[i]));
+        la_test_gen_free(&g);
+    }
+    la_test_gen_free(&ref);
+    free_docs(&base);
+    la_engine_destroy(e);
+}

@@ -280,3 +280,33 @@ Test(plan, prefix_reuse_of_a_prompt_longer_than_eight_blocks) {
     LA_CHECK_OK(la_kv_pool_check(pool, 0, &err), err);
     la_kv_pool_destroy(pool);
 }
+
+/* The same document twice in one request: the second shares the first's blocks (computed
+ * once), for every method that caches documents; BLOCK still gets a copy per occurrence. */
+Test(plan, a_document_repeated_in_one_request_is_computed_once) {
+    const la_method methods[] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK};
+    for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
+        la_kv_pool *pool = pool_of(64, 8);
+        int32_t toks[20];
+        for (int i = 0; i < 20; i++) toks[i] = 500 + i;
+        int32_t other[5] = {7, 8, 9, 10, 11};
+        la_plan_input_doc docs[3] = {{toks, 20}, {other, 5}, {toks, 20}};
+        int32_t tail[3] = {1, 2, 3};
+        la_plan pl;
+        la_err err = {0};
+        LA_CHECK_OK(la_plan_create(pool, methods[m], NULL, docs, 3, tail, 3, &pl, &err), err);
+        cr_assert(pl.docs[0].compute && pl.docs[1].compute);
+        cr_assert(!pl.docs[2].compute, "%s: the repeat is not computed again", la_method_name(methods[m]));
+        for (int b = 0; b < 3; b++) cr_assert_eq(pl.docs[2].block_ids[b], pl.docs[0].block_ids[b]);
+        cr_assert_eq(pl.doc_tokens_computed, 25);
+        cr_assert_eq(pl.doc_tokens_reused, 20);
+        cr_assert_eq(pl.docs[2].start, 25, "its own slot in the prompt");
+        if (methods[m] == LA_METHOD_BLOCK)
+            cr_assert_neq(pl.docs[2].copy_ids[0], pl.docs[0].copy_ids[0], "a copy per occurrence");
+        mark_computed(&pl, pool, tail, 3);
+        la_plan_release(&pl, pool);
+        la_err e2 = {0};
+        LA_CHECK_OK(la_kv_pool_check(pool, 0, &e2), e2); /* every pin released */
+        la_kv_pool_destroy(pool);
+    }
+}
