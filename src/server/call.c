@@ -14,6 +14,7 @@ la_call *la_call_create(la_server *srv) {
     if (!c) return NULL;
     c->srv = srv;
     c->refs = 1;
+    c->observe = true;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     return c;
@@ -80,7 +81,7 @@ static void on_event(void *user, const la_event *ev) {
         }
     }
     /* counted before the handler can answer, so /metrics never lags a response */
-    if (done) la_metrics_observe(c->srv->metrics, &c->stats, c->finish);
+    if (done && c->observe) la_metrics_observe(c->srv->metrics, &c->stats, c->finish);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     if (done) call_unref(c); /* the engine's reference */

@@ -21,6 +21,7 @@ struct la_call {
     uint64_t request_id;      /* 0 until submitted (written under srv->mu) */
     la_call *prev, *next;     /* srv->calls (under srv->mu) */
     bool linked;
+    bool observe;             /* counted in /metrics (false: a /v1/documents pre-warm job) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;

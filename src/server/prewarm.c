@@ -84,7 +84,8 @@ enum MHD_Result la_server_handle_documents(la_server *s, struct MHD_Connection *
         p.cache_salt = ar.params.cache_salt;
         p.sampling.max_tokens = 1;
         for (;;) {
-            if (!(calls[d] = la_call_create(s))) {
+            if ((calls[d] = la_call_create(s))) calls[d]->observe = false; /* not a request */
+            if (!calls[d]) {
                 st = la_err_set(&err, LA_ERR_NO_MEMORY, "out of memory");
                 break;
             }

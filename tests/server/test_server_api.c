@@ -409,3 +409,26 @@ Test(server_api, metrics_count_requests_tokens_and_kv_blocks) {
     la_http_resp_free(&r);
     ts_stop(&t);
 }
+
+static bool two_ok_and_idle(const la_engine_stats *s) {
+    return s->requests_ok == 2 && s->n_running == 0 && s->kv_blocks_pinned == 0;
+}
+
+/* POST /v1/documents runs one engine job per document; /metrics' request counters and
+ * latency histograms describe client requests only, so the pre-warm adds nothing there. */
+Test(server_api, prewarm_jobs_are_not_counted_as_requests_in_metrics) {
+    test_server t;
+    ts_start(&t, NULL);
+    cJSON *j = ts_post(t.port, "/v1/documents", "{\"documents\": [\"doc A\", \"doc B\"]}", 200);
+    cJSON_Delete(j);
+    cr_assert(ts_wait_stats(t.e, two_ok_and_idle, 10000));
+    la_http_resp r;
+    cr_assert(la_http_request(t.port, "GET", "/metrics", NULL, 0, NULL, &r) == 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert_eq(ts_metric(r.body, "lazyattn_ttft_seconds_count"), 0);
+    cr_assert_eq(ts_metric(r.body, "lazyattn_requests_finished_total{reason=\"length\"}"), 0);
+    cr_assert_eq(ts_metric(r.body, "lazyattn_generated_tokens_total"), 0);
+    cr_assert_gt(ts_metric(r.body, "lazyattn_doc_tokens_computed_total"), 0, "the documents were computed");
+    la_http_resp_free(&r);
+    ts_stop(&t);
+}
