@@ -15,19 +15,39 @@
  * differences are summation order and RoPE angle precision: measured ~2e-5. */
 #define LOGIT_TOL 1e-4
 
-static void check_model(const char *name) {
+/* A CPU backend with fixture model `name` loaded and a pool of n_blocks x B slots. */
+typedef struct loaded {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
-    la_err err = {0};
     la_model_config cfg;
-    LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
-    la_weights *w = NULL;
-    LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
-    la_backend *be = NULL;
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be, &err), err);
-    LA_CHECK_OK(be->ops->load_weights(be, &cfg, w, &err), err);
+    la_weights *w;
+    la_backend *be;
+} loaded;
+
+static void load(const char *name, int threads, int32_t n_blocks, int32_t B, loaded *m) {
+    snprintf(m->dir, sizeof m->dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
+    la_err err = {0};
+    LA_CHECK_OK(la_model_config_load(m->dir, &m->cfg, &err), err);
+    m->w = NULL;
+    LA_CHECK_OK(la_weights_load(m->dir, &m->cfg, &m->w, &err), err);
+    m->be = NULL;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, threads, &m->be, &err), err);
+    LA_CHECK_OK(m->be->ops->load_weights(m->be, &m->cfg, m->w, &err), err);
+    LA_CHECK_OK(m->be->ops->kv_alloc(m->be, n_blocks, B, &err), err);
+}
+
+static void unload(loaded *m) {
+    la_backend_destroy(m->be);
+    la_weights_destroy(m->w);
+}
+
+static void check_model(const char *name) {
     const int32_t B = 16, n_blocks = 16;
-    LA_CHECK_OK(be->ops->kv_alloc(be, n_blocks, B, &err), err);
+    loaded lm;
+    load(name, 2, n_blocks, B, &lm);
+    const char *dir = lm.dir;
+    la_model_config cfg = lm.cfg;
+    la_backend *be = lm.be;
+    la_err err = {0};
 
     cJSON *oracle = la_test_oracle(dir);
     const cJSON *p;
@@ -72,8 +92,7 @@ static void check_model(const char *name) {
     }
     cr_assert(n_checked >= 6);
     cJSON_Delete(oracle);
-    la_backend_destroy(be);
-    la_weights_destroy(w);
+    unload(&lm);
 }
 
 Test(forward_hf, f32_tied_llama3_logits_match_transformers) { check_model("tiny-f32-tied"); }
@@ -84,18 +103,12 @@ Test(forward_hf, f32_linear_rope_mha_logits_match_transformers) { check_model("t
  * positions p and rotating it by delta gives the keys written at p + delta, for positive
  * and negative delta (a block moved to an earlier position). */
 Test(forward_hf, kv_copy_rotate_matches_keys_written_at_shifted_positions) {
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/tiny-f32-tied", LA_SOURCE_DIR);
-    la_err err = {0};
-    la_model_config cfg;
-    LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
-    la_weights *w = NULL;
-    LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
-    la_backend *be = NULL;
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 1, &be, &err), err);
-    LA_CHECK_OK(be->ops->load_weights(be, &cfg, w, &err), err);
     const int32_t B = 8, n = 8;
-    LA_CHECK_OK(be->ops->kv_alloc(be, 8, B, &err), err);
+    loaded lm;
+    load("tiny-f32-tied", 1, 8, B, &lm);
+    la_model_config cfg = lm.cfg;
+    la_backend *be = lm.be;
+    la_err err = {0};
     const int32_t deltas[] = {5, -5, 37, -3};
     for (size_t di = 0; di < sizeof deltas / sizeof deltas[0]; di++) {
         int32_t delta = deltas[di], base = 10;
@@ -128,6 +141,5 @@ Test(forward_hf, kv_copy_rotate_matches_keys_written_at_shifted_positions) {
         cr_assert(worst <= 1e-4, "delta %d: max |K(p+delta) - rotate(K(p), delta)| = %.3g", delta, worst);
         free(k1), free(v1), free(k2), free(v2);
     }
-    la_backend_destroy(be);
-    la_weights_destroy(w);
+    unload(&lm);
 }
