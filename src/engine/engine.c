@@ -1126,14 +1126,7 @@ bool la_engine_has_work(la_engine *e) {
 void la_engine_wait_work(la_engine *e, int timeout_ms) {
     pthread_mutex_lock(&e->mu);
     if (e->n_live == 0 && e->n_cancel == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = la_deadline_after_ms(timeout_ms);
         pthread_cond_timedwait(&e->cv, &e->mu, &ts);
     }
     pthread_mutex_unlock(&e->mu);

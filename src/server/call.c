@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "base/timer.h"
 
 la_call *la_call_create(la_server *srv) {
     la_call *c = calloc(1, sizeof *c);
@@ -125,14 +126,7 @@ la_status la_call_submit(la_call *c, la_request_params *p, la_err *err) {
 }
 
 bool la_call_wait(la_call *c, int timeout_ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = la_deadline_after_ms(timeout_ms);
     pthread_mutex_lock(&c->mu);
     while (!c->done && c->text_read == c->text_len)
         if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT) break;
