@@ -156,19 +156,9 @@ enum MHD_Result la_server_handle_generate(la_server *s, struct MHD_Connection *c
                                           const char *route, la_api_kind kind, const char *body,
                                           size_t len) {
     la_api_request ar;
-    la_api_fault fault;
+    enum MHD_Result parse_ret;
+    if (!la_server_parse_request(s, conn, route, kind, body, len, &ar, &parse_ret)) return parse_ret;
     la_err err = {0};
-    la_status st = la_api_request_parse(kind, body, len, &s->limits, &ar, &fault, &err);
-    if (st != LA_OK)
-        return la_server_send_status(s, conn, route, st, err.msg, fault.param[0] ? fault.param : NULL,
-                                     fault.code);
-    if (ar.model && strcmp(ar.model, s->model_id)) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "The model '%.64s' does not exist (this server serves '%.64s').",
-                 ar.model, s->model_id);
-        la_api_request_fini(&ar);
-        return la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, msg, "model");
-    }
     if (ar.params.method == LA_METHOD_COUNT) ar.params.method = s->opts.method;
     la_api_reply reply = {.kind = kind, .created = (int64_t)time(NULL), .model = s->model_id,
                           .method = la_method_name(ar.params.method),
@@ -179,7 +169,7 @@ enum MHD_Result la_server_handle_generate(la_server *s, struct MHD_Connection *c
         la_api_request_fini(&ar);
         return la_server_send_status(s, conn, route, LA_ERR_NO_MEMORY, "out of memory", NULL, NULL);
     }
-    st = la_call_submit(c, &ar.params, &err);
+    la_status st = la_call_submit(c, &ar.params, &err);
     la_api_request_fini(&ar); /* submit copied what it needs */
     if (st != LA_OK) {
         la_call_release(c);

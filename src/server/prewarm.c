@@ -44,19 +44,12 @@ static void wait_done(la_call *c) {
 enum MHD_Result la_server_handle_documents(la_server *s, struct MHD_Connection *conn,
                                            const char *route, const char *body, size_t len) {
     la_api_request ar;
-    la_api_fault fault;
+    enum MHD_Result parse_ret;
+    if (!la_server_parse_request(s, conn, route, LA_API_DOCUMENTS, body, len, &ar, &parse_ret))
+        return parse_ret;
     la_err err = {0};
-    la_status st = la_api_request_parse(LA_API_DOCUMENTS, body, len, &s->limits, &ar, &fault, &err);
-    if (st != LA_OK)
-        return la_server_send_status(s, conn, route, st, err.msg, fault.param[0] ? fault.param : NULL,
-                                     fault.code);
+    la_status st;
     char msg[LA_ERR_MSG_LEN + 64];
-    if (ar.model && strcmp(ar.model, s->model_id)) {
-        snprintf(msg, sizeof msg, "The model '%.64s' does not exist (this server serves '%.64s').",
-                 ar.model, s->model_id);
-        la_api_request_fini(&ar);
-        return la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, msg, "model");
-    }
     la_method method = ar.params.method == LA_METHOD_COUNT ? s->opts.method : ar.params.method;
     if (!la_method_is_blockwise(method) || method == LA_METHOD_BLOCK_REF) {
         snprintf(msg, sizeof msg,

@@ -102,6 +102,28 @@ enum MHD_Result la_server_send_fault(la_server *s, struct MHD_Connection *conn, 
     return send_error(s, conn, route, la_http_error_for_fault(f), message, param, NULL);
 }
 
+bool la_server_parse_request(la_server *s, struct MHD_Connection *conn, const char *route,
+                             la_api_kind kind, const char *body, size_t len, la_api_request *ar,
+                             enum MHD_Result *ret) {
+    la_api_fault fault;
+    la_err err = {0};
+    la_status st = la_api_request_parse(kind, body, len, &s->limits, ar, &fault, &err);
+    if (st != LA_OK) {
+        *ret = la_server_send_status(s, conn, route, st, err.msg, fault.param[0] ? fault.param : NULL,
+                                     fault.code);
+        return false;
+    }
+    if (ar->model && strcmp(ar->model, s->model_id)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "The model '%.64s' does not exist (this server serves '%.64s').",
+                 ar->model, s->model_id);
+        la_api_request_fini(ar);
+        *ret = la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, msg, "model");
+        return false;
+    }
+    return true;
+}
+
 bool la_server_client_gone(struct MHD_Connection *conn) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

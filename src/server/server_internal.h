@@ -50,6 +50,13 @@ enum MHD_Result la_server_send_status(la_server *s, struct MHD_Connection *conn,
 enum MHD_Result la_server_send_fault(la_server *s, struct MHD_Connection *conn, const char *route,
                                      la_http_fault f, const char *message, const char *param);
 
+/* Parse a request body of `kind` and check that its "model" (if any) is the one served.
+ * Returns true with *ar filled (the caller calls la_api_request_fini), or false after
+ * queueing the error response into *ret (nothing left to free). */
+bool la_server_parse_request(la_server *s, struct MHD_Connection *conn, const char *route,
+                             la_api_kind kind, const char *body, size_t len, la_api_request *ar,
+                             enum MHD_Result *ret);
+
 /* Whether the client of conn has closed its side (peer hang-up), without blocking. */
 bool la_server_client_gone(struct MHD_Connection *conn);
 
