@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,29 @@ char *la_test_tmpdir(void) {
     char *d = mkdtemp(tmpl);
     cr_assert(d != NULL, "mkdtemp failed");
     return strdup(d);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+void la_test_rm_tree(char *dir) {
+    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    free(dir);
+}
+
+void la_test_write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "cannot write %s", path);
+    if (n) cr_assert_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+void la_test_write_text(const char *dir, const char *name, const char *text) {
+    char *p = la_path_join(dir, name);
+    la_test_write_bytes(p, text, strlen(text));
+    free(p);
 }
 
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at) {

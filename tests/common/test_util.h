@@ -13,6 +13,11 @@ char *la_test_path(const char *rel);
 const char *la_test_shared_dir(void);
 /* A fresh temporary directory (removed by the OS; tests may rm it). Heap string. */
 char *la_test_tmpdir(void);
+/* Remove dir and everything below it, then free the string. */
+void la_test_rm_tree(char *dir);
+/* Write n bytes to path / a string to dir/name (the test fails if it cannot). */
+void la_test_write_bytes(const char *path, const void *data, size_t n);
+void la_test_write_text(const char *dir, const char *name, const char *text);
 
 /* Fail the current test with the err message if s != LA_OK. */
 #define LA_CHECK_OK(s, err)                                                          \

@@ -1,7 +1,6 @@
 /* Tests for src/model/config.c: config.json / generation_config.json parsing and RoPE
  * inverse frequencies against transformers (tests/fixtures/rope/inv_freq.json, made by
  * python3 tools/oracle/rope_fixture.py > tests/fixtures/rope/inv_freq.json). */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,30 +15,12 @@
  * rounded pow, so they must agree bit for bit. */
 #define ROPE_MAX_ULP 0
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-static void rm_tree(char *dir) {
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-    free(dir);
-}
-
-static void write_text(const char *dir, const char *name, const char *text) {
-    char *p = la_path_join(dir, name);
-    FILE *f = fopen(p, "w");
-    cr_assert(f, "cannot write %s", p);
-    fputs(text, f);
-    fclose(f);
-    free(p);
-}
-
 /* A fresh directory holding config.json = config (and generation_config.json = gen when
- * non-NULL). Caller frees with rm_tree. */
+ * non-NULL). Caller frees with la_test_rm_tree. */
 static char *model_dir(const char *config, const char *gen) {
     char *dir = la_test_tmpdir();
-    if (config) write_text(dir, "config.json", config);
-    if (gen) write_text(dir, "generation_config.json", gen);
+    if (config) la_test_write_text(dir, "config.json", config);
+    if (gen) la_test_write_text(dir, "generation_config.json", gen);
     return dir;
 }
 
@@ -84,7 +65,7 @@ static void expect_fail(const char *extra, la_status want, const char *needle1,
     if (needle2) cr_assert(strstr(err.msg, needle2), "message lacks \"%s\": %s", needle2, err.msg);
     cr_assert(memcmp(&cfg, &before, sizeof cfg) == 0, "cfg written on error");
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- parsing ------------------------------------------------------------------------ */
@@ -121,7 +102,7 @@ Test(config, llama32_1b_config_parses_every_field) {
     cr_assert(la_model_config_is_eos(&c, 128009));
     cr_assert(la_model_config_is_eos(&c, 7));
     cr_assert(!la_model_config_is_eos(&c, 128000));
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, absent_fields_take_llama_defaults) {
@@ -140,7 +121,7 @@ Test(config, absent_fields_take_llama_defaults) {
     cr_assert_eq(c.bos_id, -1);
     cr_assert_eq(c.n_eos_ids, 0);
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, single_eos_number_in_generation_config_is_merged) {
@@ -154,7 +135,7 @@ Test(config, single_eos_number_in_generation_config_is_merged) {
     cr_assert_eq(c.eos_ids[1], 3);
     cr_assert_eq(c.bos_id, -1);
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, transformers5_rope_parameters_spelling_is_read) {
@@ -172,7 +153,7 @@ Test(config, transformers5_rope_parameters_spelling_is_read) {
     /* absent original_max_position_embeddings falls back to max_position_embeddings */
     cr_assert_eq(c.rope_scaling.original_max_position, 65536);
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, rope_scaling_wins_over_rope_parameters_and_legacy_type_key_works) {
@@ -187,7 +168,7 @@ Test(config, rope_scaling_wins_over_rope_parameters_and_legacy_type_key_works) {
     cr_assert_eq(c.rope_scaling.factor, 2.0);
     cr_assert_eq(c.rope_theta, 5000.0);
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, top_level_original_max_position_overrides_the_dict) {
@@ -201,7 +182,7 @@ Test(config, top_level_original_max_position_overrides_the_dict) {
     LA_CHECK_OK(la_model_config_load(dir, &c, &err), err);
     cr_assert_eq(c.rope_scaling.original_max_position, 1024);
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- errors ------------------------------------------------------------------------- */
@@ -212,7 +193,7 @@ Test(config, missing_config_json_is_io_error_naming_it) {
     la_err err = {0};
     cr_assert_eq(la_model_config_load(dir, &c, &err), LA_ERR_IO);
     cr_assert(strstr(err.msg, "config.json"), "%s", err.msg);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, bad_json_is_format_error_naming_file) {
@@ -221,7 +202,7 @@ Test(config, bad_json_is_format_error_naming_file) {
     la_err err = {0};
     cr_assert_eq(la_model_config_load(dir, &c, &err), LA_ERR_FORMAT);
     cr_assert(strstr(err.msg, "config.json"), "%s", err.msg);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, bad_generation_config_json_is_format_error_naming_it) {
@@ -232,7 +213,7 @@ Test(config, bad_generation_config_json_is_format_error_naming_it) {
     cr_assert_eq(la_model_config_load(dir, &c, &err), LA_ERR_FORMAT);
     cr_assert(strstr(err.msg, "generation_config.json"), "%s", err.msg);
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, unknown_rope_type_is_unsupported_naming_it) {
@@ -259,7 +240,7 @@ Test(config, kv_heads_must_divide_heads) {
                               "num_attention_heads=32"),
               "%s", err.msg);
     free(text);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, head_dim_must_be_even) {
@@ -285,7 +266,7 @@ Test(config, missing_required_field_is_named) {
     la_err err = {0};
     cr_assert_eq(la_model_config_load(dir, &c, &err), LA_ERR_FORMAT);
     cr_assert(strstr(err.msg, "vocab_size") && strstr(err.msg, "config.json"), "%s", err.msg);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(config, bad_scaling_parameters_are_format_errors) {
@@ -313,7 +294,7 @@ Test(config, other_architectures_and_activations_are_unsupported) {
     la_err err = {0};
     cr_assert_eq(la_model_config_load(dir, &c, &err), LA_ERR_UNSUPPORTED);
     cr_assert(strstr(err.msg, "\"mistral\"") && strstr(err.msg, "config.json"), "%s", err.msg);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
     expect_fail(", \"hidden_act\": \"gelu\"", LA_ERR_UNSUPPORTED, "gelu", NULL);
 }
 
@@ -364,7 +345,7 @@ Test(config, rope_inv_freq_matches_transformers_bit_for_bit) {
                       (long long)worst, at);
         free(inv);
         free(text);
-        rm_tree(dir);
+        la_test_rm_tree(dir);
     }
     cr_assert(seen_types[LA_ROPE_DEFAULT] && seen_types[LA_ROPE_LINEAR] &&
               seen_types[LA_ROPE_LLAMA3]);

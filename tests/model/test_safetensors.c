@@ -3,7 +3,6 @@
  * (every truncation, header byte flips) that must never crash. HF reference file:
  * tests/fixtures/safetensors/hf_tiny.safetensors (python3 tools/oracle/
  * safetensors_fixture.py tests/fixtures/safetensors/hf_tiny.safetensors). */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,29 +16,7 @@
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-static void rm_tree(char *dir) {
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-    free(dir);
-}
-
 static char *join(const char *dir, const char *name) { return la_path_join(dir, name); }
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "cannot write %s", path);
-    if (n) cr_assert_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
-static void write_text(const char *dir, const char *name, const char *text) {
-    char *p = join(dir, name);
-    write_bytes(p, text, strlen(text));
-    free(p);
-}
 
 /* dir/name = a safetensors file with the given header text (unpadded) and data_len
  * data bytes (0, 1, 2, ...). */
@@ -50,7 +27,7 @@ static void write_raw(const char *dir, const char *name, const char *header, siz
     memcpy(buf + 8, header, hlen);
     for (size_t i = 0; i < data_len; i++) buf[8 + hlen + i] = (uint8_t)i;
     char *p = join(dir, name);
-    write_bytes(p, buf, 8 + hlen + data_len);
+    la_test_write_bytes(p, buf, 8 + hlen + data_len);
     free(p);
     free(buf);
 }
@@ -98,7 +75,7 @@ static void expect_header_fails(const char *header, size_t data_len, la_status w
     char *dir = la_test_tmpdir();
     write_raw(dir, "model.safetensors", header, data_len);
     expect_open_fails(dir, want, "model.safetensors", needle);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- reading -------------------------------------------------------------------- */
@@ -141,7 +118,7 @@ Test(safetensors, write_then_open_round_trips_all_dtypes_and_shapes) {
     cr_assert_str_eq(la_st_source_path(f), la_st_file_path(f, 0));
     la_st_close(f);
     la_st_close(NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, header_is_space_padded_to_a_multiple_of_8) {
@@ -164,7 +141,7 @@ Test(safetensors, header_is_space_padded_to_a_multiple_of_8) {
     cr_assert_eq(text[last], '}');
     free(text);
     free(p);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, reads_file_written_by_hf_safetensors) {
@@ -175,7 +152,7 @@ Test(safetensors, reads_file_written_by_hf_safetensors) {
     size_t len = 0;
     la_err err = {0};
     LA_CHECK_OK(la_file_read(src, &bytes, &len, &err), err);
-    write_bytes(dst, bytes, len);
+    la_test_write_bytes(dst, bytes, len);
     la_st_file *f = NULL;
     LA_CHECK_OK(la_st_open(dir, &f, &err), err);
     cr_assert_eq(la_st_count(f), 3);
@@ -195,7 +172,7 @@ Test(safetensors, reads_file_written_by_hf_safetensors) {
     free(bytes);
     free(src);
     free(dst);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, find_returns_null_for_absent_names_and_get_checks_bounds) {
@@ -210,7 +187,7 @@ Test(safetensors, find_returns_null_for_absent_names_and_get_checks_bounds) {
     cr_assert_null(la_st_get(f, -1));
     cr_assert_null(la_st_get(f, 5));
     la_st_close(f);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- sharded ------------------------------------------------------------------------ */
@@ -227,7 +204,7 @@ static char *sharded_dir(const char *index_json) {
     LA_CHECK_OK(la_st_write(p2, t + 2, 3, &err), err);
     free(p1);
     free(p2);
-    write_text(dir, "model.safetensors.index.json", index_json);
+    la_test_write_text(dir, "model.safetensors.index.json", index_json);
     return dir;
 }
 
@@ -250,7 +227,7 @@ Test(safetensors, sharded_checkpoint_opens_every_shard) {
     cr_assert(strstr(la_st_file_path(f, c->file_id), "model-00002-of-00002.safetensors"));
     cr_assert(strstr(la_st_source_path(f), "model.safetensors.index.json"));
     la_st_close(f);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, index_naming_a_missing_shard_is_io_error_naming_it) {
@@ -258,21 +235,21 @@ Test(safetensors, index_naming_a_missing_shard_is_io_error_naming_it) {
                             " \"x\": \"model-00009-of-00009.safetensors\"}}");
     expect_open_fails(dir, LA_ERR_IO, "model-00009-of-00009.safetensors",
                       "model.safetensors.index.json");
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, index_mapping_a_tensor_to_the_wrong_shard_is_format_error) {
     char *dir = sharded_dir("{\"weight_map\": {\"a\": \"model-00002-of-00002.safetensors\","
                             " \"c\": \"model-00001-of-00002.safetensors\"}}");
     expect_open_fails(dir, LA_ERR_FORMAT, "tensor a", "model-00002-of-00002.safetensors");
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, index_mapping_an_absent_tensor_is_format_error) {
     char *dir = sharded_dir("{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\","
                             " \"ghost\": \"model-00002-of-00002.safetensors\"}}");
     expect_open_fails(dir, LA_ERR_FORMAT, "tensor ghost", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, bad_index_files_are_format_errors_naming_the_index) {
@@ -288,7 +265,7 @@ Test(safetensors, bad_index_files_are_format_errors_naming_the_index) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *dir = sharded_dir(bad[i]);
         expect_open_fails(dir, LA_ERR_FORMAT, "model.safetensors.index.json", NULL);
-        rm_tree(dir);
+        la_test_rm_tree(dir);
     }
 }
 
@@ -303,7 +280,7 @@ Test(safetensors, a_tensor_in_two_shards_is_format_error) {
     LA_CHECK_OK(la_st_write(p2, both, 2, &err), err);
     free(p2);
     expect_open_fails(dir, LA_ERR_FORMAT, "tensor a appears twice", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- bad files ---------------------------------------------------------------------- */
@@ -311,7 +288,7 @@ Test(safetensors, a_tensor_in_two_shards_is_format_error) {
 Test(safetensors, missing_model_safetensors_is_io_error_naming_it) {
     char *dir = la_test_tmpdir();
     expect_open_fails(dir, LA_ERR_IO, "model.safetensors", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, truncated_data_is_format_error_naming_file_and_tensor) {
@@ -323,14 +300,14 @@ Test(safetensors, header_length_past_the_end_is_format_error) {
     char *dir = la_test_tmpdir();
     uint8_t buf[16] = {0xff, 0xff, 0, 0, 0, 0, 0, 0, '{', '}'};
     char *p = join(dir, "model.safetensors");
-    write_bytes(p, buf, sizeof buf);
+    la_test_write_bytes(p, buf, sizeof buf);
     expect_open_fails(dir, LA_ERR_FORMAT, "model.safetensors", "header length 65535");
-    write_bytes(p, buf, 5);
+    la_test_write_bytes(p, buf, 5);
     expect_open_fails(dir, LA_ERR_FORMAT, "model.safetensors", "too short");
-    write_bytes(p, buf, 0);
+    la_test_write_bytes(p, buf, 0);
     expect_open_fails(dir, LA_ERR_FORMAT, "model.safetensors", "too short");
     free(p);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, offsets_past_the_end_name_the_tensor) {
@@ -354,7 +331,7 @@ Test(safetensors, overlapping_tensors_are_named) {
     la_err err = {0};
     LA_CHECK_OK(la_st_open(dir, &f, &err), err);
     la_st_close(f);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, other_dtypes_are_unsupported_naming_tensor_and_dtype) {
@@ -411,7 +388,7 @@ Test(safetensors, metadata_is_ignored_and_padding_accepted) {
     LA_CHECK_OK(la_st_open(dir, &f, &err), err);
     cr_assert_eq(la_st_count(f), 1);
     la_st_close(f);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- fuzz-ish: truncations and header byte flips -------------------------------------- */
@@ -429,7 +406,7 @@ Test(safetensors, every_truncation_fails_cleanly_naming_the_file) {
     size_t len;
     read_small_file(&bytes, &len, &dir, &path);
     for (size_t n = 0; n < len; n++) {
-        write_bytes(path, bytes, n);
+        la_test_write_bytes(path, bytes, n);
         la_st_file *f = NULL;
         la_err err = {0};
         la_status s = la_st_open(dir, &f, &err);
@@ -439,7 +416,7 @@ Test(safetensors, every_truncation_fails_cleanly_naming_the_file) {
     }
     free(bytes);
     free(path);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(safetensors, header_byte_flips_fail_cleanly_or_open_consistently) {
@@ -453,7 +430,7 @@ Test(safetensors, header_byte_flips_fail_cleanly_or_open_consistently) {
     for (size_t at = 0; at < 8 + hlen; at++)
         for (size_t k = 0; k < sizeof k_flips; k++) {
             bytes[at] ^= (char)k_flips[k];
-            write_bytes(path, bytes, len);
+            la_test_write_bytes(path, bytes, len);
             bytes[at] ^= (char)k_flips[k];
             la_st_file *f = NULL;
             la_err err = {0};
@@ -482,7 +459,7 @@ Test(safetensors, header_byte_flips_fail_cleanly_or_open_consistently) {
     cr_log_info("header flips: %d opened, %d rejected", n_ok, n_err);
     free(bytes);
     free(path);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- writer ------------------------------------------------------------------------- */
@@ -510,7 +487,7 @@ Test(safetensors, write_rejects_bad_arguments_and_creates_no_file) {
     cr_assert(strstr(err.msg, "no/such/dir"), "%s", err.msg);
     free(bad_path);
     free(p);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 static la_status failing_fill(void *user, int64_t tensor_id, void *buf, size_t offset_bytes,
@@ -536,5 +513,5 @@ Test(safetensors, stream_fill_error_is_returned_and_leaves_no_file) {
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A %s)\"", dir);
     cr_assert_eq(system(cmd), 0, "temporary file left in %s", dir);
     free(p);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }

@@ -3,7 +3,6 @@
  * with exact shapes, each kind of bad directory fails with the right status and a
  * message naming the file and tensor. Also loads the output of
  * build/write_random_checkpoint (tools/write_random_checkpoint.c). */
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,28 +17,6 @@
 #include "model/weights.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-static void rm_tree(char *dir) {
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-    free(dir);
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "cannot write %s", path);
-    if (n) cr_assert_eq(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
-static void write_text(const char *dir, const char *name, const char *text) {
-    char *p = la_path_join(dir, name);
-    write_bytes(p, text, strlen(text));
-    free(p);
-}
 
 /* Tiny Llama: vocab 10, hidden 8, inter 12, 2 layers, 4 heads, 2 kv heads, head_dim 4
  * (explicit, != hidden / heads, so q_proj is [16, 8] and o_proj [8, 16]). */
@@ -101,7 +78,7 @@ static char *tiny_dir(const tiny_opts *o) {
     char config[2048];
     snprintf(config, sizeof config, TINY_CONFIG_FMT, o->tied ? "true" : "false",
              o->rope_extra ? o->rope_extra : "");
-    write_text(dir, "config.json", config);
+    la_test_write_text(dir, "config.json", config);
 
     tiny_tensor specs[32];
     int n = tiny_list(o, specs);
@@ -145,7 +122,7 @@ static char *tiny_dir(const tiny_opts *o) {
             len += (size_t)snprintf(index + len, cap - len, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
                                     i ? ", " : "", wt[i].name, i < half ? 1 : 2);
         snprintf(index + len, cap - len, "}}");
-        write_text(dir, "model.safetensors.index.json", index);
+        la_test_write_text(dir, "model.safetensors.index.json", index);
         free(index);
         free(p1);
         free(p2);
@@ -226,7 +203,7 @@ Test(weights, untied_model_binds_every_tensor_with_its_values) {
     check_tiny_bindings(w, false);
     la_weights_destroy(w);
     la_weights_destroy(NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, tied_model_uses_the_embedding_as_lm_head) {
@@ -238,7 +215,7 @@ Test(weights, tied_model_uses_the_embedding_as_lm_head) {
     LA_CHECK_OK(load_model(dir, &cfg, &w, &err), err);
     check_tiny_bindings(w, true);
     la_weights_destroy(w);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, sharded_model_binds_across_shards) {
@@ -251,7 +228,7 @@ Test(weights, sharded_model_binds_across_shards) {
     check_tiny_bindings(w, false);
     cr_assert_neq(w->embed->file_id, w->lm_head->file_id);
     la_weights_destroy(w);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- bad directories ---------------------------------------------------------------- */
@@ -263,22 +240,22 @@ Test(weights, missing_config_json_fails_with_io_naming_it) {
     unlink(p);
     free(p);
     expect_load_fails(dir, LA_ERR_IO, "config.json", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, bad_config_json_fails_with_format_naming_it) {
     tiny_opts o = {0};
     char *dir = tiny_dir(&o);
-    write_text(dir, "config.json", "{\"vocab_size\": 10, \"hidden_size\": }");
+    la_test_write_text(dir, "config.json", "{\"vocab_size\": 10, \"hidden_size\": }");
     expect_load_fails(dir, LA_ERR_FORMAT, "config.json", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, unknown_rope_type_fails_unsupported_naming_it) {
     tiny_opts o = {.rope_extra = ", \"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 2}"};
     char *dir = tiny_dir(&o);
     expect_load_fails(dir, LA_ERR_UNSUPPORTED, "config.json", "\"longrope\"");
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, missing_safetensors_fails_with_io_naming_it) {
@@ -288,7 +265,7 @@ Test(weights, missing_safetensors_fails_with_io_naming_it) {
     unlink(p);
     free(p);
     expect_load_fails(dir, LA_ERR_IO, "model.safetensors", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, truncated_safetensors_fails_with_format_naming_file_and_tensor) {
@@ -302,7 +279,7 @@ Test(weights, truncated_safetensors_fails_with_format_naming_file_and_tensor) {
     expect_load_fails(dir, LA_ERR_FORMAT, "model.safetensors",
                       "tensor model.layers.0.self_attn.rotary_emb.inv_freq");
     free(p);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* Rewrite dir/model.safetensors's header: replace the first `from` after `anchor` by
@@ -327,7 +304,7 @@ static void edit_header(const char *dir, const char *anchor, const char *from, c
     memcpy(out + 8, bytes + 8, head);
     memcpy(out + 8 + head, to, lt);
     memcpy(out + 8 + head + lt, f + lf, len - (size_t)(f - bytes) - lf);
-    write_bytes(p, out, out_len);
+    la_test_write_bytes(p, out, out_len);
     free(out);
     free(bytes);
     free(p);
@@ -359,7 +336,7 @@ Test(weights, header_offsets_past_the_end_fail_naming_the_tensor) {
     snprintf(to, sizeof to, "[%ld,%ld]", b + 1000000, e + 1000000);
     edit_header(dir, "\"model.norm.weight\"", from, to);
     expect_load_fails(dir, LA_ERR_FORMAT, "model.safetensors", "tensor model.norm.weight");
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, overlapping_tensors_fail_naming_both) {
@@ -374,7 +351,7 @@ Test(weights, overlapping_tensors_fail_naming_both) {
     snprintf(to, sizeof to, "[%ld,%ld]", b0 + 4, b1 + 4);
     edit_header(dir, "\"model.norm.weight\"", from, to);
     expect_load_fails(dir, LA_ERR_FORMAT, "model.norm.weight", "overlap");
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, wrong_dtype_fails_unsupported_naming_tensor) {
@@ -382,7 +359,7 @@ Test(weights, wrong_dtype_fails_unsupported_naming_tensor) {
     char *dir = tiny_dir(&o);
     edit_header(dir, "\"model.layers.1.mlp.up_proj.weight\"", "\"F32\"", "\"I64\"");
     expect_load_fails(dir, LA_ERR_UNSUPPORTED, "model.layers.1.mlp.up_proj.weight", "I64");
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, wrong_shape_fails_with_both_shapes_in_the_message) {
@@ -390,7 +367,7 @@ Test(weights, wrong_shape_fails_with_both_shapes_in_the_message) {
     char *dir = tiny_dir(&o);
     expect_load_fails(dir, LA_ERR_FORMAT, "model.safetensors: tensor model.layers.1.mlp.up_proj.weight "
                       "has shape [24, 8], expected [12, 8]", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, missing_tensor_fails_naming_it_and_the_file) {
@@ -398,14 +375,14 @@ Test(weights, missing_tensor_fails_naming_it_and_the_file) {
     char *dir = tiny_dir(&o);
     expect_load_fails(dir, LA_ERR_FORMAT, "model.safetensors: tensor "
                       "model.layers.1.self_attn.k_proj.weight is missing", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, untied_model_without_lm_head_fails_naming_it) {
     tiny_opts o = {.skip = "lm_head.weight"};
     char *dir = tiny_dir(&o);
     expect_load_fails(dir, LA_ERR_FORMAT, "tensor lm_head.weight is missing", NULL);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, sharded_index_naming_a_missing_shard_fails_naming_it) {
@@ -416,7 +393,7 @@ Test(weights, sharded_index_naming_a_missing_shard_fails_naming_it) {
     free(p);
     expect_load_fails(dir, LA_ERR_IO, "model-00002-of-00002.safetensors",
                       "model.safetensors.index.json");
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* ---- tools/write_random_checkpoint ---------------------------------------------------- */
@@ -464,7 +441,7 @@ Test(weights, random_checkpoint_configs_have_the_published_shapes) {
     cr_assert(c.n_layers == 32 && c.n_heads == 32 && c.n_kv_heads == 8 && c.head_dim == 128);
     cr_assert(c.rope_theta == 500000.0 && c.rope_scaling.type == LA_ROPE_DEFAULT);
     cr_assert(!c.tie_word_embeddings && c.bos_id == 128000 && c.n_eos_ids == 2);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 /* Uniform on [-a, a] with std 0.02: 8.2M embedding samples give a sample std within
@@ -505,7 +482,7 @@ Test(weights, random_tiny_checkpoint_loads_sharded_with_expected_statistics) {
     for (int i = 0; i < 64; i++) cr_assert_eq(one[i], 1.0f);
     free(v);
     la_weights_destroy(w);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(weights, random_checkpoint_is_a_function_of_the_seed) {
@@ -532,9 +509,9 @@ Test(weights, random_checkpoint_is_a_function_of_the_seed) {
     cr_assert_eq(w->embed->dtype, LA_DTYPE_F32);
     la_weights_destroy(w);
     for (int i = 0; i < 3; i++) free(b[i]), free(p[i]);
-    rm_tree(d1);
-    rm_tree(d2);
-    rm_tree(d3);
+    la_test_rm_tree(d1);
+    la_test_rm_tree(d2);
+    la_test_rm_tree(d3);
 }
 
 Test(weights, random_checkpoint_copies_the_tokenizer) {
@@ -557,5 +534,5 @@ Test(weights, random_checkpoint_copies_the_tokenizer) {
     char *cfg = la_path_join(dir, "tokenizer_config.json");
     cr_assert(la_file_exists(cfg));
     free(a), free(b), free(copy), free(cfg), free(tj);
-    rm_tree(dir);
+    la_test_rm_tree(dir);
 }
