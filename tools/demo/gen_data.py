@@ -282,6 +282,14 @@ ONE_HOP = ["birthplace", "birthdate", "director", "film_year", "nationality"]
 TWO_HOP = ["director_birthplace", "director_birthdate", "director_country", "compare_film",
            "compare_birth"]
 TYPES = ONE_HOP + TWO_HOP
+# Training-only scaffolds for the comparisons (never in val/test; drawn only when named in
+# type_weights). A comparison needs two lookups, a comparison of two years and a copy of
+# the right name, and its only training signal is which name comes out: after two
+# training stages the model still answered comparisons at chance (46-47%). These teach the
+# parts: order_years compares two years written in the question; the *_given forms write
+# one or both years into the comparison question itself, so a question with one year
+# given needs one lookup instead of two.
+AUX_TYPES = ["order_years", "compare_film_given", "compare_birth_given"]
 
 
 def _question(w, qtype):
@@ -356,13 +364,49 @@ def _question(w, qtype):
             q = f"Who was born later, {p1['name']} or {p2['name']}?"
             a = p2 if a is p1 else p1
         return q, a["name"], [("person", p1["name"]), ("person", p2["name"])]
+    if qtype == "order_years":
+        y1, y2 = r.sample(range(1900, 2024), 2)
+        if r.random() < 0.5:
+            return f"Which year is earlier, {y1} or {y2}?", str(min(y1, y2)), []
+        return f"Which year is later, {y1} or {y2}?", str(max(y1, y2)), []
+    if qtype == "compare_film_given":
+        res = _question(w, "compare_film")
+        if res is None:
+            return None
+        q, a, gold = res
+        f1, f2 = (w.films[k[1]] for k in gold)
+        t1, t2 = _given(r, f1["title"], f2["title"], f1["year"], f2["year"], "{}")
+        word = "first" if "first" in q else "later"
+        return f"Which film came out {word}, {t1} or {t2}?", a, gold
+    if qtype == "compare_birth_given":
+        res = _question(w, "compare_birth")
+        if res is None:
+            return None
+        q, a, gold = res
+        p1, p2 = (w.persons[k[1]] for k in gold)
+        n1, n2 = _given(r, p1["name"], p2["name"], p1["date"][0], p2["date"][0], "born {}")
+        word = "first" if "first" in q else "later"
+        return f"Who was born {word}, {n1} or {n2}?", a, gold
     raise ValueError(qtype)
 
 
 def _pick_type(r, type_weights):
     if not type_weights:
         return r.choice(TYPES)
-    return r.choices(TYPES, weights=[type_weights.get(t, 1.0) for t in TYPES])[0]
+    pop = TYPES + [t for t in AUX_TYPES if type_weights.get(t, 0.0) > 0]
+    return r.choices(pop, weights=[type_weights.get(t, 1.0 if t in TYPES else 0.0) for t in pop])[0]
+
+
+def _hops(qtype):
+    return 1 if qtype in ONE_HOP or qtype == "order_years" else 2
+
+
+def _given(r, a_text, b_text, a_year, b_year, fmt):
+    """The two names of a *_given question with one or both years written after them."""
+    mode = r.random()
+    a = f"{a_text} ({fmt.format(a_year)})" if mode < 0.75 else a_text
+    b = f"{b_text} ({fmt.format(b_year)})" if mode < 0.5 or mode >= 0.75 else b_text
+    return a, b
 
 
 def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_questions=1,
@@ -416,7 +460,7 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     words = set(" ".join(k[1] for k in gold).split())
 
     def score(k):
-        s = len(words & set(k[1].split())) * 2 + (1 if k[0] == gold[0][0] else 0)
+        s = len(words & set(k[1].split())) * 2 + (1 if gold and k[0] == gold[0][0] else 0)
         return s + r.random() * 1.5
 
     cand = sorted((k for k in keys if k not in gold_set), key=score, reverse=True)
@@ -424,7 +468,7 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     chosen = list(gold) + cand[: n_docs - len(gold)]
     r.shuffle(chosen)
     docs = [w.doc(k) for k in chosen]
-    hops = 1 if qtype in ONE_HOP else 2
+    hops = _hops(qtype)
     ex = {"id": f"{split}-{idx:06d}", "question": question, "documents": docs,
           "answers": [answer], "hops": hops, "type": qtype}
     if n_questions > 1:
@@ -435,8 +479,7 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
 
 def _more_questions(w, chosen, question, answer, qtype, n, type_weights=None):
     """Up to n questions (the given one first) whose gold documents are all in `chosen`."""
-    out = [{"question": question, "answers": [answer], "type": qtype,
-            "hops": 1 if qtype in ONE_HOP else 2}]
+    out = [{"question": question, "answers": [answer], "type": qtype, "hops": _hops(qtype)}]
     seen = {question}
     for _ in range(6 * n):
         if len(out) >= n:
@@ -446,8 +489,7 @@ def _more_questions(w, chosen, question, answer, qtype, n, type_weights=None):
         if res is None or res[0] in seen or not set(res[2]) <= chosen:
             continue
         seen.add(res[0])
-        out.append({"question": res[0], "answers": [res[1]], "type": t,
-                    "hops": 1 if t in ONE_HOP else 2})
+        out.append({"question": res[0], "answers": [res[1]], "type": t, "hops": _hops(t)})
     return out
 
 

@@ -230,7 +230,7 @@ def parse_weights(spec):
     out = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         t, w = part.split("=")
-        if t not in gen_data.TYPES:
+        if t not in gen_data.TYPES + gen_data.AUX_TYPES:
             raise SystemExit(f"--type-weights: unknown question type {t!r}")
         out[t] = float(w)
     return out or None
@@ -247,10 +247,12 @@ def load_jsonl(path, n=None):
 
 
 @torch.no_grad()
-def teacher_forced_em(model, tok, examples, dev, block, bs=64, amp=True):
-    """Fraction of examples whose answer tokens are all argmax under teacher forcing."""
+def teacher_forced_em(model, tok, examples, dev, block, bs=64, amp=True, by_type=None):
+    """Fraction of examples whose answer tokens are all argmax under teacher forcing.
+    by_type: a dict that receives {question type: fraction} as well."""
     model.eval()
     ok = 0
+    right = []
     pad = tok.token_to_id("<|pad|>")
     for s in range(0, len(examples), bs):
         d = collate([tokenize_example(tok, e) for e in examples[s:s + bs]], pad)
@@ -263,6 +265,11 @@ def teacher_forced_em(model, tok, examples, dev, block, bs=64, amp=True):
         lab = d["labels"]
         wrong = ((pred != lab) & (lab != -100)).any(-1)
         ok += int((~wrong).sum())
+        right += (~wrong).tolist()
+    if by_type is not None:
+        for t in sorted({e["type"] for e in examples}):
+            r = [x for x, e in zip(right, examples) if e["type"] == t]
+            by_type[t] = round(sum(r) / len(r), 3)
     model.train()
     return ok / len(examples)
 
@@ -424,7 +431,9 @@ def main():
             if step % a.eval_every == 0 and all(torch.isfinite(p).all() for p in model.parameters()):
                 good = (step, {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
             if val and step % a.eval_every == 0:
-                rec["val_tf_em_block"] = teacher_forced_em(model, tok, val, dev, True, amp=amp)
+                rec["val_tf_em_block_by_type"] = {}
+                rec["val_tf_em_block"] = teacher_forced_em(model, tok, val, dev, True, amp=amp,
+                                                           by_type=rec["val_tf_em_block_by_type"])
                 rec["val_tf_em_full"] = teacher_forced_em(model, tok, val, dev, False, amp=amp)
             log.append(rec)
             print(json.dumps(rec), flush=True)
@@ -437,8 +446,10 @@ def main():
     print(f"trained {step} steps in {train_time:.0f}s ({step * a.batch} examples), "
           f"{wait:.0f}s waiting for data")
     if val:
-        final = {"step": step, "val_tf_em_block": teacher_forced_em(model, tok, val, dev, True, amp=amp),
-                 "val_tf_em_full": teacher_forced_em(model, tok, val, dev, False, amp=amp)}
+        final = {"step": step, "val_tf_em_block_by_type": {}}
+        final["val_tf_em_block"] = teacher_forced_em(model, tok, val, dev, True, amp=amp,
+                                                     by_type=final["val_tf_em_block_by_type"])
+        final["val_tf_em_full"] = teacher_forced_em(model, tok, val, dev, False, amp=amp)
         print(json.dumps(final))
         log.append(final)
     export(model, cfg_dict, a.tokenizer, a.out)
