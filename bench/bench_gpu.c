@@ -584,12 +584,13 @@ static void gemm_report(bench *bn, const char *modes) {
         const char *run = strstr(p, "\"run\": \"gemmex\"");
         const char *next = strstr(p + 1, "{\"rows\"");
         if (!b || !h || !g || !k || (next && b > next)) continue;
+        bool lt = !(run && (!next || run < next));
         double best = atof(b + 11), heur = atof(h + 16), gx = atof(g + 13);
-        int rank = atoi(k + 8), splitk = sk && (!next || sk < next) ? atoi(sk + 10) : 0;
+        int rank = atoi(k + 8), splitk = lt && sk && sk < b ? atoi(sk + 10) : 0; /* the winner's "algo" */
         double bytes = 2.0 * ((double)o * i + (double)r * i + (double)r * o);
         fprintf(stderr, "  gemm [%3lld x %5lld] x [%6lld x %5lld]^T: best %8.1f us (%s, rank %2d, splitk %d) "
                         "%5.2f TB/s; heuristic %8.1f us %5.2f TB/s; gemmex %8.1f us %5.2f TB/s\n",
-                r, i, o, i, best, run && (!next || run < next) ? "gemmex" : "lt", rank, splitk,
+                r, i, o, i, best, lt ? "lt" : "gemmex", rank, splitk,
                 best > 0 ? bytes / best * 1e-6 : 0, heur, heur > 0 ? bytes / heur * 1e-6 : 0, gx,
                 gx > 0 ? bytes / gx * 1e-6 : 0);
     }

@@ -490,7 +490,8 @@ static void gemm_modes(int hidden, int n_heads, int n_kv, int hd, int inter, int
                 got[m] = read_act(p.be[1], &out[1]);
                 double d = la_test_max_abs_diff(got[m], ref, n, &at);
                 cr_assert(d <= GEMM_TOL_REL * scale, "%s [%lld rows], %s: max |gpu - cpu| = %.4g at %zu > %.4g",
-                          mm[i].name, (long long)rows[r], la_cuda_gemm_mode_name(modes[m]), d, at, GEMM_TOL_REL * scale);
+                          mm[i].name, (long long)rows[r], la_cuda_gemm_mode_name(modes[m]), d, at,
+                          GEMM_TOL_REL * scale);
             }
             double d_modes = la_test_max_abs_diff(got[1], got[0], n, &at);
             printf("gemm %-8s [%4lld x %5lld] x [%5lld x %5lld]^T: |lt - gemmex| %.3g, |lt - cpu| %.3g, "
