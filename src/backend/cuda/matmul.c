@@ -13,7 +13,8 @@
  *     stream not capturing a graph: the candidates are the algorithms
  *     cublasLtMatmulAlgoGetHeuristic offers (up to 16), split-K variants (2, 4 and 8 ways)
  *     of the first 4 offered without split-K, and cublasGemmEx itself. Each runs once to
- *     warm up, then 4 times between two CUDA events; the timed runs read the same matrix of
+ *     warm up, then 4 times (2 for weights of 256 MiB and more) between two CUDA events;
+ *     the timed runs read the same matrix of
  *     other layers in turn (la_cuda_matmul_args.w_alt), so weights come from HBM as in a
  *     forward pass instead of from L2 (50 MB holds a whole 4096 x 4096 matrix). The fastest
  *     is cached, then run on the real operands: the trials left garbage in y;
@@ -61,7 +62,9 @@
 #define GEMM_SPLITK_BASES 4       /* of those, the first this many without split-K get variants */
 #define GEMM_N_SPLITS 3           /* 2, 4, 8 ways */
 #define GEMM_MAX_CANDIDATES (GEMM_HEURISTICS + GEMM_SPLITK_BASES * GEMM_N_SPLITS + 1)
-#define GEMM_TUNE_REPS 4
+#define GEMM_TUNE_REPS 4           /* timed runs per candidate */
+#define GEMM_TUNE_REPS_BIG 2       /* for weights of GEMM_TUNE_BIG_BYTES or more (lm_head) */
+#define GEMM_TUNE_BIG_BYTES ((double)(256 << 20))
 #define GEMM_LARGE_CACHE 64       /* per backend: shapes above the timing limit */
 
 static const int32_t k_splits[GEMM_N_SPLITS] = {2, 4, 8};
@@ -355,8 +358,10 @@ static la_status cuda_error(la_err *err, cudaError_t e, const la_cuda_matmul_arg
 /* ============================================================ timing ================= */
 
 /* Mean device time of one run of c in microseconds (INFINITY if it does not run): one
- * warm-up on the real weight, then GEMM_TUNE_REPS runs on the alternate weights in turn
- * (*alt_next counts across candidates, so consecutive runs never reread one matrix). */
+ * warm-up on the real weight, then GEMM_TUNE_REPS runs (2 for a weight of 256 MiB or more:
+ * each run is long enough to time, and Llama-3's 1 GiB lm_head would otherwise take ~40 ms
+ * of timing per row count) on the alternate weights in turn (*alt_next counts across
+ * candidates, so consecutive runs never reread one matrix). */
 static la_status time_choice(la_cuda_matmul *m, gemm_desc *d, const gemm_choice *c, const la_cuda_matmul_args *a,
                              int32_t *alt_next, float *us, la_err *err) {
     *us = INFINITY;
@@ -366,8 +371,10 @@ static la_status time_choice(la_cuda_matmul *m, gemm_desc *d, const gemm_choice 
     }
     cudaError_t e = cudaEventRecord(m->ev[0], m->stream);
     if (e != cudaSuccess) return cuda_error(err, e, a, "timing event");
+    const int reps =
+        2.0 * (double)a->n_out * (double)a->n_in >= GEMM_TUNE_BIG_BYTES ? GEMM_TUNE_REPS_BIG : GEMM_TUNE_REPS;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    for (int r = 0; r < GEMM_TUNE_REPS && s == CUBLAS_STATUS_SUCCESS; r++) {
+    for (int r = 0; r < reps && s == CUBLAS_STATUS_SUCCESS; r++) {
         const void *w = a->n_alt > 0 ? a->w_alt[(*alt_next)++ % a->n_alt] : a->w;
         s = run_choice(m, d, c, a, w);
     }
@@ -377,7 +384,7 @@ static la_status time_choice(la_cuda_matmul *m, gemm_desc *d, const gemm_choice 
     float ms = 0;
     if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, m->ev[0], m->ev[1]);
     if (e != cudaSuccess) return cuda_error(err, e, a, "timing candidates");
-    if (s == CUBLAS_STATUS_SUCCESS) *us = ms * 1e3f / GEMM_TUNE_REPS;
+    if (s == CUBLAS_STATUS_SUCCESS) *us = ms * 1e3f / (float)reps;
     return LA_OK;
 }
 
