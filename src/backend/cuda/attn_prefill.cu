@@ -415,7 +415,7 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
     __syncwarp();
     if (lane < (hd >> 2)) {
         const int f = 2 * lane;
-#pragma unroll 4
+#pragma unroll 8
         for (int r = 0; r < V2_WROWS; r++) {
             const int row = row_base + r;
             uint32_t lo = 0, hi = 0;
@@ -605,7 +605,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         const int4 gd4 = *reinterpret_cast<const int4 *>(m->gdelta);
         const int32_t gdel[4] = {gd4.x, gd4.y, gd4.z, gd4.w};
         /* every key valid and visible to every row of the warp: no per-element mask */
-        const bool no_mask = (gnv4.x & gnv4.y & gnv4.z & gnv4.w) == 16 &&
+        const bool no_mask = gnv4.x == 16 && gnv4.y == 16 && gnv4.z == 16 && gnv4.w == 16 &&
                              max(max(gmax4.x, gmax4.y), max(gmax4.z, gmax4.w)) <= wmin;
         int vis = 0; /* groups with a key visible to some row of the warp */
         bool uniform = true;
