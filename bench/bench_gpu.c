@@ -3,7 +3,8 @@
  * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
- *             [--gemm gemmex,lt] [--out FILE] [--commit SHA] [--no-engine]
+ *             [--gemm gemmex,lt] [--prefill-variants v1,v2] [--out FILE] [--commit SHA]
+ *             [--no-engine]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
  * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
@@ -33,6 +34,10 @@
  * default mode (LA_CUDA_GEMM, else lt). Per shape, "gemm" reports the counters and the
  * algorithm chosen for every GEMM shape seen (la_cuda_gemm_algos_json: winner, the
  * heuristic's first, cublasGemmEx, each timed), and stderr lists the 1/8/32/64-row ones.
+ *
+ * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
+ * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v2), in the same run;
+ * every TTFT row names its "prefill_variant".
  *
  * Per-kernel device times (la_cuda_profile_*) for recompute and lazy at 8K and decode.
  * An engine-level cross-check (public API, --random-weights) times lazy / prefix /
@@ -167,6 +172,9 @@ typedef struct bench {
     bool first_row;
     int failures;
     const char *gemm; /* GEMM mode of the rows being timed (la_cuda_gemm_mode_name) */
+    int32_t variants[2]; /* attn_prefill variants to time (--prefill-variants) */
+    int n_variants;
+    int32_t default_variant; /* the backend's at create */
 } bench;
 
 typedef struct layout {
@@ -330,14 +338,15 @@ static void build_question(layout *L, bb *b, doc_view v, const int32_t *copy_blo
 static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
                       int32_t computed, const char *profile) {
     jbuf *j = bn->out;
-    jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"gemm\": \"%s\", \"ttft_ms\": %.3f, "
-               "\"floor_ms\": %.3f, \"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
-            bn->first_row ? "" : ",", ctx, method, bn->gemm, ms, floor_ms, floor_kind, ms / floor_ms, computed);
+    const int32_t variant = la_cuda_attn_prefill_variant(bn->be);
+    jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"gemm\": \"%s\", \"prefill_variant\": \"v%d\", "
+               "\"ttft_ms\": %.3f, \"floor_ms\": %.3f, \"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
+            bn->first_row ? "" : ",", ctx, method, bn->gemm, variant, ms, floor_ms, floor_kind, ms / floor_ms, computed);
     if (profile) jprintf(j, ", \"profile_ms\": %s", profile);
     jprintf(j, "}");
     bn->first_row = false;
-    fprintf(stderr, "  %-10s ctx %6d  %-6s TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx, bn->gemm,
-            ms, floor_ms, floor_kind, ms / floor_ms);
+    fprintf(stderr, "  %-10s ctx %6d  %-6s v%d  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx,
+            bn->gemm, variant, ms, floor_ms, floor_kind, ms / floor_ms);
 }
 
 static char g_prof[8192];
@@ -348,6 +357,24 @@ static const char *profile_of(bench *bn, la_batch *b) {
     la_cuda_profile_json(bn->be, g_prof, sizeof g_prof);
     la_cuda_profile_enable(bn->be, false);
     return ms < 0 ? "{}" : g_prof;
+}
+
+/* Time `batch` (reps after one warm-up) under each --prefill-variants kernel and emit a row
+ * for each; with_profile adds its per-kernel times. Restores the backend's default. */
+static void ttft_variants(bench *bn, int32_t ctx, const char *method, la_batch *batch, int reps, double *t,
+                          double floor_ms, const char *floor_kind, int32_t computed, bool with_profile) {
+    la_err err = {0};
+    for (int v = 0; v < bn->n_variants; v++) {
+        if (la_cuda_attn_prefill_variant_set(bn->be, bn->variants[v], &err) != LA_OK) {
+            fprintf(stderr, "bench_gpu: %s\n", err.msg);
+            bn->failures++;
+            continue;
+        }
+        for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, batch);
+        const char *prof = with_profile ? profile_of(bn, batch) : NULL;
+        emit_ttft(bn, ctx, method, median(t + 1, reps), floor_ms, floor_kind, computed, prof);
+    }
+    (void)la_cuda_attn_prefill_variant_set(bn->be, bn->default_variant, &err);
 }
 
 static void ttft_context(bench *bn, int32_t ctx, bb *b) {
@@ -369,17 +396,14 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
     int32_t full_block = alloc_blocks(bn, &L, ctx);
     build_full(&L, b, full_block, 0);
     la_batch batch = bb_batch(b);
-    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
-    const char *prof = ctx == 8192 ? profile_of(bn, &batch) : NULL;
-    emit_ttft(bn, ctx, "recompute", median(t + 1, reps), compute_floor, "compute", ctx, prof);
+    ttft_variants(bn, ctx, "recompute", &batch, reps, t, compute_floor, "compute", ctx, ctx == 8192);
 
     /* prefix: reuse the full blocks of document 0 (same tokens in both orders) */
     int32_t reuse = L.len[0] / BLOCK * BLOCK;
     build_full(&L, b, full_block, reuse);
     batch = bb_batch(b);
-    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
     double prefix_floor = prefill_flops(m, ctx) / DATASHEET_BF16 * 1e3 * (double)(ctx - reuse) / ctx;
-    emit_ttft(bn, ctx, "prefix", median(t + 1, reps), prefix_floor, "compute (uncached part)", ctx - reuse, NULL);
+    ttft_variants(bn, ctx, "prefix", &batch, reps, t, prefix_floor, "compute (uncached part)", ctx - reuse, false);
 
     /* block: copies re-rotated by S_d, then the question over the copies */
     int32_t copy_block[N_DOCS], tail = alloc_blocks(bn, &L, N_QUESTION);
@@ -408,14 +432,11 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
 
     build_question(&L, b, VIEW_MEPIC, NULL, tail);
     batch = bb_batch(b);
-    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
-    emit_ttft(bn, ctx, "mepic", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, NULL);
+    ttft_variants(bn, ctx, "mepic", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, false);
 
     build_question(&L, b, VIEW_LAZY, NULL, tail);
     batch = bb_batch(b);
-    for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, &batch);
-    prof = profile_of(bn, &batch);
-    emit_ttft(bn, ctx, "lazy", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, prof);
+    ttft_variants(bn, ctx, "lazy", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, true);
     free(t);
     layout_free(&L);
 }
@@ -697,6 +718,8 @@ int main(int argc, char **argv) {
     int n_ctx = 3, reps = 5;
     bool engine = true;
     const char *gemm_list = NULL;
+    int32_t variants[2] = {0, 0}; /* 0: the backend's default */
+    int n_variants = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) n_ctx = parse_list(argv[++i], ctxs, 8);
@@ -705,9 +728,24 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
         else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) gemm_list = argv[++i];
-        else {
+        else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
+            char list[32];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            n_variants = 0;
+            bool bad = false;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                const int32_t v = !strcmp(tok, "v1") ? 1 : !strcmp(tok, "v2") ? 2 : 0;
+                if (v == 0 || n_variants == 2) bad = true;
+                else variants[n_variants++] = v;
+            }
+            if (bad || n_variants == 0) {
+                fprintf(stderr, "bench_gpu: --prefill-variants %s: expected v1, v2 or v1,v2\n", argv[i]);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] "
-                            "[--gemm lt,gemmex,lt-heuristic] [--out FILE] [--commit SHA] [--no-engine]\n");
+                            "[--gemm lt,gemmex,lt-heuristic] [--prefill-variants v1,v2] [--out FILE] "
+                            "[--commit SHA] [--no-engine]\n");
             return 2;
         }
     }
@@ -752,6 +790,10 @@ int main(int argc, char **argv) {
             return 1;
         }
         snprintf(gpu, sizeof gpu, "%s", la_cuda_device_name(bn.be));
+        bn.n_variants = n_variants;
+        bn.default_variant = la_cuda_attn_prefill_variant(bn.be);
+        for (int v = 0; v < n_variants; v++)
+            bn.variants[v] = variants[v] ? variants[v] : la_cuda_attn_prefill_variant(bn.be);
         double t0 = la_now_ms();
         if (bn.be->ops->load_weights(bn.be, &bn.cfg, NULL, &err) != LA_OK) {
             fprintf(stderr, "bench_gpu: %s: load_weights: %s\n", tok, err.msg);

@@ -273,7 +273,9 @@ static void cache_doc(builder *cache, int32_t B, int32_t first_block, int32_t le
 }
 
 /* Run one attention case on layer `layer`: write the cache batch's K/V, then the query
- * batch's own K/V, then attention; compare the outputs. */
+ * batch's own K/V, then attention; compare the outputs. The GPU runs the step once per
+ * attn_prefill variant (1: 64 rows per CTA, 2: 128, the default) against the one CPU
+ * result, its output poisoned before each. */
 static void run_case(pair *p, const char *what, builder *cache, builder *query, int32_t layer) {
     const la_model_config *m = p->cfg;
     la_err err = {0};
@@ -301,13 +303,20 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
     random_pair(p, k, -1.f, 1.f);
     random_pair(p, v, -1.f, 1.f);
     random_pair(p, q, -3.f, 3.f); /* peakier softmax than [-1, 1] */
-    poison_gpu(p, o);
-    for (int i = 0; i < 2; i++) {
-        LA_CHECK_OK(p->be[i]->ops->batch_begin(p->be[i], &b, &err), err);
-        LA_CHECK_OK(p->be[i]->ops->kv_write(p->be[i], layer, &k[i], &v[i], &err), err);
-        LA_CHECK_OK(p->be[i]->ops->attention(p->be[i], layer, &q[i], &o[i], &err), err);
+    LA_CHECK_OK(p->be[0]->ops->batch_begin(p->be[0], &b, &err), err);
+    LA_CHECK_OK(p->be[0]->ops->kv_write(p->be[0], layer, &k[0], &v[0], &err), err);
+    LA_CHECK_OK(p->be[0]->ops->attention(p->be[0], layer, &q[0], &o[0], &err), err);
+    for (int32_t variant = 1; variant <= 2; variant++) {
+        char label[160];
+        snprintf(label, sizeof label, "%s [v%d]", what, variant);
+        LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
+        poison_gpu(p, o);
+        LA_CHECK_OK(p->be[1]->ops->batch_begin(p->be[1], &b, &err), err);
+        LA_CHECK_OK(p->be[1]->ops->kv_write(p->be[1], layer, &k[1], &v[1], &err), err);
+        LA_CHECK_OK(p->be[1]->ops->attention(p->be[1], layer, &q[1], &o[1], &err), err);
+        expect_close(label, o, p, ATTN_TOL, 0);
     }
-    expect_close(what, o, p, ATTN_TOL, 0);
+    LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
     act_pair_free(p, k);
     act_pair_free(p, v);
     act_pair_free(p, q);
@@ -799,6 +808,71 @@ Test(cuda_attention, long_context_question_splits_over_kv) {
     builder_free(&cache);
     builder_free(&q);
     attn_close(&p, &s);
+}
+
+/* Several causal prefills of ragged lengths in one batch (tiles of 16 / 32 tokens end
+ * mid-sequence, positions restart per sequence, one sequence continues after 90 cached
+ * tokens with a padded last block), beside a 150-token lazy question whose tiles cover
+ * document boundaries inside a key tile and its own causal diagonal; 3 query heads per KV
+ * head (126 of a v2 CTA's 128 rows used). */
+Test(cuda_attention, ragged_causal_prefills_and_long_lazy_question) {
+    geometry g = {96, 6, 2, 16, 16};
+    for (int gi = 0; gi < 2; gi++) {
+        if (gi == 1) g = (geometry){768, 6, 2, 128, 16};
+        pair p;
+        synth s;
+        if (!attn_open(&p, &s, g)) return;
+        builder cache, q;
+        builder_init(&cache);
+        builder_init(&q);
+        int32_t blk = 1;
+        const int32_t lens[3] = {45, 130, 77};
+        for (int i = 0; i < 3; i++) {
+            add_tail(&q, g.B, blk, 0, lens[i]);
+            q.seqs[q.n_seqs++] = (la_batch_seq){q.n - lens[i], lens[i], q.n_blocks - (lens[i] + g.B - 1) / g.B,
+                                                (lens[i] + g.B - 1) / g.B};
+            blk += (lens[i] + g.B - 1) / g.B;
+        }
+        { /* tokens 90..162 of a sequence whose first 90 are cached (last block: 3 of 16 slots) */
+            int32_t row0 = q.n, block0 = q.n_blocks, n = 163;
+            for (int32_t t = 0; t < n; t++) {
+                int64_t slot = (int64_t)(blk + t / g.B) * g.B + t % g.B;
+                if (t < 90) add_token(&cache, t, t, slot);
+                else add_token(&q, t, t, slot);
+            }
+            for (int32_t b = 0; b * g.B < n; b++) add_block(&q, blk + b, n - b * g.B < g.B ? n - b * g.B : g.B, b * g.B, 0, 0);
+            q.seqs[q.n_seqs++] = (la_batch_seq){row0, n - 90, block0, q.n_blocks - block0};
+            blk += (n + g.B - 1) / g.B;
+        }
+        const int32_t dl[] = {21, 3, 40, 16, 70};
+        docs_case(&cache, &q, g.B, dl, 5, 150, DOC_LAZY, 0, blk);
+        run_case(&p, gi == 0 ? "ragged prefills + 150-token lazy question, hd 16 hpc 3"
+                             : "ragged prefills + 150-token lazy question, hd 128 hpc 3", &cache, &q, 1);
+        builder_free(&cache);
+        builder_free(&q);
+        attn_close(&p, &s);
+    }
+}
+
+/* The same 150-token question over mepic documents at a 100k offset, hd 64 (8 query heads
+ * per KV head: 16 tokens per v2 CTA), block size 32. */
+Test(cuda_attention, mepic_long_question_hd64) {
+    docs_question((geometry){512, 16, 2, 64, 32}, DOC_MEPIC, 100000, 150, "mepic at +100000: 150-token question, hd 64");
+}
+
+Test(cuda_attention, prefill_variant_setter_rejects_unknown_variants) {
+    la_backend *be = NULL;
+    la_err err = {0};
+    la_status st = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+    if (st == LA_ERR_UNSUPPORTED) {
+        printf("skipped: no GPU (%s)\n", err.msg);
+        return;
+    }
+    LA_CHECK_OK(st, err);
+    cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 3, &err), LA_ERR_INVALID_ARG);
+    LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be, 1, &err), err);
+    cr_assert_eq(la_cuda_attn_prefill_variant(be), 1);
+    la_backend_destroy(be);
 }
 
 #endif /* LA_HAVE_CUDA */

@@ -73,7 +73,7 @@ extern "C" la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStre
     if (p->n_kv_heads < 1 || p->n_head_chunks < 1 || p->heads_per_cta < 1 || p->head_dim <= 0 ||
         p->head_dim % 4 != 0)
         return la_err_set(err, LA_ERR_INTERNAL, "attn_combine: bad geometry");
-    const int max_rows = LA_ATTN_PREFILL_ROWS > p->heads_per_cta ? LA_ATTN_PREFILL_ROWS : p->heads_per_cta;
+    const int max_rows = p->combine_rows > 0 ? p->combine_rows : LA_ATTN_PREFILL_ROWS_V2;
     dim3 grid((unsigned)p->n_combine, (unsigned)(p->n_kv_heads * p->n_head_chunks),
               (unsigned)((max_rows + C_WARPS - 1) / C_WARPS));
     attn_combine_kernel<<<grid, C_WARPS * 32, 0, stream>>>(*p);

@@ -25,7 +25,26 @@
  *
  * Grid: x = work item (la_cuda_attn_item: a tile of tokens of one sequence and a range of
  * its key slots, built by the host scheduler in cuda_backend.c), y = KV head x head
- * chunk. One CTA = 4 warps = 64 query rows; row r is token r / hpc, query head
+ * chunk. Two kernels, chosen per step by la_cuda_attn_params.prefill_variant (the host
+ * cuts tiles to match; LA_ATTN_PREFILL=v1|v2, default v2):
+ *
+ * v2 (default). One CTA = 4 warps = 128 query rows (32 tokens x 4 heads for Llama-3), each
+ * warp owning 32 rows as two m16 tiles, so every K fragment (ldmatrix) feeds four MMAs and
+ * every V fragment four (FlashAttention-2's hd-128 shape: kBlockM 128, kBlockN 64, 4
+ * warps). The registers cannot also hold 64 query fragments: the rotated Q tile lives in
+ * shared memory, written warp-locally by rotate_q_v2 straight from the unrotated q in
+ * device memory whenever a tile's q_delta differs from the warp's current one, and read
+ * by ldmatrix per k-step. One __syncthreads per key tile: the block-list entries of tile
+ * t + 2 are cp.async'd with the K/V of tile t + 1, so the K/V addresses never wait on a
+ * device-memory load; the key metadata (positions, per-group q_delta, k_rope, valid
+ * counts) is derived from them one tile ahead. A tile fully visible to every row of a warp
+ * (all 64 keys valid, last key position <= the warp's first row position) skips the
+ * per-element mask; groups invisible to a warp skip their Q K^T and P V MMAs; O is
+ * rescaled only when some row's maximum moved. Padding slots load as zeros. Registers /
+ * shared memory per CTA (sm_90, ptxas): hd 128 255 / 103.4 KiB, hd 64 203 / 55.4 KiB,
+ * hd 32 160 / 31.4 KiB, no spills; 2 CTAs per SM at hd 128 (by registers and memory).
+ *
+ * v1. One CTA = 4 warps = 64 query rows; row r is token r / hpc, query head
  * r % hpc of the CTA's KV head (hpc = heads_per_cta: 4 for Llama-3's GQA, so a CTA holds
  * 16 tokens x 4 heads and every K/V tile it stages serves four query heads). Each warp
  * owns one 16-row m16 tile: S = Q K^T and O += P V with mma.sync m16n8k16 (bf16 in, f32
@@ -35,7 +54,7 @@
  * shared memory whenever a 16-key group's q_delta differs from the one they carry: once
  * per document run for lazy, once per CTA otherwise.
  *
- * Work per CTA and key tile: 64 rows x 64 keys x head_dim x 4 FLOPs (2 for Q K^T, 2 for
+ * Work per v1 CTA and key tile: 64 rows x 64 keys x head_dim x 4 FLOPs (2 for Q K^T, 2 for
  * P V) = 2.1 MFLOP at head_dim 128, against 2 x 64 x head_dim x 2 bytes = 32 KiB of K/V
  * from device memory: 64 FLOP/byte, compute-bound on Hopper when the tile's K/V is
  * shared by several query tiles (L2), bandwidth-bound for a 64-token question. Whole
@@ -348,6 +367,447 @@ la_status launch_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_e
     return la_cuda_launched("attn_prefill", err);
 }
 
+
+/* ---- v2: 128 rows per CTA, two m16 tiles per warp (top of this file) ----------------------- */
+
+constexpr int V2_WARPS = 4;
+constexpr int V2_THREADS = V2_WARPS * 32;
+constexpr int V2_ROWS = LA_ATTN_PREFILL_ROWS_V2;
+constexpr int V2_WROWS = 32; /* rows per warp: two m16 tiles */
+static_assert(V2_ROWS == V2_WARPS * V2_WROWS, "two m16 row tiles per warp");
+static_assert(LA_KT == 64 && LA_KT_GROUPS == 4, "v2 assumes 64-key tiles of four 16-key groups");
+
+/* One tile's key metadata (la_tile_meta's meaning, plus what the fast path needs):
+ *   kpos[k]    logical position of key k, INT_MAX when masked for every query (padding,
+ *              past kv1)
+ *   gmin[g]    position of group g's first valid key (INT_MAX: none), gmax[g] of its last
+ *              (INT_MIN: none); gnv[g] its valid keys (16: the whole group)
+ *   gdelta[g]  q_delta of group g's block; gkrope[g] k_rope of it (0 when gnv is 0)
+ * The group arrays are 16-byte aligned and read as int4. */
+struct v2_meta {
+    int32_t kpos[LA_KT];
+    int32_t gmin[LA_KT_GROUPS], gmax[LA_KT_GROUPS], gdelta[LA_KT_GROUPS], gnv[LA_KT_GROUPS];
+    int32_t gkrope[LA_KT_GROUPS];
+    int32_t pad_[4];
+};
+static_assert(sizeof(v2_meta) % 16 == 0, "v2_meta keeps 16-byte alignment");
+
+template <int HD> struct prefill_v2_layout {
+    static constexpr int STRIDE = HD + 8;
+    static constexpr int Q_ELEMS = V2_ROWS * STRIDE;  /* rotated Q tile, 32 rows per warp */
+    static constexpr int KV_ELEMS = LA_KT * STRIDE;   /* one of K / V, one stage */
+    static constexpr size_t META_OFF = (size_t)(Q_ELEMS + 4 * KV_ELEMS) * 2;
+    static constexpr size_t RAW_OFF = META_OFF + 2 * sizeof(v2_meta);
+    static constexpr size_t BYTES = RAW_OFF + 2 * LA_KT_GROUPS * sizeof(la_attn_block);
+};
+
+/* Rotate this warp's 32 rows of the query tile at p - delta into shared memory (row r of
+ * Qw = CTA row row_base + r), straight from the unrotated q in device memory; rows past
+ * the tile become zeros. Lane l handles frequencies 2l and 2l + 1 of every row (hd <= 128:
+ * hd / 4 <= 32 lanes busy). Warp-local: the warp's own ldmatrix reads are its only readers. */
+template <int HD>
+__device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_params &p,
+                                            const la_cuda_attn_item &it, int row_base, int n_rows_used,
+                                            int head0, int32_t delta) {
+    constexpr int STRIDE = HD + 8;
+    const int lane = threadIdx.x & 31, hd = p.head_dim, half = hd >> 1, hpc = p.heads_per_cta;
+    const int64_t qstride = (int64_t)p.n_heads * hd;
+    __syncwarp();
+    if (lane < (hd >> 2)) {
+        const int f = 2 * lane;
+#pragma unroll 8
+        for (int r = 0; r < V2_WROWS; r++) {
+            const int row = row_base + r;
+            uint32_t lo = 0, hi = 0;
+            if (row < n_rows_used) {
+                const int tok = row / hpc, h = head0 + (row - tok * hpc);
+                const la_bf16_t *q = p.q + (int64_t)(it.row0 + tok) * qstride + (int64_t)h * hd;
+                const uint32_t x2 = *reinterpret_cast<const uint32_t *>(q + f);
+                const uint32_t y2 = *reinterpret_cast<const uint32_t *>(q + half + f);
+                const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)p.pos[it.row0 + tok] - delta, f);
+                const float x0 = __uint_as_float(x2 << 16), x1 = __uint_as_float(x2 & 0xffff0000u);
+                const float y0 = __uint_as_float(y2 << 16), y1 = __uint_as_float(y2 & 0xffff0000u);
+                lo = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
+                hi = la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
+            }
+            *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + f) = lo;
+            *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + half + f) = hi;
+        }
+    }
+    __syncwarp();
+}
+
+template <int HD>
+__global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la_cuda_attn_params p) {
+    using L = prefill_v2_layout<HD>;
+    constexpr int STRIDE = L::STRIDE, CH = HD / 8, NT = LA_KT / 8, DT = HD / 8, KS = HD / 16;
+    extern __shared__ __align__(16) unsigned char smem[];
+    la_bf16_t *Qs = reinterpret_cast<la_bf16_t *>(smem);
+    la_bf16_t *Kst = Qs + L::Q_ELEMS;       /* [2][KT][STRIDE] */
+    la_bf16_t *Vst = Kst + 2 * L::KV_ELEMS; /* [2][KT][STRIDE] */
+    v2_meta *meta = reinterpret_cast<v2_meta *>(smem + L::META_OFF);          /* [2] */
+    la_attn_block *raw = reinterpret_cast<la_attn_block *>(smem + L::RAW_OFF); /* [2][groups] */
+
+    /* the item in shared memory: read where used rather than held in registers */
+    __shared__ la_cuda_attn_item it;
+    if (threadIdx.x == 0) it = p.items[blockIdx.x];
+    __syncthreads();
+    const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const la_batch_seq sq = p.seqs[it.seq_id];
+    const la_attn_block *blocks = p.blocks + sq.block0;
+    const int hd = p.head_dim, hpc = p.heads_per_cta, B = p.block_size;
+    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
+    const int64_t qstride = (int64_t)p.n_heads * hd;
+    const int n_rows_used = it.n_tokens * hpc;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
+    const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: which 8x8 matrix / row this lane addresses */
+    const unsigned full = 0xffffffffu;
+    const int n_tiles = it.kv1 > it.kv0 ? (it.kv1 - it.kv0 + LA_KT - 1) / LA_KT : 0;
+
+    /* 1. zero the padding columns of Q, K and V (hd < HD): nothing else writes them */
+    if (hd < HD)
+        for (int i = tid; i < (V2_ROWS + 4 * LA_KT) * CH; i += V2_THREADS) {
+            const int r = i / CH, c = i - r * CH;
+            if (c * 8 >= hd) *reinterpret_cast<uint4 *>(Qs + r * STRIDE + c * 8) = make_uint4(0, 0, 0, 0);
+        }
+
+    /* The pipeline, one __syncthreads per key tile t (the one at the top of iteration t):
+     *   raw(t)   the block-list entries of tile t's four groups, cp.async'd two tiles ahead
+     *            into raw slot t & 1;
+     *   K/V(t)   cp.async'd one tile ahead into stage t & 1, addressed from raw(t);
+     *   meta(t)  derived from raw(t) one tile ahead into meta slot t & 1.
+     * Iteration t: wait for every copy in flight (K/V(t), raw(t + 1)), sync, issue K/V(t + 1)
+     * and raw(t + 2), derive meta(t + 1), compute tile t. Every slot written in iteration t was
+     * last read in iteration t - 1 (or the prologue), before the sync. */
+    auto issue_raw = [&](int t) {
+        if (tid < LA_KT_GROUPS * 5) {
+            const int gi = tid / 5, w = tid - gi * 5, f0 = it.kv0 + t * LA_KT + gi * 16;
+            const bool ok = t < n_tiles && f0 < it.kv1;
+            const int32_t *src = ok ? reinterpret_cast<const int32_t *>(blocks + f0 / B) + w
+                                    : reinterpret_cast<const int32_t *>(p.blocks);
+            la_cp_async4(reinterpret_cast<int32_t *>(raw + (t & 1) * LA_KT_GROUPS + gi) + w, src, ok);
+        }
+    };
+    auto issue_kv = [&](int t) {
+        const la_attn_block *rb = raw + (t & 1) * LA_KT_GROUPS;
+        la_bf16_t *Ks = Kst + (t & 1) * L::KV_ELEMS, *Vs = Vst + (t & 1) * L::KV_ELEMS;
+        const int t0 = it.kv0 + t * LA_KT;
+        for (int i = tid; i < LA_KT * CH; i += V2_THREADS) {
+            const int k = i / CH, c = i - k * CH;
+            if (c * 8 >= hd) continue;
+            const int f = t0 + k, j = f % B;
+            const la_attn_block b = rb[k >> 4];
+            const bool ok = f < it.kv1 && j < b.n_valid; /* padding slots: zeros */
+            const int64_t off = ok ? (((int64_t)b.block_id * p.n_kv_heads + kvh) * B + j) * hd + c * 8 : 0;
+            la_cp_async16(Ks + k * STRIDE + c * 8, p.k_pool + off, ok);
+            la_cp_async16(Vs + k * STRIDE + c * 8, p.v_pool + off, ok);
+        }
+    };
+    auto derive_meta = [&](int t) {
+        if (tid < LA_KT) {
+            const int k = tid, gi = k >> 4, kk = k & 15, f0 = it.kv0 + t * LA_KT + gi * 16;
+            const la_attn_block b = raw[(t & 1) * LA_KT_GROUPS + gi];
+            const int j0 = f0 % B;
+            const int nvg = f0 < it.kv1 ? max(0, min(16, min(b.n_valid - j0, it.kv1 - f0))) : 0;
+            v2_meta *m = meta + (t & 1);
+            m->kpos[k] = kk < nvg ? b.pos0 + j0 + kk : INT_MAX;
+            if (kk == 0) {
+                m->gmin[gi] = nvg > 0 ? b.pos0 + j0 : INT_MAX;
+                m->gmax[gi] = nvg > 0 ? b.pos0 + j0 + nvg - 1 : INT_MIN;
+                m->gdelta[gi] = b.q_delta;
+                m->gnv[gi] = nvg;
+                m->gkrope[gi] = nvg > 0 ? b.k_rope : 0;
+            }
+        }
+    };
+
+    /* 2. this thread's four rows: m16 tile i of the warp, row g (h = 0) or g + 8 (h = 1);
+     * their positions (INT_MIN past the tile) wait in shared memory for the masked tiles */
+    __shared__ int32_t row_pos[V2_ROWS];
+    int wmax = INT_MIN, wmin = INT_MAX; /* over the warp's rows inside the tile */
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = warp * V2_WROWS + i * 16 + h * 8 + g;
+            int32_t rp = INT_MIN;
+            if (row < n_rows_used) {
+                rp = p.pos[it.row0 + row / hpc];
+                wmax = max(wmax, rp);
+                wmin = min(wmin, rp);
+            }
+            if (c4 == 0) row_pos[row] = rp;
+        }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        wmax = max(wmax, __shfl_xor_sync(full, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(full, wmin, o));
+    }
+
+    float o[2][DT][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int d = 0; d < DT; d++) o[i][d][0] = o[i][d][1] = o[i][d][2] = o[i][d][3] = 0.f;
+    float mr[2][2], lr[2][2]; /* running max (log2 units) and sum of rows (i, h) */
+#pragma unroll
+    for (int i = 0; i < 2; i++) mr[i][0] = mr[i][1] = -INFINITY, lr[i][0] = lr[i][1] = 0.f;
+    bool have_q = false;
+    int32_t q_delta = 0;
+    const float sl2 = p.scale_log2;
+    la_bf16_t *Qw = Qs + warp * V2_WROWS * STRIDE;
+    /* this lane's ldmatrix addresses (32-bit shared), tile / stage offsets added per use:
+     * Q A fragments (m16 tile i: + i * 16 rows), K B fragments (ks / group), V.trans */
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t q_lane = sbase + 2u * (uint32_t)((warp * V2_WROWS + (mi & 1) * 8 + rr) * STRIDE + (mi >> 1) * 8);
+    const uint32_t k_lane = sbase + 2u * (uint32_t)(L::Q_ELEMS + ((mi >> 1) * 8 + rr) * STRIDE + (mi & 1) * 8);
+    const uint32_t v_lane = sbase + 2u * (uint32_t)(L::Q_ELEMS + 2 * L::KV_ELEMS + ((mi & 1) * 8 + rr) * STRIDE + (mi >> 1) * 8);
+
+    /* 3. prologue: raw(0), raw(1); then meta(0) and K/V(0) */
+    issue_raw(0);
+    issue_raw(1);
+    la_cp_async_commit();
+    la_cp_async_wait<0>();
+    __syncthreads();
+    if (n_tiles > 0) {
+        derive_meta(0);
+        issue_kv(0);
+    }
+    la_cp_async_commit();
+
+    for (int t = 0; t < n_tiles; t++) {
+        la_cp_async_wait<0>();
+        __syncthreads();
+        if (t + 1 < n_tiles) issue_kv(t + 1);
+        issue_raw(t + 2);
+        la_cp_async_commit();
+        if (t + 1 < n_tiles) derive_meta(t + 1);
+
+        const v2_meta *m = meta + (t & 1);
+        la_bf16_t *Ks = Kst + (t & 1) * L::KV_ELEMS;
+        const uint32_t k_st = k_lane + (uint32_t)((t & 1) * L::KV_ELEMS * 2);
+        const uint32_t v_st = v_lane + (uint32_t)((t & 1) * L::KV_ELEMS * 2);
+        const int4 gmin4 = *reinterpret_cast<const int4 *>(m->gmin);
+        const int32_t gmin[4] = {gmin4.x, gmin4.y, gmin4.z, gmin4.w};
+        const int32_t tmin = min(min(gmin[0], gmin[1]), min(gmin[2], gmin[3]));
+        if (tmin > it.pos_max) continue; /* causally invisible to every row of the CTA */
+        {
+            const int4 kr = *reinterpret_cast<const int4 *>(m->gkrope);
+            if (kr.x | kr.y | kr.z | kr.w) { /* mepic: CTA-uniform */
+                la_attn_rotate_keys<HD>(p, Ks, m);
+                __syncthreads();
+            }
+        }
+        if (tmin > wmax) continue; /* invisible to this warp's rows */
+
+        const int4 gmax4 = *reinterpret_cast<const int4 *>(m->gmax);
+        const int4 gnv4 = *reinterpret_cast<const int4 *>(m->gnv);
+        const int4 gd4 = *reinterpret_cast<const int4 *>(m->gdelta);
+        const int32_t gdel[4] = {gd4.x, gd4.y, gd4.z, gd4.w};
+        /* every key valid and visible to every row of the warp: no per-element mask */
+        const bool no_mask = gnv4.x == 16 && gnv4.y == 16 && gnv4.z == 16 && gnv4.w == 16 &&
+                             max(max(gmax4.x, gmax4.y), max(gmax4.z, gmax4.w)) <= wmin;
+        int vis = 0; /* groups with a key visible to some row of the warp */
+        bool uniform = true;
+        int32_t d0 = 0;
+#pragma unroll
+        for (int gi = 0; gi < LA_KT_GROUPS; gi++)
+            if (gmin[gi] <= wmax) {
+                if (!vis) d0 = gdel[gi];
+                else if (gdel[gi] != d0) uniform = false;
+                vis |= 1 << gi;
+            }
+
+        /* S = Q K^T: both m16 tiles per K fragment. The visible groups usually share one
+         * q_delta (a tile straddles a document boundary only at a document's first block):
+         * one rotation serves the tile. Otherwise one group at a time, re-rotating Q for
+         * each new q_delta. Groups left out stay zero and are masked below. */
+        if (uniform && (!have_q || d0 != q_delta)) { /* before S: no accumulators live yet */
+            rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, d0);
+            q_delta = d0;
+            have_q = true;
+        }
+        float s[2][NT][4];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) s[i][nt][0] = s[i][nt][1] = s[i][nt][2] = s[i][nt][3] = 0.f;
+        if (uniform) {
+#pragma unroll
+            for (int ks = 0; ks < KS; ks++) {
+                uint32_t qa[2][4];
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+                    la_ldmatrix_x4_s(qa[i][0], qa[i][1], qa[i][2], qa[i][3], q_lane + 2u * (i * 16 * STRIDE + ks * 16));
+#pragma unroll
+                for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
+                    if (!(vis & (1 << gi))) continue;
+                    uint32_t b0, b1, b2, b3;
+                    la_ldmatrix_x4_s(b0, b1, b2, b3, k_st + 2u * (gi * 16 * STRIDE + ks * 16));
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        la_mma_bf16(s[i][2 * gi], qa[i], b0, b1);
+                        la_mma_bf16(s[i][2 * gi + 1], qa[i], b2, b3);
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
+                if (!(vis & (1 << gi))) continue;
+                if (!have_q || gdel[gi] != q_delta) {
+                    rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, gdel[gi]);
+                    q_delta = gdel[gi];
+                    have_q = true;
+                }
+#pragma unroll
+                for (int ks = 0; ks < KS; ks++) {
+                    uint32_t qa[2][4], b0, b1, b2, b3;
+#pragma unroll
+                    for (int i = 0; i < 2; i++)
+                        la_ldmatrix_x4_s(qa[i][0], qa[i][1], qa[i][2], qa[i][3], q_lane + 2u * (i * 16 * STRIDE + ks * 16));
+                    la_ldmatrix_x4_s(b0, b1, b2, b3, k_st + 2u * (gi * 16 * STRIDE + ks * 16));
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        la_mma_bf16(s[i][2 * gi], qa[i], b0, b1);
+                        la_mma_bf16(s[i][2 * gi + 1], qa[i], b2, b3);
+                    }
+                }
+            }
+        }
+        /* mask (padding, causal) where some key of the tile may be hidden from some row */
+        if (!no_mask) {
+            int32_t rpos[2][2];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) rpos[i][h] = row_pos[warp * V2_WROWS + i * 16 + h * 8 + g];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[nt * 8 + 2 * c4]);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    if (kp.x > rpos[i][0]) s[i][nt][0] = -INFINITY;
+                    if (kp.y > rpos[i][0]) s[i][nt][1] = -INFINITY;
+                    if (kp.x > rpos[i][1]) s[i][nt][2] = -INFINITY;
+                    if (kp.y > rpos[i][1]) s[i][nt][3] = -INFINITY;
+                }
+            }
+        }
+        /* online softmax in log2 units (p = 2^(s sl2 - m)); a row is spread over a quad */
+        float alpha[2][2];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[i][nt][2 * h], s[i][nt][2 * h + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
+                const float nm = fmaxf(mr[i][h], mx * sl2);
+                alpha[i][h] = nm == -INFINITY ? 1.f : la_exp2(mr[i][h] - nm);
+                const float bias = nm == -INFINITY ? 0.f : nm;
+                float sum = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    s[i][nt][2 * h] = la_exp2(fmaf(s[i][nt][2 * h], sl2, -bias));
+                    s[i][nt][2 * h + 1] = la_exp2(fmaf(s[i][nt][2 * h + 1], sl2, -bias));
+                    sum += s[i][nt][2 * h] + s[i][nt][2 * h + 1];
+                }
+                lr[i][h] = lr[i][h] * alpha[i][h] + sum;
+                mr[i][h] = nm;
+            }
+        /* rescale O only when some row's maximum moved (rare once the maxima settle) */
+        if (__any_sync(full, alpha[0][0] != 1.f || alpha[0][1] != 1.f || alpha[1][0] != 1.f || alpha[1][1] != 1.f)) {
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int d = 0; d < DT; d++) {
+                    o[i][d][0] *= alpha[i][0];
+                    o[i][d][1] *= alpha[i][0];
+                    o[i][d][2] *= alpha[i][1];
+                    o[i][d][3] *= alpha[i][1];
+                }
+        }
+        /* O += P V: P from the S accumulators as A fragments; each V fragment feeds both tiles */
+#pragma unroll
+        for (int kk = 0; kk < LA_KT_GROUPS; kk++) {
+            if (!(vis & (1 << kk))) continue; /* P is zero there */
+            uint32_t a[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                a[i][0] = la_pack_bf16x2(s[i][2 * kk][0], s[i][2 * kk][1]);
+                a[i][1] = la_pack_bf16x2(s[i][2 * kk][2], s[i][2 * kk][3]);
+                a[i][2] = la_pack_bf16x2(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
+                a[i][3] = la_pack_bf16x2(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dn = 0; dn < KS; dn++) {
+                uint32_t b0, b1, b2, b3;
+                la_ldmatrix_x4_trans_s(b0, b1, b2, b3, v_st + 2u * (kk * 16 * STRIDE + dn * 16));
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    la_mma_bf16(o[i][2 * dn], a[i], b0, b1);
+                    la_mma_bf16(o[i][2 * dn + 1], a[i], b2, b3);
+                }
+            }
+        }
+    }
+    la_cp_async_wait<0>();
+
+    /* 4. write: normalised output, or a partial for the combine kernel */
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float l = lr[i][h];
+            l += __shfl_xor_sync(full, l, 1);
+            l += __shfl_xor_sync(full, l, 2);
+            const int row = warp * V2_WROWS + i * 16 + h * 8 + g;
+            if (it.part_row0 < 0) {
+                if (row >= n_rows_used) continue;
+                const float inv = l > 0.f ? 1.f / l : 0.f;
+                const int tok = row / hpc;
+                la_bf16_t *out = p.out + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
+#pragma unroll
+                for (int dt = 0; dt < DT; dt++) {
+                    const int d = dt * 8 + 2 * c4;
+                    if (d < hd)
+                        *reinterpret_cast<uint32_t *>(out + d) =
+                            la_pack_bf16x2(o[i][dt][2 * h] * inv, o[i][dt][2 * h + 1] * inv);
+                }
+            } else {
+                const int64_t pr = it.part_row0 + (int64_t)grp * V2_ROWS + row;
+#pragma unroll
+                for (int dt = 0; dt < DT; dt++) {
+                    const int d = dt * 8 + 2 * c4;
+                    if (d < hd)
+                        *reinterpret_cast<float2 *>(p.part_o + pr * hd + d) =
+                            make_float2(o[i][dt][2 * h], o[i][dt][2 * h + 1]);
+                }
+                if (c4 == 0) p.part_ml[pr] = make_float2(mr[i][h], l);
+            }
+        }
+}
+
+template <int HD>
+la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
+    const size_t bytes = prefill_v2_layout<HD>::BYTES;
+    static bool attr_done = false;
+    if (!attr_done) {
+        cudaError_t e = cudaFuncSetAttribute(attn_prefill_v2_kernel<HD>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+        if (e != cudaSuccess)
+            return la_err_set(err, LA_ERR_BACKEND, "attn_prefill v2: %zu bytes of shared memory: %s",
+                              bytes, cudaGetErrorString(e));
+        attr_done = true;
+    }
+    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
+    attn_prefill_v2_kernel<HD><<<grid, V2_THREADS, bytes, stream>>>(*p);
+    return la_cuda_launched("attn_prefill", err);
+}
+
 } /* namespace */
 
 /* ---- launcher --------------------------------------------------------------------------------- */
@@ -357,7 +817,12 @@ extern "C" la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStre
     if (p->n_items <= 0) return LA_OK;
     LA_TRY(la_cuda_attn_check(p, "attn_prefill", err));
     const int hd = p->head_dim;
-    if (hd <= 32) return launch_prefill<32>(p, stream, err);
-    if (hd <= 64) return launch_prefill<64>(p, stream, err);
-    return launch_prefill<128>(p, stream, err);
+    if (p->prefill_variant == 1) {
+        if (hd <= 32) return launch_prefill<32>(p, stream, err);
+        if (hd <= 64) return launch_prefill<64>(p, stream, err);
+        return launch_prefill<128>(p, stream, err);
+    }
+    if (hd <= 32) return launch_prefill_v2<32>(p, stream, err);
+    if (hd <= 64) return launch_prefill_v2<64>(p, stream, err);
+    return launch_prefill_v2<128>(p, stream, err);
 }

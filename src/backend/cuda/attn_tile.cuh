@@ -79,10 +79,11 @@ __device__ __forceinline__ void la_attn_load_tile(const la_cuda_attn_params &p,
 }
 
 /* mepic: rotate the valid keys of k_rope groups in shared memory at their own positions
- * (HF rotate_half convention; keys were stored unrotated). Caller syncs before and after. */
-template <int HD>
+ * (HF rotate_half convention; keys were stored unrotated). Caller syncs before and after.
+ * M: la_tile_meta or any metadata with the same kpos[] and gkrope[] fields. */
+template <int HD, typename M>
 __device__ __forceinline__ void la_attn_rotate_keys(const la_cuda_attn_params &p, la_bf16_t *Ks,
-                                                    const la_tile_meta *m) {
+                                                    const M *m) {
     constexpr int STRIDE = HD + 8;
     const int half = p.head_dim / 2;
     for (int i = threadIdx.x; i < LA_KT * half; i += blockDim.x) {

@@ -11,9 +11,11 @@
  * packed into one pinned host buffer and copied with one cudaMemcpyAsync; the attention
  * work is scheduled on the host there, once per step, for every layer:
  *
- *   - each sequence's new rows are cut into tiles: LA_ATTN_PREFILL_ROWS / heads_per_cta
- *     tokens for prefill (16 for Llama-3: 16 tokens x 4 query heads = 64 rows), one token
- *     for decode (a sequence with one new row);
+ *   - each sequence's new rows are cut into tiles: rows / heads_per_cta tokens for prefill,
+ *     rows = the attn_prefill variant's rows per CTA (v2, the default: 128, so 32 tokens x
+ *     4 query heads for Llama-3; v1: 64, 16 tokens; LA_ATTN_PREFILL=v1|v2 at create or
+ *     la_cuda_attn_prefill_variant_set, read at each batch_begin), one token for decode
+ *     (a sequence with one new row);
  *   - a tile reads key slots [0, kv_len): the blocks up to the last whose first slot is
  *     causally visible to the tile's latest token (a binary search over the suffix
  *     minimum of pos0, so blocks after the question are never staged);
@@ -190,6 +192,7 @@ typedef struct cuda_backend {
     la_bf16_t **layer_w;                     /* [n_layers][LA_W_KIND_COUNT] */
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
+    int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1 or 2 */
     float *inv_freq_dev;                     /* [head_dim / 2] */
     float2 *rope;                            /* [rope_len][head_dim / 2] */
     int32_t rope_len;
@@ -216,6 +219,8 @@ typedef struct cuda_backend {
     const la_cuda_attn_item *d_items_prefill, *d_items_decode;
     const la_cuda_attn_combine_item *d_combine;
     int32_t n_items_prefill, n_items_decode, n_combine;
+    int32_t step_prefill_variant; /* the variant the step's prefill items were cut for */
+    int32_t combine_rows;         /* the largest rows of the step's combine items */
     /* host scratch of the scheduler */
     tile_plan *tiles;
     int64_t cap_tiles;
@@ -864,7 +869,8 @@ static la_status pad_split_schedule(cuda_backend *c, const la_batch *b, int64_t 
  * sequence one decode row); pad the lists (pad_split_schedule). */
 static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fixed_grid, la_err *err) {
     const la_model_config *m = &c->base.cfg;
-    const int32_t B = c->block_size, hpc = c->heads_per_cta, TT = LA_ATTN_PREFILL_ROWS / hpc;
+    const int32_t rows = la_cuda_attn_prefill_rows(c->prefill_variant);
+    const int32_t B = c->block_size, hpc = c->heads_per_cta, TT = rows / hpc;
     const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
     int64_t n_tiles = 0, max_nb = 0;
     for (int32_t s = 0; s < b->n_seqs; s++) {
@@ -921,11 +927,12 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         }
     }
     int64_t n_p = 0, n_d = 0, n_c = 0, part_rows = 0;
+    int32_t combine_rows = hpc;
     for (int64_t t = 0; t < n_tiles; t++) {
         const tile_plan *tp = &c->tiles[t];
         int64_t ntk = ceil_div64(tp->kv_len, KT);
         int64_t n_split = (chunk == INT64_MAX || ntk <= 1) ? 1 : ceil_div64(ntk, chunk);
-        int32_t R = tp->decode ? hpc : LA_ATTN_PREFILL_ROWS;
+        int32_t R = tp->decode ? hpc : rows;
         la_cuda_attn_item item = {tp->seq_id, tp->row0, tp->n_tokens, tp->pos_max, 0, tp->kv_len, -1, 0};
         int64_t *n_items = tp->decode ? &n_d : &n_p;
         la_cuda_attn_item **items = tp->decode ? &c->items_decode : &c->items_prefill;
@@ -937,6 +944,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         }
         int64_t base = part_rows, per = ntk / n_split, extra = ntk % n_split, t0 = 0;
         part_rows += n_split * n_groups * R;
+        if (R > combine_rows) combine_rows = R;
         if (part_rows > INT32_MAX) return la_err_set(err, LA_ERR_UNSUPPORTED, "attention: too many partial rows");
         for (int64_t s = 0; s < n_split; s++) {
             int64_t nt = per + (s < extra ? 1 : 0);
@@ -967,6 +975,8 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     c->n_items_prefill = (int32_t)n_p;
     c->n_items_decode = (int32_t)n_d;
     c->n_combine = (int32_t)n_c;
+    c->step_prefill_variant = c->prefill_variant;
+    c->combine_rows = combine_rows;
     return LA_OK;
 }
 
@@ -1187,6 +1197,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads, .head_dim = m->head_dim,
         .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
+        .prefill_variant = c->step_prefill_variant, .combine_rows = c->combine_rows,
     };
     prof_begin(c);
     p.items = c->d_items_prefill;
@@ -1601,12 +1612,20 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     const char *gemm_env = getenv("LA_CUDA_GEMM");
     if (gemm_env && *gemm_env && !la_cuda_gemm_mode_parse(gemm_env, &gemm))
         return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_GEMM=%s: expected lt, lt-heuristic or gemmex", gemm_env);
+    int32_t variant = 2; /* la_cuda_attn_prefill_variant_set */
+    const char *variant_env = getenv("LA_ATTN_PREFILL");
+    if (variant_env && *variant_env) {
+        if (strcmp(variant_env, "v1") == 0) variant = 1;
+        else if (strcmp(variant_env, "v2") != 0)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=%s: expected v1 or v2", variant_env);
+    }
     cuda_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->base.ops = &k_cuda_ops;
     c->bad_token_row = -1;
     const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
     c->graphs = graphs && strcmp(graphs, "1") == 0;
+    c->prefill_variant = variant;
     la_status s = create_resources(c, gemm, err);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
@@ -1619,6 +1638,19 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
 /* ============================================================ hooks ================== */
 
 bool la_cuda_backend_is(const la_backend *be) { return be && be->ops == &k_cuda_ops; }
+
+la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err) {
+    if (!la_cuda_backend_is(be))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: not a CUDA backend");
+    if (variant != 1 && variant != 2)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: variant %d (1 or 2)", variant);
+    cu(be)->prefill_variant = variant;
+    return LA_OK;
+}
+
+int32_t la_cuda_attn_prefill_variant(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->prefill_variant : 0;
+}
 
 la_status la_cuda_act_upload(la_backend *be, la_act *a, const float *host, la_err *err) {
     if (!la_cuda_backend_is(be)) return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_act_upload: not a CUDA backend");

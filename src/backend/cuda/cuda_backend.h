@@ -141,6 +141,14 @@ void la_cuda_gemm_stats_get(const la_backend *be, la_cuda_gemm_stats *out);
  * truncated to cap); returns the length it needed. */
 size_t la_cuda_gemm_algos_json(const la_backend *be, char *buf, size_t cap);
 
+/* Which attn_prefill kernel the steps from the next batch_begin on use (attn_prefill.cu):
+ * 1 = 64 query rows per CTA, 2 = 128 rows per CTA (the default). The environment variable
+ * LA_ATTN_PREFILL=v1|v2 sets it at create. LA_ERR_INVALID_ARG for another value or another
+ * backend (nothing changed). Tests and benchmarks compare the two. */
+la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err);
+/* The variant of the next steps; 0 for a backend that is not CUDA. */
+int32_t la_cuda_attn_prefill_variant(const la_backend *be);
+
 /* The device's name ("NVIDIA H200") and its multiprocessor count. */
 const char *la_cuda_device_name(const la_backend *be);
 int la_cuda_device_sm_count(const la_backend *be);

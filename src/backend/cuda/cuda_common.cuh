@@ -60,6 +60,28 @@ __device__ __forceinline__ float2 la_rope_cs(const float2 *rope, int32_t rope_le
     return cs;
 }
 
+/* (cos f, sin f, cos f+1, sin f+1): la_rope_cs of two adjacent frequencies in one 16-byte
+ * load (f even; half a multiple of 4, so the pair is 16-byte aligned). */
+__device__ __forceinline__ float4 la_rope_cs2(const float2 *rope, int32_t rope_len, int32_t half,
+                                              int64_t pos, int32_t f) {
+    int64_t a = pos < 0 ? -pos : pos;
+    if (a >= rope_len) a = rope_len - 1;
+    float4 cs = __ldg(reinterpret_cast<const float4 *>(rope + a * half + f));
+    if (pos < 0) {
+        cs.y = -cs.y;
+        cs.w = -cs.w;
+    }
+    return cs;
+}
+
+/* 4-byte async copy global -> shared (through L1); pred false writes zeros, reads nothing. */
+__device__ __forceinline__ void la_cp_async4(void *smem, const void *gmem, bool pred) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = pred ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n)
+                 : "memory");
+}
+
 /* 16-byte async copy global -> shared; pred false writes zeros and reads nothing. */
 __device__ __forceinline__ void la_cp_async16(void *smem, const void *gmem, bool pred) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -78,6 +100,21 @@ __device__ __forceinline__ void la_ldmatrix_x4(uint32_t &r0, uint32_t &r1, uint3
                                                uint32_t &r3, const void *smem) {
     unsigned a = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+
+/* The same two loads at a 32-bit shared-memory address (__cvta_generic_to_shared), for
+ * kernels that keep per-lane addresses in 32-bit registers. */
+__device__ __forceinline__ void la_ldmatrix_x4_s(uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                 uint32_t &r3, uint32_t a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a));
+}
+__device__ __forceinline__ void la_ldmatrix_x4_trans_s(uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                       uint32_t &r3, uint32_t a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                  : "r"(a));
 }

@@ -37,7 +37,8 @@ typedef uint16_t la_bf16_t;
 
 /* ---- attention geometry shared by the host scheduler and the kernels -------------------- */
 
-#define LA_ATTN_PREFILL_ROWS 64      /* query rows (token x head) of one prefill CTA */
+#define LA_ATTN_PREFILL_ROWS 64      /* query rows (token x head) of one v1 prefill CTA */
+#define LA_ATTN_PREFILL_ROWS_V2 128  /* query rows of one v2 prefill CTA (the default) */
 #define LA_ATTN_KEYS_PER_TILE 64     /* keys staged in shared memory per step */
 #define LA_ATTN_MAX_HEADS_PER_CTA 8  /* query heads of one KV head handled together */
 #define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
@@ -47,8 +48,8 @@ typedef uint16_t la_bf16_t;
  * block list (flat slot f = block f / block_size, offset f % block_size). kv0 is a
  * multiple of LA_ATTN_KEYS_PER_TILE. part_row0 < 0: write the normalised output; else
  * write unnormalised partial rows (combined by la_cuda_attn_combine): group g's row r
- * goes to partial row part_row0 + g * rows + r, rows = LA_ATTN_PREFILL_ROWS for prefill
- * items and heads_per_cta for decode items. */
+ * goes to partial row part_row0 + g * rows + r, rows = the prefill variant's rows per CTA
+ * (la_cuda_attn_prefill_rows) for prefill items and heads_per_cta for decode items. */
 typedef struct la_cuda_attn_item {
     int32_t seq_id;
     int32_t row0;
@@ -89,10 +90,18 @@ typedef struct la_cuda_attn_params {
     int32_t heads_per_cta;        /* query heads of one KV head in one CTA */
     int32_t n_head_chunks;        /* (n_heads / n_kv_heads) / heads_per_cta */
     float scale_log2;             /* log2(e) / sqrt(head_dim) */
+    int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA) or 2 (128) */
+    int32_t combine_rows;         /* the largest rows of the combine items (grid z) */
 } la_cuda_attn_params;
 
-/* Prefill: tensor cores (mma.sync m16n8k16 bf16, f32 accumulate), online softmax.
- * Grid (n_items, n_kv_heads * n_head_chunks). attn_prefill.cu. */
+/* Query rows (token x head) of one attn_prefill CTA of the given variant (1 or 2): the
+ * host scheduler cuts prefill tiles of rows / heads_per_cta tokens. */
+static inline int32_t la_cuda_attn_prefill_rows(int32_t variant) {
+    return variant == 1 ? LA_ATTN_PREFILL_ROWS : LA_ATTN_PREFILL_ROWS_V2;
+}
+
+/* Prefill: tensor cores (mma.sync m16n8k16 bf16, f32 accumulate), online softmax; the
+ * kernel of p->prefill_variant. Grid (n_items, n_kv_heads * n_head_chunks). attn_prefill.cu. */
 /* Validate what both attention launchers require: head_dim a multiple of 8 and at most
  * LA_ATTN_MAX_HEAD_DIM (LA_ERR_UNSUPPORTED), block_size a multiple of 16 and a head geometry
  * with n_heads / n_kv_heads = heads_per_cta x n_head_chunks, heads_per_cta in
