@@ -3,8 +3,7 @@
  * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
- *             [--gemm gemmex,lt] [--prefill-variants v1,v2] [--out FILE] [--commit SHA]
- *             [--no-engine]
+ *             [--prefill-variants v1,v2] [--out FILE] [--commit SHA] [--no-engine]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
  * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
@@ -27,13 +26,6 @@
  * for decode steps on (tpot_graphs_ms; the first step of a batch shape runs eagerly, the
  * second captures, the rest replay: the two warm-up steps cover both; "graphs" counts the
  * replays, so a key that changed mid-run shows).
- *
- * GEMM modes (cuda_backend.h: lt = cuBLASLt timed per shape, lt-heuristic, gemmex =
- * cublasGemmEx): --gemm LIST reruns every TTFT and TPOT row once per mode on the same
- * backend and weights (rows carry "gemm": mode); default: one pass in the backend's
- * default mode (LA_CUDA_GEMM, else lt). Per shape, "gemm" reports the counters and the
- * algorithm chosen for every GEMM shape seen (la_cuda_gemm_algos_json: winner, the
- * heuristic's first, cublasGemmEx, each timed), and stderr lists the 1/8/32/64-row ones.
  *
  * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
  * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v2), in the same run;
@@ -171,7 +163,6 @@ typedef struct bench {
     jbuf *out;
     bool first_row;
     int failures;
-    const char *gemm; /* GEMM mode of the rows being timed (la_cuda_gemm_mode_name) */
     int32_t variants[2]; /* attn_prefill variants to time (--prefill-variants) */
     int n_variants;
     int32_t default_variant; /* the backend's at create */
@@ -339,14 +330,14 @@ static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, dou
                       int32_t computed, const char *profile) {
     jbuf *j = bn->out;
     const int32_t variant = la_cuda_attn_prefill_variant(bn->be);
-    jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"gemm\": \"%s\", \"prefill_variant\": \"v%d\", "
-               "\"ttft_ms\": %.3f, \"floor_ms\": %.3f, \"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
-            bn->first_row ? "" : ",", ctx, method, bn->gemm, variant, ms, floor_ms, floor_kind, ms / floor_ms, computed);
+    jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"prefill_variant\": \"v%d\", \"ttft_ms\": %.3f, "
+               "\"floor_ms\": %.3f, \"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
+            bn->first_row ? "" : ",", ctx, method, variant, ms, floor_ms, floor_kind, ms / floor_ms, computed);
     if (profile) jprintf(j, ", \"profile_ms\": %s", profile);
     jprintf(j, "}");
     bn->first_row = false;
-    fprintf(stderr, "  %-10s ctx %6d  %-6s v%d  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx,
-            bn->gemm, variant, ms, floor_ms, floor_kind, ms / floor_ms);
+    fprintf(stderr, "  %-10s ctx %6d  v%d  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx, variant, ms,
+            floor_ms, floor_kind, ms / floor_ms);
 }
 
 static char g_prof[8192];
@@ -388,8 +379,8 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
 
     double enc = encode_docs(bn, &L, b);
     fprintf(stderr, "  documents  ctx %6d  encode %9.3f ms (10 forwards, request 1)\n", ctx, enc);
-    jprintf(bn->out, "%s\n      {\"context\": %d, \"method\": \"doc_encode\", \"gemm\": \"%s\", \"ms\": %.3f}",
-            bn->first_row ? "" : ",", ctx, bn->gemm, enc);
+    jprintf(bn->out, "%s\n      {\"context\": %d, \"method\": \"doc_encode\", \"ms\": %.3f}", bn->first_row ? "" : ",",
+            ctx, enc);
     bn->first_row = false;
 
     /* recompute: order B whole prompt */
@@ -513,17 +504,16 @@ static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const c
     long long failed = (long long)(g1.capture_failures - g0.capture_failures);
     double kv = kv_bytes_per_token(m) * (prompt + N_QUESTION) * batch_size;
     double floor_ms = (weight_bytes(m) + kv) / DATASHEET_BW * 1e3;
-    jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"gemm\": \"%s\", "
-                     "\"tpot_ms\": %.3f, \"floor_ms\": %.3f, \"ratio_to_floor\": %.3f, \"tpot_graphs_ms\": %.3f, "
-                     "\"graphs_ratio_to_floor\": %.3f, "
+    jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"tpot_ms\": %.3f, \"floor_ms\": %.3f, "
+                     "\"ratio_to_floor\": %.3f, \"tpot_graphs_ms\": %.3f, \"graphs_ratio_to_floor\": %.3f, "
                      "\"graphs\": {\"steps\": %lld, \"replayed\": %lld, \"captures\": %lld, "
                      "\"capture_failures\": %lld}, \"profile_ms\": %s}",
-            bn->first_row ? "" : ",", prompt, batch_size, name, bn->gemm, ms, floor_ms, ms / floor_ms, ms_graphs,
+            bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, ms_graphs,
             ms_graphs / floor_ms, recorded, replayed, captures, failed, prof);
     bn->first_row = false;
-    fprintf(stderr, "  decode %-12s batch %2d  %-6s TPOT %8.3f ms  graphs %8.3f ms (%lld/%lld replayed)  floor %7.3f "
-                    "ms  ratio %5.2f / %5.2f\n", name, batch_size, bn->gemm, ms, ms_graphs, replayed, recorded,
-            floor_ms, ms / floor_ms, ms_graphs / floor_ms);
+    fprintf(stderr, "  decode %-12s batch %2d  TPOT %8.3f ms  graphs %8.3f ms (%lld/%lld replayed)  floor %7.3f ms  "
+                    "ratio %5.2f / %5.2f\n", name, batch_size, ms, ms_graphs, replayed, recorded, floor_ms,
+            ms / floor_ms, ms_graphs / floor_ms);
     free(t);
     free(first);
     layout_free(&L);
@@ -575,49 +565,6 @@ static void peaks(bench *bn) {
             copy_gbs, gemm_tflops, DATASHEET_BW / 1e9, DATASHEET_BF16 / 1e12);
 }
 
-/* ============================================================ GEMM algorithms ======== */
-
-/* "gemm": the modes timed, the backend's counters and the algorithm of every GEMM shape it
- * saw (la_cuda_gemm_algos_json); on stderr the skinny ones (1, 8, 32, 64 rows) with the
- * weight-streaming rate of the winner. */
-static void gemm_report(bench *bn, const char *modes) {
-    la_cuda_gemm_stats st;
-    la_cuda_gemm_stats_get(bn->be, &st);
-    size_t need = la_cuda_gemm_algos_json(bn->be, NULL, 0);
-    char *json = xrealloc(NULL, need + 1);
-    la_cuda_gemm_algos_json(bn->be, json, need + 1);
-    jprintf(bn->out, "\n    \"gemm\": {\"modes\": \"%s\", \"tune_max_rows\": %d, \"stats\": {\"calls_lt\": %lld, "
-                     "\"calls_gemmex\": %lld, \"shapes_tuned\": %lld, \"tune_ms\": %.1f, \"shapes_no_lt\": %lld, "
-                     "\"lt_failures\": %lld, \"capture_untuned\": %lld}, \"algos\": %s},",
-            modes, LA_CUDA_GEMM_TUNE_MAX_ROWS, (long long)st.calls_lt, (long long)st.calls_gemmex,
-            (long long)st.shapes_tuned, st.tune_ms, (long long)st.shapes_no_lt, (long long)st.lt_failures,
-            (long long)st.capture_untuned, json);
-    fprintf(stderr, "  gemm: %lld shapes timed in %.0f ms; calls lt %lld, gemmex %lld; no lt %lld, lt failures %lld, "
-                    "untimed in capture %lld\n", (long long)st.shapes_tuned, st.tune_ms, (long long)st.calls_lt,
-            (long long)st.calls_gemmex, (long long)st.shapes_no_lt, (long long)st.lt_failures,
-            (long long)st.capture_untuned);
-    for (const char *p = strstr(json, "{\"rows\""); p; p = strstr(p + 1, "{\"rows\"")) {
-        long long r, o, i;
-        if (sscanf(p, "{\"rows\": %lld, \"out\": %lld, \"in\": %lld", &r, &o, &i) != 3) continue;
-        if (r != 1 && r != 8 && r != 32 && r != 64) continue;
-        const char *b = strstr(p, "\"best_us\": "), *h = strstr(p, "\"heuristic_us\": "),
-                   *g = strstr(p, "\"gemmex_us\": "), *k = strstr(p, "\"rank\": "), *sk = strstr(p, "\"splitk\": ");
-        const char *run = strstr(p, "\"run\": \"gemmex\"");
-        const char *next = strstr(p + 1, "{\"rows\"");
-        if (!b || !h || !g || !k || (next && b > next)) continue;
-        bool lt = !(run && (!next || run < next));
-        double best = atof(b + 11), heur = atof(h + 16), gx = atof(g + 13);
-        int rank = atoi(k + 8), splitk = lt && sk && sk < b ? atoi(sk + 10) : 0; /* the winner's "algo" */
-        double bytes = 2.0 * ((double)o * i + (double)r * i + (double)r * o);
-        fprintf(stderr, "  gemm [%3lld x %5lld] x [%6lld x %5lld]^T: best %8.1f us (%s, rank %2d, splitk %d) "
-                        "%5.2f TB/s; heuristic %8.1f us %5.2f TB/s; gemmex %8.1f us %5.2f TB/s\n",
-                r, i, o, i, best, lt ? "lt" : "gemmex", rank, splitk,
-                best > 0 ? bytes / best * 1e-6 : 0, heur, heur > 0 ? bytes / heur * 1e-6 : 0, gx,
-                gx > 0 ? bytes / gx * 1e-6 : 0);
-    }
-    free(json);
-}
-
 /* ============================================================ engine cross-check ===== */
 
 typedef struct ev_wait {
@@ -651,10 +598,8 @@ static void engine_check(bench *bn) {
     layout L;
     layout_init(&L, 8192, bn->cfg.vocab_size);
     const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_PREFIX, LA_METHOD_RECOMPUTE};
-    const char *gemm = getenv("LA_CUDA_GEMM"); /* the engine's backend takes the default mode */
-    jprintf(bn->out, "\n    \"engine\": {\"context\": 8192, \"gemm\": \"%s\", \"note\": \"public API, la_engine_step, "
-                     "max_batch_tokens 16384, request 2 reorders the documents\"",
-            gemm && *gemm ? gemm : "lt");
+    jprintf(bn->out, "\n    \"engine\": {\"context\": 8192, \"note\": \"public API, la_engine_step, max_batch_tokens "
+                     "16384, request 2 reorders the documents\"");
     for (int k = 0; k < 3; k++) {
         double ttft[2] = {0, 0};
         for (int req = 0; req < 2; req++) {
@@ -717,7 +662,6 @@ int main(int argc, char **argv) {
     int32_t ctxs[8] = {2048, 8192, 32768};
     int n_ctx = 3, reps = 5;
     bool engine = true;
-    const char *gemm_list = NULL;
     int32_t variants[2] = {0, 0}; /* 0: the backend's default */
     int n_variants = 1;
     for (int i = 1; i < argc; i++) {
@@ -727,7 +671,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
-        else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) gemm_list = argv[++i];
         else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
             char list[32];
             snprintf(list, sizeof list, "%s", argv[++i]);
@@ -743,24 +686,9 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] "
-                            "[--gemm lt,gemmex,lt-heuristic] [--prefill-variants v1,v2] [--out FILE] "
-                            "[--commit SHA] [--no-engine]\n");
+            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
+                            "[--out FILE] [--commit SHA] [--no-engine]\n");
             return 2;
-        }
-    }
-    /* GEMM modes to time (empty: the backend's default) */
-    la_cuda_gemm_mode gemm_modes[8];
-    int n_gemm = 0;
-    if (gemm_list) {
-        char gl[256];
-        snprintf(gl, sizeof gl, "%s", gemm_list);
-        for (char *save = NULL, *tok = strtok_r(gl, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (n_gemm == 8 || !la_cuda_gemm_mode_parse(tok, &gemm_modes[n_gemm])) {
-                fprintf(stderr, "bench_gpu: --gemm %s: expected a list of lt, lt-heuristic, gemmex\n", gemm_list);
-                return 2;
-            }
-            n_gemm++;
         }
     }
     if (reps < 1) reps = 1;
@@ -814,37 +742,21 @@ int main(int argc, char **argv) {
                       "\n    \"kv_bytes_per_token\": %.0f,",
                 first_shape ? "" : ",", tok, gpu, weight_bytes(&bn.cfg), kv_bytes_per_token(&bn.cfg));
         first_shape = false;
-        if (n_gemm == 0) gemm_modes[n_gemm++] = la_cuda_gemm_mode_get(bn.be);
-        la_cuda_gemm_mode_set(bn.be, gemm_modes[0]);
-        bn.gemm = la_cuda_gemm_mode_name(gemm_modes[0]);
         peaks(&bn);
         bb b = {0};
         jprintf(&out, "\n    \"ttft\": [");
-        for (int g = 0; g < n_gemm; g++) {
-            la_cuda_gemm_mode_set(bn.be, gemm_modes[g]);
-            bn.gemm = la_cuda_gemm_mode_name(gemm_modes[g]);
-            for (int c = 0; c < n_ctx; c++) ttft_context(&bn, ctxs[c], &b);
-        }
+        for (int c = 0; c < n_ctx; c++) ttft_context(&bn, ctxs[c], &b);
         jprintf(&out, "\n    ],\n    \"tpot\": [");
         bn.first_row = true;
         la_err ferr = {0};
         if (la_cuda_kv_fill_random(bn.be, 7, &ferr) != LA_OK) fprintf(stderr, "bench_gpu: fill: %s\n", ferr.msg);
         const int32_t batches[3] = {1, 8, 32};
-        for (int g = 0; g < n_gemm; g++) {
-            la_cuda_gemm_mode_set(bn.be, gemm_modes[g]);
-            bn.gemm = la_cuda_gemm_mode_name(gemm_modes[g]);
-            for (int i = 0; i < 3; i++) {
-                tpot(&bn, batches[i], DEC_PLAIN, &b, "plain");
-                tpot(&bn, batches[i], DEC_LAZY, &b, "lazy");
-                tpot(&bn, batches[i], DEC_LAZY_SHARED, &b, "lazy_shared");
-            }
+        for (int i = 0; i < 3; i++) {
+            tpot(&bn, batches[i], DEC_PLAIN, &b, "plain");
+            tpot(&bn, batches[i], DEC_LAZY, &b, "lazy");
+            tpot(&bn, batches[i], DEC_LAZY_SHARED, &b, "lazy_shared");
         }
         jprintf(&out, "\n    ],");
-        char mode_names[128] = "";
-        for (int g = 0; g < n_gemm; g++)
-            snprintf(mode_names + strlen(mode_names), sizeof mode_names - strlen(mode_names), "%s%s", g ? "," : "",
-                     la_cuda_gemm_mode_name(gemm_modes[g]));
-        gemm_report(&bn, mode_names);
         la_backend_destroy(bn.be);
         bn.be = NULL;
         if (engine) engine_check(&bn);

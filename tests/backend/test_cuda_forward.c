@@ -4,8 +4,7 @@
  * tolerance, and the GPU engine against the CPU engine. CUDA graphs for decode steps: the
  * same steps with graphs on and off give bit-equal logits (the graph replays the very
  * launches the eager path queues), through batch changes, block boundaries, a failed
- * capture and a step interrupted mid-way, and through the engine. The logits and the
- * batch-change test also run with cublasGemmEx instead of cuBLASLt (la_cuda_gemm_mode_set).
+ * capture and a step interrupted mid-way, and through the engine.
  *
  * Without a GPU every test prints "skipped: no GPU" and passes. */
 #include <math.h>
@@ -61,8 +60,7 @@ static int32_t argmax(const float *x, int32_t n) {
 
 /* ============================================================ la_forward ============= */
 
-/* gemm: the CUDA backend's GEMM mode by name ("lt", "gemmex": la_cuda_gemm_mode_parse). */
-static void forward_vs_cpu(const char *name, const char *gemm) {
+static void forward_vs_cpu(const char *name) {
     if (!have_gpu()) return;
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
@@ -74,11 +72,6 @@ static void forward_vs_cpu(const char *name, const char *gemm) {
     la_backend *be[2];
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be[0], &err), err);
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[1], &err), err);
-#ifdef LA_HAVE_CUDA
-    la_cuda_gemm_mode mode;
-    cr_assert(la_cuda_gemm_mode_parse(gemm, &mode), "GEMM mode %s", gemm);
-    la_cuda_gemm_mode_set(be[1], mode);
-#endif
     const int32_t B = 16, n_blocks = 16, n_prompt = 100;
     for (int i = 0; i < 2; i++) {
         LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
@@ -117,8 +110,8 @@ static void forward_vs_cpu(const char *name, const char *gemm) {
                       "(gpu %.5f, cpu %.5f) > tolerance %.4g", name, step, rr, t0 + rr, d, at, got[at], ref[at], tol);
             if (d / tol > worst / (worst_tol ? worst_tol : 1)) worst = d, worst_tol = tol;
         }
-        printf("%s (gemm %s) step %d (%s, %d rows): worst max |gpu - cpu| logit %.4g (tolerance %.4g)\n", name, gemm,
-               step, step ? "decode" : "prefill", n, worst, worst_tol);
+        printf("%s step %d (%s, %d rows): worst max |gpu - cpu| logit %.4g (tolerance %.4g)\n", name, step,
+               step ? "decode" : "prefill", n, worst, worst_tol);
         fflush(stdout);
         /* the next token is the CPU's greedy choice, fed to both */
         if (step < N_GEN) ids[n_prompt + step] = argmax(lg[0] + (size_t)(n - 1) * V, V);
@@ -134,13 +127,9 @@ static void forward_vs_cpu(const char *name, const char *gemm) {
     la_weights_destroy(w);
 }
 
-Test(cuda_forward, tiny_f32_tied_logits_match_cpu) { forward_vs_cpu("tiny-f32-tied", "lt"); }
-Test(cuda_forward, tiny_bf16_untied_mqa_logits_match_cpu) { forward_vs_cpu("tiny-bf16-untied", "lt"); }
-Test(cuda_forward, tiny_f32_linear_rope_logits_match_cpu) { forward_vs_cpu("tiny-f32-linear", "lt"); }
-/* the same through cublasGemmEx (LA_CUDA_GEMM=gemmex) */
-Test(cuda_forward, tiny_f32_tied_logits_match_cpu_gemmex) { forward_vs_cpu("tiny-f32-tied", "gemmex"); }
-Test(cuda_forward, tiny_bf16_untied_mqa_logits_match_cpu_gemmex) { forward_vs_cpu("tiny-bf16-untied", "gemmex"); }
-Test(cuda_forward, tiny_f32_linear_rope_logits_match_cpu_gemmex) { forward_vs_cpu("tiny-f32-linear", "gemmex"); }
+Test(cuda_forward, tiny_f32_tied_logits_match_cpu) { forward_vs_cpu("tiny-f32-tied"); }
+Test(cuda_forward, tiny_bf16_untied_mqa_logits_match_cpu) { forward_vs_cpu("tiny-bf16-untied"); }
+Test(cuda_forward, tiny_f32_linear_rope_logits_match_cpu) { forward_vs_cpu("tiny-f32-linear"); }
 
 /* ============================================================ engine, methods ======== */
 
@@ -382,8 +371,7 @@ typedef struct gpair {
     int32_t n_steps;
 } gpair;
 
-/* Two backends on the model's weights, GEMM mode gemm on both. */
-static void gpair_init_gemm(gpair *g, const char *model, la_cuda_gemm_mode gemm) {
+static void gpair_init(gpair *g, const char *model) {
     memset(g, 0, sizeof *g);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, model);
@@ -394,7 +382,6 @@ static void gpair_init_gemm(gpair *g, const char *model, la_cuda_gemm_mode gemm)
         LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &g->be[i], &err), err);
         la_cuda_graphs_enable(g->be[i], i == 1);
         cr_assert_eq(la_cuda_graphs_enabled(g->be[i]), i == 1);
-        la_cuda_gemm_mode_set(g->be[i], gemm);
         LA_CHECK_OK(g->be[i]->ops->load_weights(g->be[i], &g->cfg, g->w, &err), err);
         LA_CHECK_OK(g->be[i]->ops->kv_alloc(g->be[i], G_MAX_SEQS * G_MAX_BLOCKS + 2, G_BLOCK, &err), err);
         g->logits[i] = malloc(sizeof(float) * G_MAX_ROWS * (size_t)g->cfg.vocab_size);
@@ -408,8 +395,6 @@ static void gpair_init_gemm(gpair *g, const char *model, la_cuda_gemm_mode gemm)
         }
     }
 }
-
-static void gpair_init(gpair *g, const char *model) { gpair_init_gemm(g, model, LA_CUDA_GEMM_LT); }
 
 static void gpair_fini(gpair *g) {
     for (int i = 0; i < 2; i++) {
@@ -478,10 +463,10 @@ static void print_stats(const char *what, const la_cuda_graph_stats *st) {
  * fourth through a mixed prefill + decode step, shrink to one short sequence (no split):
  * every step's logits are bit-equal with graphs on and off, and most decode steps replay
  * a graph (first sight of a key runs eagerly, the second captures). */
-static void batch_changes(la_cuda_gemm_mode gemm) {
+Test(cuda_forward, graph_decode_equals_eager_across_batch_changes) {
     if (!have_gpu()) return;
     gpair g;
-    gpair_init_gemm(&g, "tiny-f32-tied", gemm);
+    gpair_init(&g, "tiny-f32-tied");
     const int32_t all[4] = {0, 1, 2, 3}, lens[3] = {150, 200, 40};
     gpair_step(&g, all, lens, 3, "prefill of 3 sequences");
     gpair_decode(&g, all, 3, 30, "decode of 3 sequences");
@@ -509,18 +494,8 @@ static void batch_changes(la_cuda_gemm_mode gemm) {
      * the rest replays, so >= 60 - 4 x 3 */
     cr_assert_geq(on.steps_replayed, 48, "only %lld of 60 decode steps replayed a graph",
                   (long long)on.steps_replayed);
-    /* every GEMM shape was chosen eagerly, before any capture needed it */
-    la_cuda_gemm_stats gs;
-    la_cuda_gemm_stats_get(g.be[1], &gs);
-    printf("gemm %s, graphs on: lt calls %lld, gemmex calls %lld, capture untimed %lld\n", la_cuda_gemm_mode_name(gemm),
-           (long long)gs.calls_lt, (long long)gs.calls_gemmex, (long long)gs.capture_untuned);
-    cr_assert_eq(gs.capture_untuned, 0);
     gpair_fini(&g);
 }
-
-Test(cuda_forward, graph_decode_equals_eager_across_batch_changes) { batch_changes(LA_CUDA_GEMM_LT); }
-/* the same with cublasGemmEx (LA_CUDA_GEMM=gemmex) */
-Test(cuda_forward, graph_decode_equals_eager_across_batch_changes_gemmex) { batch_changes(LA_CUDA_GEMM_GEMMEX); }
 
 /* A capture that fails (an illegal call on the capturing stream) is discarded, the stream
  * leaves capture mode, the step runs eagerly with the same logits, and the key is not

@@ -1,6 +1,5 @@
 /* CUDA backend (backend/backend.h): bf16 weights, activations and paged KV cache on the
- * device; cuBLASLt for x W^T (matmul.c: an algorithm per shape); our kernels
- * (cuda_kernels.h) for the rest.
+ * device; cuBLAS for x W^T; our kernels (cuda_kernels.h) for the rest.
  *
  * Streams and waiting: every operation is queued in order on one stream owned by the
  * backend. The host waits only where it must read device results (to_host, kv_read_slot)
@@ -52,9 +51,8 @@
  *     recorded operations queued through the eager code; EndCapture; instantiate) and
  *     launch. Any failure ends the capture, discards it, marks the key as not capturable
  *     and runs the step eagerly;
- *   - a new key: remember it and run the operations eagerly (this first sight also times
- *     the GEMM algorithms of new shapes, matmul.c, and warms up kernel attributes outside
- *     any capture).
+ *   - a new key: remember it and run the operations eagerly (this first sight also warms
+ *     up cuBLAS heuristics and kernel attributes outside any capture).
  *
  * Keys repeat from step to step because (1) the attention work lists of a split graph
  * step have a fixed length per batch size: decode items are padded to 2 n_sm / groups
@@ -65,8 +63,8 @@
  * order mid-step (kv_read_slot, kv_copy_rotate, la_cuda_synchronize, a new batch_begin,
  * ...) first runs the recorded operations eagerly (flush_recorded), and the rest of that
  * step runs eagerly. Nothing between capture begin and end waits or allocates: the
- * recorded operations only launch kernels and cuBLASLt / cuBLAS GEMMs (on the fixed
- * workspace, algorithms already chosen) and copy into the pinned readback buffer; whatever may allocate (metadata,
+ * recorded operations only launch kernels and cuBLAS GEMMs (on the fixed cuBLAS
+ * workspace) and copy into the pinned readback buffer; whatever may allocate (metadata,
  * partial and readback buffers, RoPE table) happens in batch_begin or in to_host before
  * the capture. The eager path (graphs off) queues exactly what it queued before graphs
  * existed.
@@ -83,15 +81,11 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_kernels.h"
-#include "backend/cuda/matmul.h"
 #include "base/dtype.h"
 #include "base/err.h"
 
 #define LA_CUDA_MAX_ROPE_POSITIONS (1 << 21)
-/* shared by cublasGemmEx and cublasLtMatmul (one stream: never both at once); split-K
- * algorithms keep f32 partial sums here (rows x out x splits x 4 bytes: 64 rows of the
- * 14336-wide gate split 8 ways is 29 MiB) */
-#define LA_CUDA_BLAS_WORKSPACE_BYTES ((size_t)64 << 20)
+#define LA_CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define LA_CUDA_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
 #define LA_CUDA_GRAPH_CACHE 8 /* decode graphs kept (LRU); one or two per batch size */
 /* --random-weights: uniform in [-a, a) with a = 0.02 sqrt(3), i.e. std 0.02 (HF's
@@ -185,7 +179,6 @@ typedef struct cuda_backend {
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws;
-    la_cuda_matmul *mm;   /* x W^T: cuBLASLt with per-shape algorithms, or cublasGemmEx */
 
     /* weights, bf16 */
     la_bf16_t *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
@@ -1146,14 +1139,17 @@ static la_status cuda_matmul(la_backend *be, const la_act *x, la_weight_kind k, 
         [LA_W_O] = PROF_MATMUL_O, [LA_W_GATE] = PROF_MATMUL_GATE, [LA_W_UP] = PROF_MATMUL_UP,
         [LA_W_DOWN] = PROF_MATMUL_DOWN, [LA_W_LM_HEAD] = PROF_MATMUL_LM_HEAD};
     prof_begin(c);
-    /* the same matrix of other layers, for timing candidate algorithms (matmul.h) */
-    const void *alt[16];
-    int32_t n_alt = 0;
-    if (k != LA_W_LM_HEAD)
-        for (int32_t i = 1; i < c->n_layers && n_alt < 16; i++)
-            alt[n_alt++] = weight_ptr(c, k, (layer + i) % c->n_layers);
-    la_cuda_matmul_args args = {w, x->data, out->data, x->n_rows, n_out, n_in, alt, n_alt};
-    LA_TRY(la_cuda_matmul_run(c->mm, &args, err));
+    /* row-major y[n, n_out] = x[n, n_in] W^T  <=>  column-major y^T = W^T(op T on W's
+     * column-major [n_in, n_out] view) x^T */
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)x->n_rows, (int)n_in,
+                                     &alpha, w, CUDA_R_16BF, (int)n_in, x->data, CUDA_R_16BF, (int)n_in,
+                                     &beta, out->data, CUDA_R_16BF, (int)n_out, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return la_err_set(err, LA_ERR_BACKEND, "cublasGemmEx [%lld x %lld] x [%lld x %lld]^T: %s",
+                          (long long)x->n_rows, (long long)n_in, (long long)n_out, (long long)n_in,
+                          blas_status_name(st));
     prof_end(c, slot_of[k]);
     return LA_OK;
 }
@@ -1542,7 +1538,6 @@ static void cuda_destroy(la_backend *be) {
     if (c->host_pinned) cudaFreeHost(c->host_pinned);
     if (c->ev_begin) cudaEventDestroy(c->ev_begin);
     if (c->ev_end) cudaEventDestroy(c->ev_end);
-    la_cuda_matmul_destroy(c->mm);
     if (c->blas) cublasDestroy(c->blas);
     dev_free(c->blas_ws);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -1572,7 +1567,7 @@ static const la_backend_ops k_cuda_ops = {
     .kv_read_slot = cuda_kv_read_slot,
 };
 
-static la_status create_resources(cuda_backend *c, la_cuda_gemm_mode gemm, la_err *err) {
+static la_status create_resources(cuda_backend *c, la_err *err) {
     int dev = 0;
     CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
     struct cudaDeviceProp prop;
@@ -1597,7 +1592,7 @@ static la_status create_resources(cuda_backend *c, la_cuda_gemm_mode gemm, la_er
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(c->blas, c->blas_ws, LA_CUDA_BLAS_WORKSPACE_BYTES);
     if (st != CUBLAS_STATUS_SUCCESS)
         return la_err_set(err, LA_ERR_BACKEND, "cuBLAS stream/workspace: %s", blas_status_name(st));
-    return la_cuda_matmul_create(c->stream, c->blas, c->blas_ws, LA_CUDA_BLAS_WORKSPACE_BYTES, gemm, &c->mm, err);
+    return LA_OK;
 }
 
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
@@ -1608,10 +1603,6 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
         return la_err_set(err, LA_ERR_UNSUPPORTED, "device cuda: no CUDA device (%s)",
                           e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     }
-    la_cuda_gemm_mode gemm = LA_CUDA_GEMM_LT; /* la_cuda_gemm_mode_set */
-    const char *gemm_env = getenv("LA_CUDA_GEMM");
-    if (gemm_env && *gemm_env && !la_cuda_gemm_mode_parse(gemm_env, &gemm))
-        return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_GEMM=%s: expected lt, lt-heuristic or gemmex", gemm_env);
     int32_t variant = 2; /* la_cuda_attn_prefill_variant_set */
     const char *variant_env = getenv("LA_ATTN_PREFILL");
     if (variant_env && *variant_env) {
@@ -1626,7 +1617,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
     c->graphs = graphs && strcmp(graphs, "1") == 0;
     c->prefill_variant = variant;
-    la_status s = create_resources(c, gemm, err);
+    la_status s = create_resources(c, err);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
         return s;
@@ -1727,46 +1718,6 @@ void la_cuda_graph_stats_get(const la_backend *be, la_cuda_graph_stats *out) {
 
 void la_cuda_graphs_break_next_capture(la_backend *be) {
     if (la_cuda_backend_is(be)) cu(be)->break_next_capture = true;
-}
-
-static const char *const k_gemm_mode_names[] = {
-    [LA_CUDA_GEMM_LT] = "lt", [LA_CUDA_GEMM_LT_HEURISTIC] = "lt-heuristic", [LA_CUDA_GEMM_GEMMEX] = "gemmex"};
-
-const char *la_cuda_gemm_mode_name(la_cuda_gemm_mode mode) {
-    return (unsigned)mode < sizeof k_gemm_mode_names / sizeof k_gemm_mode_names[0] ? k_gemm_mode_names[mode] : "?";
-}
-
-bool la_cuda_gemm_mode_parse(const char *name, la_cuda_gemm_mode *out) {
-    for (unsigned i = 0; name && i < sizeof k_gemm_mode_names / sizeof k_gemm_mode_names[0]; i++)
-        if (strcmp(name, k_gemm_mode_names[i]) == 0) {
-            *out = (la_cuda_gemm_mode)i;
-            return true;
-        }
-    return false;
-}
-
-void la_cuda_gemm_mode_set(la_backend *be, la_cuda_gemm_mode mode) {
-    if (!la_cuda_backend_is(be)) return;
-    cuda_backend *c = cu(be);
-    (void)flush_recorded(c, NULL); /* a failure resurfaces at the next wait */
-    if (c->stream) cudaStreamSynchronize(c->stream);
-    graph_cache_clear(c); /* captured graphs hold the old mode's kernels */
-    la_cuda_matmul_set_mode(c->mm, mode);
-}
-
-la_cuda_gemm_mode la_cuda_gemm_mode_get(const la_backend *be) {
-    return la_cuda_backend_is(be) ? la_cuda_matmul_mode(((const cuda_backend *)be)->mm) : LA_CUDA_GEMM_LT;
-}
-
-void la_cuda_gemm_stats_get(const la_backend *be, la_cuda_gemm_stats *out) {
-    memset(out, 0, sizeof *out);
-    if (la_cuda_backend_is(be)) la_cuda_matmul_stats(((const cuda_backend *)be)->mm, out);
-}
-
-size_t la_cuda_gemm_algos_json(const la_backend *be, char *buf, size_t cap) {
-    if (buf && cap) buf[0] = '\0';
-    if (!la_cuda_backend_is(be)) return 0;
-    return la_cuda_matmul_cache_json(((const cuda_backend *)be)->mm, buf, cap);
 }
 
 /* Append printf output at *n of buf[cap] (truncating); *n counts what was needed. */

@@ -1,5 +1,5 @@
 /* The CUDA backend (backend/backend.h): bf16 weights, activations and paged KV cache in
- * device memory, cuBLASLt for the weight GEMMs (bf16 in, f32 accumulate; matmul.c), our own kernels
+ * device memory, cuBLAS for the weight GEMMs (bf16 in, f32 accumulate), our own kernels
  * for the rest (the .cu files beside this header; the KV pool layout is in cuda_kernels.h).
  *
  * Everything runs in order on one CUDA stream owned by the backend; the host waits only
@@ -81,65 +81,6 @@ void la_cuda_graph_stats_get(const la_backend *be, la_cuda_graph_stats *out);
 /* Tests: make the next capture fail inside cudaStreamBeginCapture/EndCapture (an illegal
  * call on the capturing stream invalidates it), to exercise the fallback. */
 void la_cuda_graphs_break_next_capture(la_backend *be);
-
-/* ---- GEMMs: x W^T (matmul.c, top comment) ------------------------------------------------ */
-
-/* How the backend multiplies by its weights (bf16 in and out, f32 accumulation in every
- * mode). The default comes from the environment when the backend is created:
- * LA_CUDA_GEMM=gemmex | lt | lt-heuristic (unset: lt; any other value fails
- * la_cuda_backend_create with LA_ERR_INVALID_ARG).
- *
- *   LA_CUDA_GEMM_LT            cuBLASLt; on the first sight of a shape with at most
- *                              LA_CUDA_GEMM_TUNE_MAX_ROWS rows, every candidate (the
- *                              heuristic's, split-K variants, cublasGemmEx) is timed on the
- *                              real operands and the fastest kept for that shape; larger
- *                              shapes take the heuristic's first algorithm
- *   LA_CUDA_GEMM_LT_HEURISTIC  cuBLASLt, the heuristic's first algorithm, nothing timed
- *   LA_CUDA_GEMM_GEMMEX        cublasGemmEx with its default algorithm selection (the path
- *                              before cuBLASLt)
- *
- * A shape's algorithm never changes once chosen and the choice is shared by every backend
- * of the process, so repeated steps, graph replays and other backends compute bit-equal
- * products. Changing the mode runs any step in progress and frees the cached graphs. */
-typedef enum la_cuda_gemm_mode {
-    LA_CUDA_GEMM_LT,
-    LA_CUDA_GEMM_LT_HEURISTIC,
-    LA_CUDA_GEMM_GEMMEX,
-} la_cuda_gemm_mode;
-
-#define LA_CUDA_GEMM_TUNE_MAX_ROWS 512
-
-void la_cuda_gemm_mode_set(la_backend *be, la_cuda_gemm_mode mode);
-/* LA_CUDA_GEMM_LT for a backend that is not a CUDA backend. */
-la_cuda_gemm_mode la_cuda_gemm_mode_get(const la_backend *be);
-/* "lt", "lt-heuristic", "gemmex"; la_cuda_gemm_mode_parse reads them back (false, *out
- * unchanged, for anything else). */
-const char *la_cuda_gemm_mode_name(la_cuda_gemm_mode mode);
-bool la_cuda_gemm_mode_parse(const char *name, la_cuda_gemm_mode *out);
-
-/* Counters since the backend was created. */
-typedef struct la_cuda_gemm_stats {
-    int64_t calls_lt;        /* GEMMs queued through cublasLtMatmul */
-    int64_t calls_gemmex;    /* GEMMs queued through cublasGemmEx (mode gemmex, a shape whose
-                                fastest candidate it was, or a fallback below) */
-    int64_t shapes_tuned;    /* shapes this backend timed (others may come from the cache) */
-    double tune_ms;          /* host wall time spent timing candidates */
-    int64_t shapes_no_lt;    /* shapes for which cuBLASLt offered no algorithm: cublasGemmEx */
-    int64_t lt_failures;     /* cublasLtMatmul calls that failed: that call ran cublasGemmEx */
-    int64_t capture_untuned; /* mode lt, a shape seen first while the stream was capturing a
-                                graph (not timed there): ran the heuristic's first algorithm */
-} la_cuda_gemm_stats;
-void la_cuda_gemm_stats_get(const la_backend *be, la_cuda_gemm_stats *out);
-
-/* The algorithm chosen for every shape cached on be's device, as one JSON array, one
- * object per shape: {"rows", "out", "in", "tuned", "run": "lt" | "gemmex", "algo": {"id",
- * "tile", "splitk", "reduction", "stages", "swizzle", "custom", "inner_shape", "cluster"}
- * (cuBLASLt's config attributes: cublasLtMatmulTile_t etc. in cublasLt.h), "ws_bytes",
- * "candidates", "rank" (index of the winner among the candidates, 0 = the heuristic's
- * first, -1 = cublasGemmEx), "best_us", "heuristic_us", "gemmex_us" (mean device time of
- * one run, 0 where not timed), "heuristic_algo": {...}}. Written into buf (NUL-terminated,
- * truncated to cap); returns the length it needed. */
-size_t la_cuda_gemm_algos_json(const la_backend *be, char *buf, size_t cap);
 
 /* Which attn_prefill kernel the steps from the next batch_begin on use (attn_prefill.cu):
  * 1 = 64 query rows per CTA, 2 = 128 rows per CTA (the default). The environment variable
