@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import re
 
 SEED = 20250101
 SPLITS = ("train", "val", "test")
@@ -390,6 +391,24 @@ def _question(w, qtype):
     raise ValueError(qtype)
 
 
+COMPARE_TYPES = ("compare_film", "compare_birth", "compare_film_given", "compare_birth_given")
+_YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
+
+
+def year_first(q, documents):
+    """The answer of a comparison question as "<deciding year>: <name>" (training option
+    --year-first): the model first writes the year of the film or person it picks (a
+    lookup and a comparison of two years, which it learns), then the name that has that
+    year (a lookup keyed by the year it just wrote). Other questions unchanged. q: a
+    question dict {"type", "answers", ...}; the year is the first year in the document
+    titled with the answer (a film's release year, a person's birth year)."""
+    if q["type"] not in COMPARE_TYPES or ":" in q["answers"][0]:
+        return q
+    name = q["answers"][0]
+    doc = next(d for d in documents if d["title"] == name)
+    return dict(q, answers=[f"{_YEAR.search(doc['text']).group(1)}: {name}"])
+
+
 def _pick_type(r, type_weights):
     if not type_weights:
         return r.choice(TYPES)
@@ -410,7 +429,7 @@ def _given(r, a_text, b_text, a_year, b_year, fmt):
 
 
 def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_questions=1,
-                 type_weights=None):
+                 type_weights=None, year_first_answers=False):
     """Example idx of a split: a pure function of (SEED, split, idx and the options).
 
     n_docs: documents in the prompt (default 10 for val/test, 1..12 for train);
@@ -420,7 +439,8 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     n_questions > 1: also "questions", a list of up to n_questions questions (the first
     is the example's own) that the same documents answer, each {"question", "answers",
     "hops", "type"} (training packs them onto one encoding of the documents).
-    type_weights: {type: weight} for drawing training question types (default uniform)."""
+    type_weights: {type: weight} for drawing training question types (default uniform).
+    year_first_answers: comparison answers as "<year>: <name>" (year_first)."""
     r = random.Random(f"{SEED}/{split}/{idx}")
     if qtype is None:
         qtype = TYPES[idx % len(TYPES)] if split != "train" else _pick_type(r, type_weights)
@@ -474,6 +494,10 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     if n_questions > 1:
         ex["questions"] = _more_questions(w, set(chosen), question, answer, qtype, n_questions,
                                           type_weights)
+    if year_first_answers:
+        ex = year_first(ex, docs)
+        if "questions" in ex:
+            ex["questions"] = [year_first(q, docs) for q in ex["questions"]]
     return ex
 
 

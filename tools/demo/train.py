@@ -203,10 +203,10 @@ class TrainStream(torch.utils.data.IterableDataset):
     DataLoader takes them round robin, so the stream is the same for any worker count."""
 
     def __init__(self, tok_path, batch, pad_id, full_frac, curriculum, questions, start_batch=0,
-                 type_weights=None):
+                 type_weights=None, year_first=False):
         self.tok_path, self.batch, self.pad_id = tok_path, batch, pad_id
         self.full_frac, self.curriculum, self.start = full_frac, curriculum, start_batch
-        self.questions, self.type_weights = questions, type_weights
+        self.questions, self.type_weights, self.year_first = questions, type_weights, year_first
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -217,7 +217,8 @@ class TrainStream(torch.utils.data.IterableDataset):
             block, n_docs = batch_plan(k, self.full_frac, self.curriculum)
             items = [tokenize_example(tok, gen_data.make_example(
                 "train", k * self.batch + j, n_docs=n_docs, fresh_names=True,
-                n_questions=self.questions, type_weights=self.type_weights))
+                n_questions=self.questions, type_weights=self.type_weights,
+                year_first_answers=self.year_first))
                 for j in range(self.batch)]
             d = collate(items, self.pad_id)
             d["block"] = torch.tensor(block)
@@ -319,6 +320,9 @@ def main():
     ap.add_argument("--lm-weight", type=float, default=0.0)
     ap.add_argument("--questions", type=int, default=6,
                     help="questions packed onto each training example's documents")
+    ap.add_argument("--year-first", action="store_true",
+                    help="comparison answers as '<deciding year>: <name>' (gen_data.year_first)")
+    ap.add_argument("--val-size", type=int, default=256, help="validation questions per evaluation")
     ap.add_argument("--type-weights", default="",
                     help="weights for drawing question types, e.g. film_year=3,birthdate=3 "
                          "(others 1; default uniform)")
@@ -359,7 +363,9 @@ def main():
     model = model.to(dev)
     nparam = sum(p.numel() for p in model.parameters())
     print(f"model: {nparam / 1e6:.2f}M parameters, config {json.dumps({k: cfg_dict[k] for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'vocab_size')})}")
-    val = load_jsonl(a.val, 256) if a.val else []
+    val = load_jsonl(a.val, a.val_size) if a.val else []
+    if a.year_first:
+        val = [gen_data.year_first(e, e["documents"]) for e in val]
 
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -368,7 +374,8 @@ def main():
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=amp)
     dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac, a.curriculum,
                                                  a.questions, start_batch=a.start_batch,
-                                                 type_weights=parse_weights(a.type_weights)),
+                                                 type_weights=parse_weights(a.type_weights),
+                                                 year_first=a.year_first),
                                      batch_size=None, num_workers=a.workers, pin_memory=amp,
                                      prefetch_factor=8 if a.workers else None,
                                      persistent_workers=False)
