@@ -30,6 +30,11 @@
  * backend by up to 0.038 (H200, bench/GPU_NOTES.md). Wrong rotations or masks move logits
  * by O(1) of the scale. */
 #define LOGIT_TOL_REL 8e-2
+/* The two attn_prefill kernels (v1: 64 rows per CTA, v2: 128) against each other: the same
+ * bf16 math on the same GPU, tiled differently (rows per CTA, exp2 argument rounding), so
+ * they agree far more tightly than GPU against CPU; a wrong mask or rotation in one of them
+ * moves attention outputs by O(0.1) and the logits by much more than this. */
+#define VARIANT_TOL_REL 2e-2
 #define N_GEN 5
 
 static bool have_gpu(void) {
@@ -60,6 +65,8 @@ static int32_t argmax(const float *x, int32_t n) {
 
 /* ============================================================ la_forward ============= */
 
+/* Logits of the CPU (be[0]), the GPU with attn_prefill v2 (be[1]) and with v1 (be[2]); the
+ * GPU against the CPU within LOGIT_TOL_REL, v2 against v1 within VARIANT_TOL_REL. */
 static void forward_vs_cpu(const char *name) {
     if (!have_gpu()) return;
     char dir[512];
@@ -69,11 +76,16 @@ static void forward_vs_cpu(const char *name) {
     LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
     la_weights *w = NULL;
     LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
-    la_backend *be[2];
+    la_backend *be[3];
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be[0], &err), err);
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[1], &err), err);
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[2], &err), err);
+#ifdef LA_HAVE_CUDA
+    LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be[1], 2, &err), err);
+    LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be[2], 1, &err), err);
+#endif
     const int32_t B = 16, n_blocks = 16, n_prompt = 100;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
         LA_CHECK_OK(be[i]->ops->kv_alloc(be[i], n_blocks, B, &err), err);
     }
@@ -90,8 +102,9 @@ static void forward_vs_cpu(const char *name) {
         slots[t] = t + 2 * B; /* leave blocks 0, 1 unused: block ids are not positions */
     }
     la_attn_block blocks[16];
-    float *lg[2];
-    for (int i = 0; i < 2; i++) lg[i] = malloc(sizeof(float) * (size_t)n_prompt * (size_t)V);
+    float *lg[3];
+    for (int i = 0; i < 3; i++) lg[i] = malloc(sizeof(float) * (size_t)n_prompt * (size_t)V);
+    double worst_v = 0, worst_v_tol = 0;
     /* step 0: the whole prompt, logits at every row; then one decode row per step */
     for (int32_t step = 0; step <= N_GEN; step++) {
         int32_t t0 = step == 0 ? 0 : n_prompt + step - 1, n = step == 0 ? n_prompt : 1;
@@ -100,7 +113,7 @@ static void forward_vs_cpu(const char *name) {
             blocks[b] = (la_attn_block){2 + b, n_seen - b * B < B ? n_seen - b * B : B, b * B, 0, 0};
         la_batch_seq seq = {0, n, 0, nb};
         la_batch batch = {n, ids + t0, pos + t0, pos + t0, slots + t0, 1, &seq, nb, blocks, n, rows};
-        for (int i = 0; i < 2; i++) LA_CHECK_OK(la_forward(be[i], &batch, lg[i], &err), err);
+        for (int i = 0; i < 3; i++) LA_CHECK_OK(la_forward(be[i], &batch, lg[i], &err), err);
         double worst = 0, worst_tol = 0;
         for (int32_t rr = 0; rr < n; rr++) {
             size_t at;
@@ -109,6 +122,11 @@ static void forward_vs_cpu(const char *name) {
             cr_assert(d <= tol, "%s step %d row %d (position %d): max |gpu - cpu| logit %.4g at token %zu "
                       "(gpu %.5f, cpu %.5f) > tolerance %.4g", name, step, rr, t0 + rr, d, at, got[at], ref[at], tol);
             if (d / tol > worst / (worst_tol ? worst_tol : 1)) worst = d, worst_tol = tol;
+            const float *v1 = lg[2] + (size_t)rr * V;
+            double dv = la_test_max_abs_diff(got, v1, (size_t)V, &at), tv = logit_tol(v1, V) * (VARIANT_TOL_REL / LOGIT_TOL_REL);
+            cr_assert(dv <= tv, "%s step %d row %d (position %d): max |v2 - v1| logit %.4g at token %zu "
+                      "(v2 %.5f, v1 %.5f) > tolerance %.4g", name, step, rr, t0 + rr, dv, at, got[at], v1[at], tv);
+            if (dv / tv > worst_v / (worst_v_tol ? worst_v_tol : 1)) worst_v = dv, worst_v_tol = tv;
         }
         printf("%s step %d (%s, %d rows): worst max |gpu - cpu| logit %.4g (tolerance %.4g)\n", name, step,
                step ? "decode" : "prefill", n, worst, worst_tol);
@@ -116,7 +134,10 @@ static void forward_vs_cpu(const char *name) {
         /* the next token is the CPU's greedy choice, fed to both */
         if (step < N_GEN) ids[n_prompt + step] = argmax(lg[0] + (size_t)(n - 1) * V, V);
     }
-    for (int i = 0; i < 2; i++) {
+    printf("%s: attn_prefill v2 vs v1 on the GPU: worst max |v2 - v1| logit %.4g (tolerance %.4g)\n", name,
+           worst_v, worst_v_tol);
+    fflush(stdout);
+    for (int i = 0; i < 3; i++) {
         free(lg[i]);
         la_backend_destroy(be[i]);
     }
