@@ -125,6 +125,14 @@ typedef struct la_backend_ops {
     /* out = x W^T, W the [n_out, n_in] HF weight                 x: [n, n_in] */
     la_status (*matmul)(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
                         la_act *out, la_err *err);
+    /* Optional (NULL: forward.c calls matmul once per weight). x times several weights of
+     * one layer that share the input: out[i] = x W_i^T for the n_w weights w[i], outputs
+     * separate, the same values as n_w matmul calls up to the rounding of another GEMM
+     * (the CUDA backend multiplies x by the weights stacked by rows in one GEMM for small
+     * row counts: vLLM's QKVParallelLinear / MergedColumnParallelLinear).
+     *   x: [n, n_in]; out[i]: [n, n_out of w[i]] */
+    la_status (*matmul_group)(la_backend *be, const la_act *x, const la_weight_kind *w, int32_t n_w,
+                              int32_t layer, la_act *const *out, la_err *err);
     /* Rotate each row's K heads at k_pos[t] (skip LA_POS_UNROTATED), HF rotate_half
      * convention, then write K and V rows to the pool at slots[t] for `layer`.
      *   k, v: [n_tokens, n_kv_heads * head_dim]; k is modified in place. */

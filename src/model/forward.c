@@ -32,25 +32,33 @@ static la_status alloc_acts(la_backend *be, const la_batch *b, fwd_acts *a, la_e
     return LA_OK;
 }
 
+/* out[i] = x W_i^T for weights w[0..n_w) of one layer sharing the input x: one
+ * matmul_group where the backend has it (CUDA: one GEMM for small row counts), else one
+ * matmul per weight (CPU). */
+static la_status matmuls(la_backend *be, const la_act *x, const la_weight_kind *w, int32_t n_w, int32_t layer,
+                         la_act *const *out, la_err *err) {
+    if (be->ops->matmul_group) return be->ops->matmul_group(be, x, w, n_w, layer, out, err);
+    for (int32_t i = 0; i < n_w; i++) LA_TRY(be->ops->matmul(be, x, w[i], layer, out[i], err));
+    return LA_OK;
+}
+
 static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, float *logits,
                             la_err *err) {
     const la_backend_ops *op = be->ops;
+    static const la_weight_kind qkv[3] = {LA_W_Q, LA_W_K, LA_W_V}, gate_up[2] = {LA_W_GATE, LA_W_UP};
     LA_TRY(op->batch_begin(be, b, err));
     LA_TRY(op->embed(be, &a->x, err));
     for (int32_t l = 0; l < be->cfg.n_layers; l++) {
         /* attention block */
         LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, l, &a->h, err));
-        LA_TRY(op->matmul(be, &a->h, LA_W_Q, l, &a->q, err));
-        LA_TRY(op->matmul(be, &a->h, LA_W_K, l, &a->k, err));
-        LA_TRY(op->matmul(be, &a->h, LA_W_V, l, &a->v, err));
+        LA_TRY(matmuls(be, &a->h, qkv, 3, l, (la_act *const[]){&a->q, &a->k, &a->v}, err));
         LA_TRY(op->kv_write(be, l, &a->k, &a->v, err));
         LA_TRY(op->attention(be, l, &a->q, &a->o, err));
         LA_TRY(op->matmul(be, &a->o, LA_W_O, l, &a->h, err));
         LA_TRY(op->add(be, &a->x, &a->h, err));
         /* MLP block */
         LA_TRY(op->rmsnorm(be, &a->x, LA_W_MLP_NORM, l, &a->h, err));
-        LA_TRY(op->matmul(be, &a->h, LA_W_GATE, l, &a->gate, err));
-        LA_TRY(op->matmul(be, &a->h, LA_W_UP, l, &a->up, err));
+        LA_TRY(matmuls(be, &a->h, gate_up, 2, l, (la_act *const[]){&a->gate, &a->up}, err));
         LA_TRY(op->swiglu(be, &a->gate, &a->up, err));
         LA_TRY(op->matmul(be, &a->gate, LA_W_DOWN, l, &a->h, err));
         LA_TRY(op->add(be, &a->x, &a->h, err));

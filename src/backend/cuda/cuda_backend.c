@@ -32,6 +32,14 @@
  * allocations of at most twice their size (the forward pass allocates eleven per step);
  * the cache is emptied when cudaMalloc fails, then the allocation is retried.
  *
+ * Fused GEMMs (matmul_group, LA_CUDA_FUSED_GEMM / la_cuda_fused_gemm_set): each layer's
+ * W_q, W_k, W_v sit in one allocation stacked by rows, as do W_gate, W_up (k_fused_groups);
+ * for at most LA_CUDA_FUSED_MAX_ROWS rows the group is one GEMM by the stack into a fixed
+ * scratch [rows, sum of n_out] (allocated with the weights, so a captured graph's scratch
+ * address stays valid and nobody else holds it), then one split_cols launch copies the
+ * columns into the separate outputs. On H200 the 8 MB W_k / W_v GEMMs of Llama-3-8B run at
+ * ~1 TB/s alone (latency), the 48 MB stack near the copy ceiling.
+ *
  * CUDA graphs for decode steps (off unless LA_CUDA_GRAPHS=1 or la_cuda_graphs_enable): a
  * decode step queues about 15 operations per layer, ~450 launches for Llama-3-8B, and the
  * gaps between them cost milliseconds. A step is a graph candidate when every sequence has
@@ -88,6 +96,11 @@
 #define LA_CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define LA_CUDA_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
 #define LA_CUDA_GRAPH_CACHE 8 /* decode graphs kept (LRU); one or two per batch size */
+/* matmul_group fuses a group into one GEMM up to this many rows (decode batches, question
+ * chunks): below it the weights' bytes bound the GEMMs, and the small ones (W_k, W_v of
+ * Llama-3-8B: 8 MB) run at a third of the bandwidth of the large; above it the GEMMs turn
+ * compute-bound and one large GEMM gains nothing. */
+#define LA_CUDA_FUSED_MAX_ROWS 128
 /* --random-weights: uniform in [-a, a) with a = 0.02 sqrt(3), i.e. std 0.02 (HF's
  * initializer_range default); RMSNorm weights 1. */
 #define LA_CUDA_RANDOM_WEIGHT_BOUND 0.034641016f
@@ -98,6 +111,7 @@ typedef enum prof_slot {
     PROF_BATCH_BEGIN, PROF_EMBED, PROF_RMSNORM,
     PROF_MATMUL_Q, PROF_MATMUL_K, PROF_MATMUL_V, PROF_MATMUL_O,
     PROF_MATMUL_GATE, PROF_MATMUL_UP, PROF_MATMUL_DOWN, PROF_MATMUL_LM_HEAD,
+    PROF_MATMUL_QKV, PROF_MATMUL_GATE_UP, PROF_MATMUL_SPLIT,
     PROF_KV_WRITE, PROF_ATTN_PREFILL, PROF_ATTN_DECODE, PROF_ATTN_COMBINE,
     PROF_SWIGLU, PROF_ADD, PROF_GATHER_ROWS, PROF_TO_HOST, PROF_KV_COPY_ROTATE,
     PROF_COUNT
@@ -107,6 +121,7 @@ static const char *const k_prof_names[PROF_COUNT] = {
     "batch_begin", "embed", "rmsnorm",
     "matmul_q", "matmul_k", "matmul_v", "matmul_o",
     "matmul_gate", "matmul_up", "matmul_down", "matmul_lm_head",
+    "matmul_qkv", "matmul_gate_up", "matmul_split",
     "kv_write", "attn_prefill", "attn_decode", "attn_combine",
     "swiglu", "add", "gather_rows", "to_host", "kv_copy_rotate",
 };
@@ -133,8 +148,8 @@ typedef struct tile_plan {
 /* ---- CUDA graphs (top of this file) ---- */
 
 typedef enum op_kind {
-    OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_KV_WRITE, OP_ATTENTION, OP_SWIGLU, OP_ADD,
-    OP_GATHER_ROWS, OP_TO_HOST
+    OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_MATMUL_GROUP, OP_KV_WRITE, OP_ATTENTION, OP_SWIGLU,
+    OP_ADD, OP_GATHER_ROWS, OP_TO_HOST
 } op_kind;
 
 /* One operation of a recorded decode step, with the arguments forward.c passed (a, b: the
@@ -143,14 +158,15 @@ typedef enum op_kind {
 typedef struct op_rec {
     int32_t kind;   /* op_kind */
     int32_t layer;
-    int32_t weight; /* la_weight_kind (rmsnorm, matmul) */
-    int32_t zero_;
+    int32_t weight; /* la_weight_kind (rmsnorm, matmul; matmul_group: the group's first) */
+    int32_t n_w;    /* matmul_group: weights (consecutive kinds from weight); else 0 */
     la_act a, b;
+    la_act c, d;    /* matmul_group: out[1], out[2] (b is out[0]); else zero */
 } op_rec;
 
 /* What the launches of a recorded step read from the backend besides the op_rec
- * arguments; weights and head geometry are fixed between load_weights calls, which empty
- * the cache. 8-byte fields only (memcmp). */
+ * arguments; weights, the fused-GEMM scratch and head geometry are fixed between
+ * load_weights calls, which empty the cache. 8-byte fields only (memcmp). */
 typedef struct step_sig {
     int64_t n_tokens, n_logit_rows, n_items_prefill, n_items_decode, n_combine;
     int64_t rope_len, n_pool_blocks, block_size;
@@ -182,7 +198,11 @@ typedef struct cuda_backend {
 
     /* weights, bf16 */
     la_bf16_t *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
-    la_bf16_t **layer_w;                     /* [n_layers][LA_W_KIND_COUNT] */
+    la_bf16_t **layer_w;                     /* [n_layers][LA_W_KIND_COUNT]; a stacked group's
+                                                later members point into the first's
+                                                allocation (k_fused_groups) */
+    uint32_t fused;                          /* LA_CUDA_FUSED_* groups matmul_group fuses */
+    la_bf16_t *gemm_scratch;                 /* [LA_CUDA_FUSED_MAX_ROWS, widest group] */
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
     int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1 or 2 */
@@ -369,6 +389,47 @@ static void prof_end(cuda_backend *c, prof_slot slot) {
 
 /* ============================================================ weights ================ */
 
+/* Weights stacked by rows in one allocation per layer (load_all): the stack [W_q; W_k; W_v]
+ * is the fused QKV weight, [W_gate; W_up] the fused gate/up weight, and each member is a
+ * pointer offset into it, so memory does not grow and matmul of one member works as
+ * before. matmul_group multiplies x by a whole stack in one GEMM (its members are
+ * consecutive kinds from `first`). */
+typedef struct fused_group {
+    la_weight_kind first;
+    int32_t n_w;
+    uint32_t bit;   /* LA_CUDA_FUSED_* */
+    prof_slot slot; /* the fused GEMM's profiling name */
+} fused_group;
+
+static const fused_group k_fused_groups[] = {
+    {LA_W_Q, 3, LA_CUDA_FUSED_QKV, PROF_MATMUL_QKV},
+    {LA_W_GATE, 2, LA_CUDA_FUSED_GATE_UP, PROF_MATMUL_GATE_UP},
+};
+#define N_FUSED_GROUPS ((int)(sizeof k_fused_groups / sizeof k_fused_groups[0]))
+
+/* The group that starts at kind k, or NULL. */
+static const fused_group *group_starting_at(int k) {
+    for (int g = 0; g < N_FUSED_GROUPS; g++)
+        if ((int)k_fused_groups[g].first == k) return &k_fused_groups[g];
+    return NULL;
+}
+
+/* Whether kind k lives in the allocation of an earlier kind (a later member of a group). */
+static bool stacked_member(int k) {
+    for (int g = 0; g < N_FUSED_GROUPS; g++)
+        if (k > (int)k_fused_groups[g].first && k < (int)k_fused_groups[g].first + k_fused_groups[g].n_w) return true;
+    return false;
+}
+
+/* The group that w[0..n_w) is exactly (its kinds in order), or NULL. */
+static const fused_group *group_of(const la_weight_kind *w, int32_t n_w) {
+    const fused_group *g = n_w > 0 ? group_starting_at((int)w[0]) : NULL;
+    if (!g || g->n_w != n_w || n_w > LA_CUDA_SPLIT_MAX_PARTS) return NULL;
+    for (int32_t i = 1; i < n_w; i++)
+        if ((int)w[i] != (int)g->first + i) return NULL;
+    return g;
+}
+
 static la_bf16_t *weight_ptr(cuda_backend *c, la_weight_kind k, int32_t layer) {
     if (k == LA_W_LM_HEAD) return c->lm_head;
     if (k == LA_W_FINAL_NORM) return c->final_norm;
@@ -382,8 +443,11 @@ static void free_weights(cuda_backend *c) {
     dev_free(c->embed);
     dev_free(c->final_norm);
     if (c->layer_w)
-        for (int64_t i = 0; i < (int64_t)c->n_layers * LA_W_KIND_COUNT; i++) dev_free(c->layer_w[i]);
+        for (int64_t i = 0; i < (int64_t)c->n_layers * LA_W_KIND_COUNT; i++)
+            if (!stacked_member((int)(i % LA_W_KIND_COUNT))) dev_free(c->layer_w[i]);
     free(c->layer_w);
+    dev_free(c->gemm_scratch);
+    c->gemm_scratch = NULL;
     dev_free(c->inv_freq_dev);
     dev_free(c->rope);
     c->embed = c->final_norm = c->lm_head = NULL;
@@ -394,13 +458,11 @@ static void free_weights(cuda_backend *c) {
     c->n_layers = 0;
 }
 
-/* Upload (and convert) one tensor of n_out x n_in elements, or initialise it: RMSNorm
- * weights to 1, the rest uniform from seed. */
-static la_status load_tensor(cuda_backend *c, const la_st_tensor *t, int64_t n_out, int64_t n_in,
-                             bool norm, uint64_t seed, void *stage_dev, la_bf16_t **out, la_err *err) {
+/* Upload (and convert) one tensor of n_out x n_in elements into d, or initialise it:
+ * RMSNorm weights to 1, the rest uniform from seed. Queued on the stream. */
+static la_status fill_tensor(cuda_backend *c, const la_st_tensor *t, int64_t n_out, int64_t n_in, bool norm,
+                             uint64_t seed, void *stage_dev, la_bf16_t *d, la_err *err) {
     int64_t n = n_out * n_in;
-    la_bf16_t *d = NULL;
-    LA_TRY(dev_alloc((void **)&d, (size_t)n * 2, "weights", err));
     la_status s = LA_OK;
     if (t) {
         size_t esz = la_dtype_size(t->dtype);
@@ -431,6 +493,15 @@ static la_status load_tensor(cuda_backend *c, const la_st_tensor *t, int64_t n_o
         la_cuda_fill_params p = {d, n, seed, -LA_CUDA_RANDOM_WEIGHT_BOUND, LA_CUDA_RANDOM_WEIGHT_BOUND};
         s = la_cuda_fill_uniform(&p, c->stream, err);
     }
+    return s;
+}
+
+/* fill_tensor into a new allocation *out (left unchanged on failure). */
+static la_status load_tensor(cuda_backend *c, const la_st_tensor *t, int64_t n_out, int64_t n_in,
+                             bool norm, uint64_t seed, void *stage_dev, la_bf16_t **out, la_err *err) {
+    la_bf16_t *d = NULL;
+    LA_TRY(dev_alloc((void **)&d, (size_t)(n_out * n_in) * 2, "weights", err));
+    la_status s = fill_tensor(c, t, n_out, n_in, norm, seed, stage_dev, d, err);
     if (s != LA_OK) {
         cudaStreamSynchronize(c->stream);
         dev_free(d);
@@ -477,14 +548,47 @@ static la_status load_all(cuda_backend *c, const la_model_config *cfg, const la_
             src[LA_W_V] = lw->wv, src[LA_W_O] = lw->wo, src[LA_W_MLP_NORM] = lw->mlp_norm;
             src[LA_W_GATE] = lw->w_gate, src[LA_W_UP] = lw->w_up, src[LA_W_DOWN] = lw->w_down;
         }
-        for (int k = 0; k <= LA_W_DOWN; k++) {
+        for (int k = 0; k <= LA_W_DOWN; k++)
             if (w && !src[k]) return la_err_set(err, LA_ERR_FORMAT, "layer %d: weight %d missing", l, k);
-            la_weight_shape(cfg, (la_weight_kind)k, &o, &i);
-            bool norm = k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM;
-            LA_TRY(load_tensor(c, src[k], o, i, norm, 1000 + (uint64_t)l * 16 + (uint64_t)k, stage_dev,
-                               &c->layer_w[(size_t)l * LA_W_KIND_COUNT + k], err));
+        la_bf16_t **lw_dev = &c->layer_w[(size_t)l * LA_W_KIND_COUNT];
+        for (int k = 0; k <= LA_W_DOWN; k++) {
+            const uint64_t seed = 1000 + (uint64_t)l * 16 + (uint64_t)k; /* per kind, stacked or not */
+            const fused_group *g = group_starting_at(k);
+            if (!g) {
+                la_weight_shape(cfg, (la_weight_kind)k, &o, &i);
+                bool norm = k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM;
+                LA_TRY(load_tensor(c, src[k], o, i, norm, seed, stage_dev, &lw_dev[k], err));
+                continue;
+            }
+            /* one allocation for the group, members stacked by rows (k_fused_groups) */
+            int64_t rows = 0;
+            for (int j = 0; j < g->n_w; j++) {
+                la_weight_shape(cfg, (la_weight_kind)(k + j), &o, &i);
+                rows += o;
+            }
+            LA_TRY(dev_alloc((void **)&lw_dev[k], (size_t)(rows * i) * 2, "weights", err));
+            la_bf16_t *at = lw_dev[k];
+            for (int j = 0; j < g->n_w; j++) {
+                la_weight_shape(cfg, (la_weight_kind)(k + j), &o, &i);
+                lw_dev[k + j] = at;
+                LA_TRY(fill_tensor(c, src[k + j], o, i, false, seed + (uint64_t)j, stage_dev, at, err));
+                at += o * i;
+            }
+            k += g->n_w - 1;
         }
     }
+    /* the fused GEMMs' output before the split: the widest group at the most rows fused */
+    int64_t widest = 0;
+    for (int g = 0; g < N_FUSED_GROUPS; g++) {
+        int64_t width = 0;
+        for (int j = 0; j < k_fused_groups[g].n_w; j++) {
+            la_weight_shape(cfg, (la_weight_kind)((int)k_fused_groups[g].first + j), &o, &i);
+            width += o;
+        }
+        if (width > widest) widest = width;
+    }
+    LA_TRY(dev_alloc((void **)&c->gemm_scratch, (size_t)(LA_CUDA_FUSED_MAX_ROWS * widest) * 2, "fused GEMM scratch",
+                     err));
     CUDA_TRY(cudaStreamSynchronize(c->stream), "loading weights");
     return LA_OK;
 }
@@ -1121,6 +1225,21 @@ static la_status cuda_rmsnorm(la_backend *be, const la_act *x, la_weight_kind w,
     return LA_OK;
 }
 
+/* Row-major y[n_rows, n_out] = x[n_rows, n_in] W^T, W the row-major [n_out, n_in] weight,
+ * bf16 in and out, f32 accumulation: column-major y^T = W^T(op T on W's column-major
+ * [n_in, n_out] view) x^T. */
+static la_status gemm(cuda_backend *c, const void *x, const la_bf16_t *w, int64_t n_rows, int64_t n_in,
+                      int64_t n_out, void *y, la_err *err) {
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n_rows, (int)n_in, &alpha, w,
+                                     CUDA_R_16BF, (int)n_in, x, CUDA_R_16BF, (int)n_in, &beta, y, CUDA_R_16BF,
+                                     (int)n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return la_err_set(err, LA_ERR_BACKEND, "cublasGemmEx [%lld x %lld] x [%lld x %lld]^T: %s", (long long)n_rows,
+                          (long long)n_in, (long long)n_out, (long long)n_in, blas_status_name(st));
+    return LA_OK;
+}
+
 static la_status cuda_matmul(la_backend *be, const la_act *x, la_weight_kind k, int32_t layer,
                              la_act *out, la_err *err) {
     cuda_backend *c = cu(be);
@@ -1140,18 +1259,57 @@ static la_status cuda_matmul(la_backend *be, const la_act *x, la_weight_kind k, 
         [LA_W_O] = PROF_MATMUL_O, [LA_W_GATE] = PROF_MATMUL_GATE, [LA_W_UP] = PROF_MATMUL_UP,
         [LA_W_DOWN] = PROF_MATMUL_DOWN, [LA_W_LM_HEAD] = PROF_MATMUL_LM_HEAD};
     prof_begin(c);
-    /* row-major y[n, n_out] = x[n, n_in] W^T  <=>  column-major y^T = W^T(op T on W's
-     * column-major [n_in, n_out] view) x^T */
-    const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)x->n_rows, (int)n_in,
-                                     &alpha, w, CUDA_R_16BF, (int)n_in, x->data, CUDA_R_16BF, (int)n_in,
-                                     &beta, out->data, CUDA_R_16BF, (int)n_out, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return la_err_set(err, LA_ERR_BACKEND, "cublasGemmEx [%lld x %lld] x [%lld x %lld]^T: %s",
-                          (long long)x->n_rows, (long long)n_in, (long long)n_out, (long long)n_in,
-                          blas_status_name(st));
+    LA_TRY(gemm(c, x->data, w, x->n_rows, n_in, n_out, out->data, err));
     prof_end(c, slot_of[k]);
+    return LA_OK;
+}
+
+/* matmul_group (backend.h). A fused group (k_fused_groups, switched on in c->fused) of at
+ * most LA_CUDA_FUSED_MAX_ROWS rows: one GEMM by the stacked weight into gemm_scratch
+ * [n, sum of n_out], then one split_cols kernel into the outputs. Anything else: one
+ * matmul per weight, exactly as forward.c would call them. */
+static la_status cuda_matmul_group(la_backend *be, const la_act *x, const la_weight_kind *w, int32_t n_w,
+                                   int32_t layer, la_act *const *out, la_err *err) {
+    cuda_backend *c = cu(be);
+    const fused_group *g = group_of(w, n_w);
+    if (!g || !(c->fused & g->bit) || x->n_rows > LA_CUDA_FUSED_MAX_ROWS || x->n_rows == 0 || !c->gemm_scratch) {
+        for (int32_t i = 0; i < n_w; i++) LA_TRY(cuda_matmul(be, x, w[i], layer, out[i], err));
+        return LA_OK;
+    }
+    const la_bf16_t *w0 = weight_ptr(c, w[0], layer);
+    la_cuda_split_params sp = {.x = c->gemm_scratch, .n_parts = n_w, .n_rows = (int32_t)x->n_rows};
+    int64_t n_in = 0, n_total = 0;
+    for (int32_t i = 0; i < n_w; i++) {
+        int64_t n_out, in_i;
+        la_weight_shape(&c->base.cfg, w[i], &n_out, &in_i);
+        /* the members are stacked right after each other (load_all) */
+        if (!w0) return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul_group: no weight %d for layer %d", (int)w[0], layer);
+        if (weight_ptr(c, w[i], layer) != w0 + n_total * in_i || (i > 0 && in_i != n_in))
+            return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul_group: weight %d of layer %d is not stacked", (int)w[i],
+                              layer);
+        n_in = in_i;
+        if (out[i]->n_rows != x->n_rows || out[i]->n_cols != n_out)
+            return shape_error(err, "matmul_group", out[i], x->n_rows, n_out);
+        sp.out[i] = out[i]->data;
+        sp.n_cols[i] = (int32_t)n_out;
+        n_total += n_out;
+    }
+    if (x->n_cols != n_in) return shape_error(err, "matmul_group", x, x->n_rows, n_in);
+    if (n_total > INT32_MAX) return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda matmul_group: %lld outputs", (long long)n_total);
+    if (c->recording) {
+        LA_TRY(record_op(c, OP_MATMUL_GROUP, layer, (int32_t)w[0], x, out[0], err));
+        op_rec *r = &c->recs[c->n_recs - 1];
+        r->n_w = n_w;
+        if (n_w > 1) r->c = *out[1];
+        if (n_w > 2) r->d = *out[2];
+        return LA_OK;
+    }
+    prof_begin(c);
+    LA_TRY(gemm(c, x->data, w0, x->n_rows, n_in, n_total, c->gemm_scratch, err));
+    prof_end(c, g->slot);
+    prof_begin(c);
+    LA_TRY(la_cuda_split_cols(&sp, c->stream, err));
+    prof_end(c, PROF_MATMUL_SPLIT);
     return LA_OK;
 }
 
@@ -1330,6 +1488,13 @@ static la_status run_op(cuda_backend *c, const op_rec *r, la_err *err) {
     case OP_EMBED: return cuda_embed(be, &a, err);
     case OP_RMSNORM: return cuda_rmsnorm(be, &a, (la_weight_kind)r->weight, r->layer, &b, err);
     case OP_MATMUL: return cuda_matmul(be, &a, (la_weight_kind)r->weight, r->layer, &b, err);
+    case OP_MATMUL_GROUP: {
+        la_act c2 = r->c, d2 = r->d;
+        la_act *const out[LA_CUDA_SPLIT_MAX_PARTS] = {&b, &c2, &d2};
+        la_weight_kind w[LA_CUDA_SPLIT_MAX_PARTS];
+        for (int32_t i = 0; i < r->n_w && i < LA_CUDA_SPLIT_MAX_PARTS; i++) w[i] = (la_weight_kind)(r->weight + i);
+        return cuda_matmul_group(be, &a, w, r->n_w, r->layer, out, err);
+    }
     case OP_KV_WRITE: return cuda_kv_write(be, r->layer, &a, &b, err);
     case OP_ATTENTION: return cuda_attention(be, r->layer, &a, &b, err);
     case OP_SWIGLU: return cuda_swiglu(be, &a, &b, err);
@@ -1559,6 +1724,7 @@ static const la_backend_ops k_cuda_ops = {
     .embed = cuda_embed,
     .rmsnorm = cuda_rmsnorm,
     .matmul = cuda_matmul,
+    .matmul_group = cuda_matmul_group,
     .kv_write = cuda_kv_write,
     .attention = cuda_attention,
     .swiglu = cuda_swiglu,
@@ -1612,8 +1778,19 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
         else if (strcmp(variant_env, "v2") != 0)
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=%s: expected v1 or v2", variant_env);
     }
+    uint32_t fused = LA_CUDA_FUSED_ALL; /* la_cuda_fused_gemm_set */
+    const char *fused_env = getenv("LA_CUDA_FUSED_GEMM");
+    if (fused_env && *fused_env) {
+        if (strcmp(fused_env, "0") == 0) fused = 0;
+        else if (strcmp(fused_env, "qkv") == 0) fused = LA_CUDA_FUSED_QKV;
+        else if (strcmp(fused_env, "gate_up") == 0) fused = LA_CUDA_FUSED_GATE_UP;
+        else if (strcmp(fused_env, "1") != 0)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_FUSED_GEMM=%s: expected 0, 1, qkv or gate_up",
+                              fused_env);
+    }
     cuda_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
+    c->fused = fused;
     c->base.ops = &k_cuda_ops;
     c->bad_token_row = -1;
     const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
@@ -1715,6 +1892,18 @@ void la_cuda_graphs_enable(la_backend *be, bool on) {
     if (c->stream) cudaStreamSynchronize(c->stream);
     graph_cache_clear(c);
     c->graphs = on;
+}
+
+void la_cuda_fused_gemm_set(la_backend *be, uint32_t groups) {
+    if (!la_cuda_backend_is(be)) return;
+    cuda_backend *c = cu(be);
+    (void)flush_recorded(c, NULL); /* a failure resurfaces at the next wait */
+    graph_cache_clear(c);          /* cached graphs launch the GEMMs they were captured with */
+    c->fused = groups & LA_CUDA_FUSED_ALL;
+}
+
+uint32_t la_cuda_fused_gemm(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->fused : 0;
 }
 
 bool la_cuda_graphs_enabled(const la_backend *be) {

@@ -82,6 +82,24 @@ void la_cuda_graph_stats_get(const la_backend *be, la_cuda_graph_stats *out);
  * call on the capturing stream invalidates it), to exercise the fallback. */
 void la_cuda_graphs_break_next_capture(la_backend *be);
 
+/* ---- fused GEMMs for small row counts (cuda_backend.c, matmul_group) ---------------------- */
+
+/* Weight groups that matmul_group multiplies as one GEMM when x has at most 128 rows
+ * (decode steps, question chunks): x [W_q; W_k; W_v]^T and x [W_gate; W_up]^T, the weights
+ * stacked by rows in one allocation per layer, then one kernel splits the columns into the
+ * separate outputs. The same values as separate GEMMs up to bf16 GEMM rounding (cuBLAS
+ * picks another kernel for the wider shape). Above 128 rows, or off, one GEMM per weight. */
+#define LA_CUDA_FUSED_QKV 1u
+#define LA_CUDA_FUSED_GATE_UP 2u
+#define LA_CUDA_FUSED_ALL 3u
+/* Set the fused groups (a mask of LA_CUDA_FUSED_*; 0: every weight its own GEMM). The
+ * default comes from the environment at create: LA_CUDA_FUSED_GEMM=0 (none), 1 (all, also
+ * when unset), qkv, gate_up; another value fails the create with LA_ERR_INVALID_ARG. Runs
+ * any step in progress and frees the cached CUDA graphs. Tests and benchmarks compare. */
+void la_cuda_fused_gemm_set(la_backend *be, uint32_t groups);
+/* The groups fused now; 0 for a backend that is not CUDA. */
+uint32_t la_cuda_fused_gemm(const la_backend *be);
+
 /* Which attn_prefill kernel the steps from the next batch_begin on use (attn_prefill.cu):
  * 1 = 64 query rows per CTA, 2 = 128 rows per CTA (the default). The environment variable
  * LA_ATTN_PREFILL=v1|v2 sets it at create. LA_ERR_INVALID_ARG for another value or another

@@ -198,6 +198,20 @@ typedef struct la_cuda_gather_params {
 } la_cuda_gather_params;
 la_status la_cuda_gather_rows(const la_cuda_gather_params *p, cudaStream_t stream, la_err *err);
 
+#define LA_CUDA_SPLIT_MAX_PARTS 3 /* outputs of one split (Q, K, V) */
+
+/* Split the columns of x into n_parts matrices: part i gets columns [c_i, c_i + n_cols[i])
+ * with c_i = n_cols[0] + ... + n_cols[i - 1] (the outputs of one GEMM by weights stacked by
+ * rows, cuda_backend.c matmul_group). */
+typedef struct la_cuda_split_params {
+    const la_bf16_t *x;                          /* [n_rows, sum of n_cols] */
+    la_bf16_t *out[LA_CUDA_SPLIT_MAX_PARTS];     /* out[i]: [n_rows, n_cols[i]] */
+    int32_t n_cols[LA_CUDA_SPLIT_MAX_PARTS];
+    int32_t n_parts;
+    int32_t n_rows;
+} la_cuda_split_params;
+la_status la_cuda_split_cols(const la_cuda_split_params *p, cudaStream_t stream, la_err *err);
+
 /* ---- element-wise kernels (elementwise.cu) -------------------------------------------- */
 
 typedef struct la_cuda_binary_params {

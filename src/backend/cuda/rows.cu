@@ -1,14 +1,18 @@
-/* Row kernels of the forward pass: embedding gather, RMSNorm, row gather (logit rows).
+/* Row kernels of the forward pass: embedding gather, RMSNorm, row gather (logit rows),
+ * column split (the outputs of a fused GEMM).
  *
  * embed        x[t] = table[tokens[t]]                        (HF nn.Embedding)
  * rmsnorm      out = w * (x / sqrt(mean(x^2) + eps))           (HF LlamaRMSNorm: variance
  *              in f32, eps inside the square root; the product is rounded to bf16 once,
  *              as the CPU backend computes it in f32)
  * gather_rows  out[i] = x[rows[i]]
+ * split_cols   out_i[r] = x[r][c_i, c_i + n_cols_i)  (x = h [W_q; W_k; W_v]^T into q, k, v)
  *
  * Shapes: row-major bf16 [n_rows, n_cols]; table [vocab, n_cols]; w [n_cols].
  * Grid: one CTA per output row; 16-byte vectors when n_cols % 8 == 0 (every Llama shape),
- * scalars otherwise. Bytes: embed and gather 4 x n_cols per row (read + write); rmsnorm
+ * scalars otherwise. split_cols: grid (column chunks of 256 vectors, rows), one 16-byte
+ * vector (8 columns) per thread when every part's width is a multiple of 8, one element
+ * otherwise. Bytes: embed, gather and split 4 x n_cols per row (read + write); rmsnorm
  * 6 x n_cols per row (x read twice, the second time from L1/L2). FLOPs: ~4 x n_cols per
  * row for rmsnorm; none otherwise.
  */
@@ -94,6 +98,23 @@ __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnor
     }
 }
 
+/* Thread: one unit (VEC = 8 columns, or 1) of row blockIdx.y of x, copied to the part
+ * whose columns hold it. */
+template <int VEC> __global__ void __launch_bounds__(R_THREADS) split_kernel(const la_cuda_split_params p) {
+    int64_t total = 0;
+    for (int i = 0; i < p.n_parts; i++) total += p.n_cols[i];
+    const int64_t u = (int64_t)blockIdx.x * R_THREADS + threadIdx.x, col = u * VEC;
+    if (col >= total) return;
+    const int64_t row = blockIdx.y;
+    int part = 0;
+    int64_t c0 = 0;
+    while (col >= c0 + p.n_cols[part]) c0 += p.n_cols[part++];
+    const la_bf16_t *src = p.x + row * total + col;
+    la_bf16_t *dst = p.out[part] + row * p.n_cols[part] + (col - c0);
+    if (VEC == 8) *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+    else *dst = *src;
+}
+
 } /* namespace */
 
 /* ---- launchers -------------------------------------------------------------------------- */
@@ -116,4 +137,23 @@ extern "C" la_status la_cuda_gather_rows(const la_cuda_gather_params *p, cudaStr
     if (p->n_rows <= 0) return LA_OK;
     gather_kernel<<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
     return la_cuda_launched("gather_rows", err);
+}
+
+extern "C" la_status la_cuda_split_cols(const la_cuda_split_params *p, cudaStream_t stream, la_err *err) {
+    if (p->n_parts < 1 || p->n_parts > LA_CUDA_SPLIT_MAX_PARTS || p->n_rows < 0 || p->n_rows > 65535)
+        return la_err_set(err, LA_ERR_INTERNAL, "split_cols: %d parts of %d rows", p->n_parts, p->n_rows);
+    int64_t total = 0;
+    bool vec = ((uintptr_t)p->x & 15) == 0;
+    for (int i = 0; i < p->n_parts; i++) {
+        if (p->n_cols[i] <= 0 || !p->out[i])
+            return la_err_set(err, LA_ERR_INTERNAL, "split_cols: part %d of %d columns", i, p->n_cols[i]);
+        total += p->n_cols[i];
+        vec = vec && p->n_cols[i] % 8 == 0 && ((uintptr_t)p->out[i] & 15) == 0;
+    }
+    if (p->n_rows == 0) return LA_OK;
+    const int64_t units = vec ? total / 8 : total;
+    const dim3 grid((unsigned)((units + R_THREADS - 1) / R_THREADS), (unsigned)p->n_rows);
+    if (vec) split_kernel<8><<<grid, R_THREADS, 0, stream>>>(*p);
+    else split_kernel<1><<<grid, R_THREADS, 0, stream>>>(*p);
+    return la_cuda_launched("split_cols", err);
 }
