@@ -3,7 +3,8 @@
  * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
- *             [--prefill-variants v1,v2] [--out FILE] [--commit SHA] [--no-engine]
+ *             [--prefill-variants v1,v2] [--fused off,on|both|qkv|...] [--out FILE]
+ *             [--commit SHA] [--no-engine]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
  * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
@@ -30,6 +31,12 @@
  * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
  * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v2), in the same run;
  * every TTFT row names its "prefill_variant".
+ *
+ * --fused times the block, mepic and lazy TTFT rows (64-row questions) and every TPOT row
+ * once per fused-GEMM setting (la_cuda_fused_gemm_set; default: the backend's, all groups
+ * unless LA_CUDA_FUSED_GEMM says otherwise): off, qkv, gate_up, on (both groups); "both"
+ * = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
+ * Every TTFT and TPOT row carries "fused" (any group fused) and "fused_groups".
  *
  * Per-kernel device times (la_cuda_profile_*) for recompute and lazy at 8K and decode.
  * An engine-level cross-check (public API, --random-weights) times lazy / prefix /
@@ -166,6 +173,9 @@ typedef struct bench {
     int32_t variants[2]; /* attn_prefill variants to time (--prefill-variants) */
     int n_variants;
     int32_t default_variant; /* the backend's at create */
+    uint32_t fused[4];       /* fused-GEMM settings to time (--fused), LA_CUDA_FUSED_* masks */
+    int n_fused;
+    uint32_t default_fused;  /* the backend's at create */
 } bench;
 
 typedef struct layout {
@@ -326,6 +336,23 @@ static void build_question(layout *L, bb *b, doc_view v, const int32_t *copy_blo
     bb_seq(b, 0, N_QUESTION, 0, true);
 }
 
+/* The fused-GEMM groups of a LA_CUDA_FUSED_* mask, as the rows and --fused name them. */
+static const char *fused_name(uint32_t mask) {
+    switch (mask & LA_CUDA_FUSED_ALL) {
+    case 0: return "off";
+    case LA_CUDA_FUSED_QKV: return "qkv";
+    case LA_CUDA_FUSED_GATE_UP: return "gate_up";
+    default: return "on";
+    }
+}
+
+/* ", \"fused\": ..., \"fused_groups\": ..." of the backend's setting now. */
+static void emit_fused(bench *bn) {
+    const uint32_t f = la_cuda_fused_gemm(bn->be);
+    jprintf(bn->out, ", \"fused\": %s, \"fused_groups\": \"%s\"", f ? "true" : "false",
+            f == LA_CUDA_FUSED_ALL ? "qkv,gate_up" : f == LA_CUDA_FUSED_QKV ? "qkv" : f ? "gate_up" : "none");
+}
+
 static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
                       int32_t computed, const char *profile) {
     jbuf *j = bn->out;
@@ -333,11 +360,12 @@ static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, dou
     jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"prefill_variant\": \"v%d\", \"ttft_ms\": %.3f, "
                "\"floor_ms\": %.3f, \"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
             bn->first_row ? "" : ",", ctx, method, variant, ms, floor_ms, floor_kind, ms / floor_ms, computed);
+    emit_fused(bn);
     if (profile) jprintf(j, ", \"profile_ms\": %s", profile);
     jprintf(j, "}");
     bn->first_row = false;
-    fprintf(stderr, "  %-10s ctx %6d  v%d  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx, variant, ms,
-            floor_ms, floor_kind, ms / floor_ms);
+    fprintf(stderr, "  %-10s ctx %6d  v%d  fused %-7s  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx,
+            variant, fused_name(la_cuda_fused_gemm(bn->be)), ms, floor_ms, floor_kind, ms / floor_ms);
 }
 
 static char g_prof[8192];
@@ -350,22 +378,53 @@ static const char *profile_of(bench *bn, la_batch *b) {
     return ms < 0 ? "{}" : g_prof;
 }
 
-/* Time `batch` (reps after one warm-up) under each --prefill-variants kernel and emit a row
- * for each; with_profile adds its per-kernel times. Restores the backend's default. */
+/* Time `batch` (reps after one warm-up) under each --prefill-variants kernel, and with
+ * fused_modes under each --fused setting, and emit a row for each; with_profile adds its
+ * per-kernel times. Restores the backend's defaults. */
 static void ttft_variants(bench *bn, int32_t ctx, const char *method, la_batch *batch, int reps, double *t,
-                          double floor_ms, const char *floor_kind, int32_t computed, bool with_profile) {
+                          double floor_ms, const char *floor_kind, int32_t computed, bool with_profile,
+                          bool fused_modes) {
     la_err err = {0};
-    for (int v = 0; v < bn->n_variants; v++) {
-        if (la_cuda_attn_prefill_variant_set(bn->be, bn->variants[v], &err) != LA_OK) {
-            fprintf(stderr, "bench_gpu: %s\n", err.msg);
-            bn->failures++;
-            continue;
+    const int n_fused = fused_modes ? bn->n_fused : 1;
+    for (int f = 0; f < n_fused; f++) {
+        la_cuda_fused_gemm_set(bn->be, fused_modes ? bn->fused[f] : bn->default_fused);
+        for (int v = 0; v < bn->n_variants; v++) {
+            if (la_cuda_attn_prefill_variant_set(bn->be, bn->variants[v], &err) != LA_OK) {
+                fprintf(stderr, "bench_gpu: %s\n", err.msg);
+                bn->failures++;
+                continue;
+            }
+            for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, batch);
+            const char *prof = with_profile ? profile_of(bn, batch) : NULL;
+            emit_ttft(bn, ctx, method, median(t + 1, reps), floor_ms, floor_kind, computed, prof);
         }
-        for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, batch);
-        const char *prof = with_profile ? profile_of(bn, batch) : NULL;
-        emit_ttft(bn, ctx, method, median(t + 1, reps), floor_ms, floor_kind, computed, prof);
     }
     (void)la_cuda_attn_prefill_variant_set(bn->be, bn->default_variant, &err);
+    la_cuda_fused_gemm_set(bn->be, bn->default_fused);
+}
+
+/* Block's request 2, reps + 1 times: queue the copies re-rotated by each document's
+ * offset, then the question over the copies; t[r] = wall ms of copies and forward. */
+static void block_request(bench *bn, const layout *L, const int32_t *copy_block, la_batch *batch, int reps,
+                          double *t) {
+    for (int r = 0; r <= reps; r++) {
+        la_err err = {0};
+        double t0 = la_now_ms();
+        int32_t S = 0;
+        for (int k = 0; k < N_DOCS; k++) {
+            int d = k_order_b[k];
+            for (int32_t i = 0; i * BLOCK < L->len[d]; i++) {
+                int32_t nv = L->len[d] - i * BLOCK < BLOCK ? L->len[d] - i * BLOCK : BLOCK;
+                if (bn->be->ops->kv_copy_rotate(bn->be, L->doc_block[d] + i, copy_block[d] + i, nv, S, &err) != LA_OK) {
+                    fprintf(stderr, "bench_gpu: kv_copy_rotate: %s\n", err.msg);
+                    bn->failures++;
+                }
+            }
+            S += L->len[d];
+        }
+        double ms = timed_forward(bn, batch);
+        t[r] = ms < 0 ? -1 : la_now_ms() - t0;
+    }
 }
 
 static void ttft_context(bench *bn, int32_t ctx, bb *b) {
@@ -387,47 +446,35 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
     int32_t full_block = alloc_blocks(bn, &L, ctx);
     build_full(&L, b, full_block, 0);
     la_batch batch = bb_batch(b);
-    ttft_variants(bn, ctx, "recompute", &batch, reps, t, compute_floor, "compute", ctx, ctx == 8192);
+    ttft_variants(bn, ctx, "recompute", &batch, reps, t, compute_floor, "compute", ctx, ctx == 8192, false);
 
     /* prefix: reuse the full blocks of document 0 (same tokens in both orders) */
     int32_t reuse = L.len[0] / BLOCK * BLOCK;
     build_full(&L, b, full_block, reuse);
     batch = bb_batch(b);
     double prefix_floor = prefill_flops(m, ctx) / DATASHEET_BF16 * 1e3 * (double)(ctx - reuse) / ctx;
-    ttft_variants(bn, ctx, "prefix", &batch, reps, t, prefix_floor, "compute (uncached part)", ctx - reuse, false);
+    ttft_variants(bn, ctx, "prefix", &batch, reps, t, prefix_floor, "compute (uncached part)", ctx - reuse, false,
+                  false);
 
     /* block: copies re-rotated by S_d, then the question over the copies */
     int32_t copy_block[N_DOCS], tail = alloc_blocks(bn, &L, N_QUESTION);
     for (int d = 0; d < N_DOCS; d++) copy_block[d] = alloc_blocks(bn, &L, L.len[d]);
     build_question(&L, b, VIEW_BLOCK, copy_block, tail);
     batch = bb_batch(b);
-    for (int r = 0; r <= reps; r++) {
-        la_err err = {0};
-        double t0 = la_now_ms();
-        int32_t S = 0;
-        for (int k = 0; k < N_DOCS; k++) {
-            int d = k_order_b[k];
-            for (int32_t i = 0; i * BLOCK < L.len[d]; i++) {
-                int32_t nv = L.len[d] - i * BLOCK < BLOCK ? L.len[d] - i * BLOCK : BLOCK;
-                if (bn->be->ops->kv_copy_rotate(bn->be, L.doc_block[d] + i, copy_block[d] + i, nv, S, &err) != LA_OK) {
-                    fprintf(stderr, "bench_gpu: kv_copy_rotate: %s\n", err.msg);
-                    bn->failures++;
-                }
-            }
-            S += L.len[d];
-        }
-        double ms = timed_forward(bn, &batch);
-        t[r] = ms < 0 ? -1 : la_now_ms() - t0;
+    for (int f = 0; f < bn->n_fused; f++) {
+        la_cuda_fused_gemm_set(bn->be, bn->fused[f]);
+        block_request(bn, &L, copy_block, &batch, reps, t);
+        emit_ttft(bn, ctx, "block", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, NULL);
     }
-    emit_ttft(bn, ctx, "block", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, NULL);
+    la_cuda_fused_gemm_set(bn->be, bn->default_fused);
 
     build_question(&L, b, VIEW_MEPIC, NULL, tail);
     batch = bb_batch(b);
-    ttft_variants(bn, ctx, "mepic", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, false);
+    ttft_variants(bn, ctx, "mepic", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, false, true);
 
     build_question(&L, b, VIEW_LAZY, NULL, tail);
     batch = bb_batch(b);
-    ttft_variants(bn, ctx, "lazy", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, true);
+    ttft_variants(bn, ctx, "lazy", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, true, true);
     free(t);
     layout_free(&L);
 }
@@ -507,13 +554,15 @@ static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const c
     jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"tpot_ms\": %.3f, \"floor_ms\": %.3f, "
                      "\"ratio_to_floor\": %.3f, \"tpot_graphs_ms\": %.3f, \"graphs_ratio_to_floor\": %.3f, "
                      "\"graphs\": {\"steps\": %lld, \"replayed\": %lld, \"captures\": %lld, "
-                     "\"capture_failures\": %lld}, \"profile_ms\": %s}",
+                     "\"capture_failures\": %lld}",
             bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, ms_graphs,
-            ms_graphs / floor_ms, recorded, replayed, captures, failed, prof);
+            ms_graphs / floor_ms, recorded, replayed, captures, failed);
+    emit_fused(bn);
+    jprintf(bn->out, ", \"profile_ms\": %s}", prof);
     bn->first_row = false;
-    fprintf(stderr, "  decode %-12s batch %2d  TPOT %8.3f ms  graphs %8.3f ms (%lld/%lld replayed)  floor %7.3f ms  "
-                    "ratio %5.2f / %5.2f\n", name, batch_size, ms, ms_graphs, replayed, recorded, floor_ms,
-            ms / floor_ms, ms_graphs / floor_ms);
+    fprintf(stderr, "  decode %-12s batch %2d  fused %-7s  TPOT %8.3f ms  graphs %8.3f ms (%lld/%lld replayed)  "
+                    "floor %7.3f ms  ratio %5.2f / %5.2f\n", name, batch_size, fused_name(la_cuda_fused_gemm(bn->be)),
+            ms, ms_graphs, replayed, recorded, floor_ms, ms / floor_ms, ms_graphs / floor_ms);
     free(t);
     free(first);
     layout_free(&L);
@@ -664,6 +713,8 @@ int main(int argc, char **argv) {
     bool engine = true;
     int32_t variants[2] = {0, 0}; /* 0: the backend's default */
     int n_variants = 1;
+    uint32_t fused[4] = {0};
+    int n_fused = 0; /* 0: the backend's default */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) n_ctx = parse_list(argv[++i], ctxs, 8);
@@ -685,9 +736,28 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_gpu: --prefill-variants %s: expected v1, v2 or v1,v2\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--fused") && i + 1 < argc) {
+            char list[64];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            n_fused = 0;
+            bool bad = false;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                const bool both = !strcmp(tok, "both");
+                const uint32_t m = !strcmp(tok, "off") ? 0 : !strcmp(tok, "qkv") ? LA_CUDA_FUSED_QKV
+                                   : !strcmp(tok, "gate_up") ? LA_CUDA_FUSED_GATE_UP : LA_CUDA_FUSED_ALL;
+                if (!both && m == LA_CUDA_FUSED_ALL && strcmp(tok, "on")) bad = true;
+                else if (n_fused + (both ? 2 : 1) > 4) bad = true;
+                else if (both) fused[n_fused++] = 0, fused[n_fused++] = LA_CUDA_FUSED_ALL;
+                else fused[n_fused++] = m;
+            }
+            if (bad || n_fused == 0) {
+                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, on (or both = off,on)\n",
+                        argv[i]);
+                return 2;
+            }
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
-                            "[--out FILE] [--commit SHA] [--no-engine]\n");
+                            "[--fused off,qkv,gate_up,on|both] [--out FILE] [--commit SHA] [--no-engine]\n");
             return 2;
         }
     }
@@ -722,6 +792,9 @@ int main(int argc, char **argv) {
         bn.default_variant = la_cuda_attn_prefill_variant(bn.be);
         for (int v = 0; v < n_variants; v++)
             bn.variants[v] = variants[v] ? variants[v] : la_cuda_attn_prefill_variant(bn.be);
+        bn.default_fused = la_cuda_fused_gemm(bn.be);
+        bn.n_fused = n_fused ? n_fused : 1;
+        for (int f = 0; f < bn.n_fused; f++) bn.fused[f] = n_fused ? fused[f] : bn.default_fused;
         double t0 = la_now_ms();
         if (bn.be->ops->load_weights(bn.be, &bn.cfg, NULL, &err) != LA_OK) {
             fprintf(stderr, "bench_gpu: %s: load_weights: %s\n", tok, err.msg);
@@ -751,11 +824,15 @@ int main(int argc, char **argv) {
         la_err ferr = {0};
         if (la_cuda_kv_fill_random(bn.be, 7, &ferr) != LA_OK) fprintf(stderr, "bench_gpu: fill: %s\n", ferr.msg);
         const int32_t batches[3] = {1, 8, 32};
-        for (int i = 0; i < 3; i++) {
-            tpot(&bn, batches[i], DEC_PLAIN, &b, "plain");
-            tpot(&bn, batches[i], DEC_LAZY, &b, "lazy");
-            tpot(&bn, batches[i], DEC_LAZY_SHARED, &b, "lazy_shared");
-        }
+        const decode_kind kinds[3] = {DEC_PLAIN, DEC_LAZY, DEC_LAZY_SHARED};
+        const char *const kind_names[3] = {"plain", "lazy", "lazy_shared"};
+        for (int i = 0; i < 3; i++)
+            for (int k = 0; k < 3; k++)
+                for (int f = 0; f < bn.n_fused; f++) {
+                    la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
+                    tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
+                }
+        la_cuda_fused_gemm_set(bn.be, bn.default_fused);
         jprintf(&out, "\n    ],");
         la_backend_destroy(bn.be);
         bn.be = NULL;
