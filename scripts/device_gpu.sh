@@ -19,9 +19,9 @@ root=$(pwd)
 if [ "$mode" = prepare ]; then
     set -e
     cmake -S . -B .carry/build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward bench_gpu lazyattn
+    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm bench_gpu lazyattn
     rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/stage/data .carry/dev
-    bins="backend_test_cuda_kernels backend_test_cuda_forward bench_gpu lazyattn"
+    bins="backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm bench_gpu lazyattn"
     # the engine runs (scripts/device_engine.sh) read a real RAG file and the Llama-3
     # tokenizer; ../shared does not travel to the GPU machine
     data=${LA_SHARED_DATA:-../shared/data}
@@ -59,7 +59,7 @@ export LD_LIBRARY_PATH=/tmp/la/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIB
 } >"$OUT/nvidia_smi.txt" 2>&1
 
 cd /work/main
-for t in backend_test_cuda_kernels backend_test_cuda_forward; do
+for t in backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm; do
     echo "=== $t" >>"$OUT/tests.log"
     timeout ${LA_TEST_TIMEOUT:-75} /tmp/la/bin/$t --jobs 1 >>"$OUT/tests.log" 2>&1
     echo "=== $t exit $?" >>"$OUT/tests.log"
