@@ -8,9 +8,7 @@
  * geometries of Llama-3-8B (head_dim 128, 4 query heads per KV head), Llama-3.2-1B
  * (head_dim 64) and the tiny checkpoints (head_dim 16 and 24, MQA).
  *
- * Without a GPU every test prints "skipped: no GPU" and passes. LA_ATTN_V2_BISECT=1: the
- * attention cases print the v2 kernel's error under each of its debug switches instead of
- * asserting (bisect_case; attn_prefill.cu). */
+ * Without a GPU every test prints "skipped: no GPU" and passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,68 +271,17 @@ static void cache_doc(builder *cache, int32_t B, int32_t first_block, int32_t le
         add_token(cache, i, unrotated ? LA_POS_UNROTATED : i, (int64_t)(first_block + i / B) * B + i % B);
 }
 
-/* max |gpu - cpu| of the attention outputs, printed, never failing (bisect mode). */
-static double report_diff(const char *what, const la_act a[2], pair *p) {
-    float *ref = read_act(p->be[0], &a[0]), *got = read_act(p->be[1], &a[1]);
-    size_t n = (size_t)(a[0].n_rows * a[0].n_cols), at = 0;
-    double d = la_test_max_abs_diff(got, ref, n, &at);
-    printf("  bisect %-60s max |gpu - cpu| = %.4g at row %zu col %zu\n", what, d, at / (size_t)a[0].n_cols,
-           at % (size_t)a[0].n_cols);
-    fflush(stdout);
-    free(ref);
-    free(got);
-    return d;
-}
-
 /* One GPU step of a case: the query batch's own K (host values kh, uploaded afresh: kv_write
  * rotates its k argument in place, so a second kv_write of the same activation would write
  * keys rotated twice) and V, then attention into o, poisoned first. */
 static void gpu_step(pair *p, la_batch *b, int32_t layer, la_act *k, const float *kh, la_act *v, la_act *q,
-                     la_act o[2], bool fresh_k) {
+                     la_act o[2]) {
     la_err err = {0};
-    if (fresh_k) LA_CHECK_OK(la_cuda_act_upload(p->be[1], k, kh, &err), err);
+    LA_CHECK_OK(la_cuda_act_upload(p->be[1], k, kh, &err), err);
     poison_gpu(p, o);
     LA_CHECK_OK(p->be[1]->ops->batch_begin(p->be[1], b, &err), err);
     LA_CHECK_OK(p->be[1]->ops->kv_write(p->be[1], layer, k, v, &err), err);
     LA_CHECK_OK(p->be[1]->ops->attention(p->be[1], layer, q, &o[1], &err), err);
-}
-
-/* LA_ATTN_V2_BISECT=1: every case also runs v2 under each LA_ATTN_V2_DEBUG bit alone (and
- * all of them), v1, and the old harness (v1 after a second kv_write of the same k), and
- * prints each error without failing; the cases' own assertions are skipped. */
-static bool bisect_mode(void) {
-    const char *e = getenv("LA_ATTN_V2_BISECT");
-    return e && strcmp(e, "1") == 0;
-}
-
-static void bisect_case(pair *p, const char *what, la_batch *b, int32_t layer, la_act k[2], const float *kh,
-                        la_act v[2], la_act q[2], la_act o[2]) {
-    la_err err = {0};
-    static const struct {
-        int32_t variant, bits;
-        const char *name;
-    } runs[] = {{2, 0, "v2"},
-                {2, 1, "v2 dbg 1 (never the no-mask fast path)"},
-                {2, 2, "v2 dbg 2 (always rescale O)"},
-                {2, 4, "v2 dbg 4 (serial: wait all cp.async + sync per tile)"},
-                {2, 8, "v2 dbg 8 (per-group S path)"},
-                {2, 16, "v2 dbg 16 (re-rotate Q every tile)"},
-                {2, 32, "v2 dbg 32 (no skipping of invisible groups)"},
-                {2, 63, "v2 dbg 63 (all of them)"},
-                {1, 0, "v1"}};
-    printf("bisect: %s\n", what);
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], runs[i].variant, &err), err);
-        LA_CHECK_OK(la_cuda_attn_v2_debug_set(p->be[1], runs[i].bits, &err), err);
-        gpu_step(p, b, layer, &k[1], kh, &v[1], &q[1], o, true);
-        report_diff(runs[i].name, o, p);
-    }
-    LA_CHECK_OK(la_cuda_attn_v2_debug_set(p->be[1], 0, &err), err);
-    /* the old harness: the k activation kv_write already rotated, written again */
-    gpu_step(p, b, layer, &k[1], kh, &v[1], &q[1], o, true);
-    gpu_step(p, b, layer, &k[1], kh, &v[1], &q[1], o, false);
-    report_diff("v1, k written twice (the pre-fix harness's second run)", o, p);
-    LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
 }
 
 /* Run one attention case on layer `layer`: write the cache batch's K/V, then the query
@@ -373,19 +320,15 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
     LA_CHECK_OK(p->be[0]->ops->batch_begin(p->be[0], &b, &err), err);
     LA_CHECK_OK(p->be[0]->ops->kv_write(p->be[0], layer, &k[0], &v[0], &err), err);
     LA_CHECK_OK(p->be[0]->ops->attention(p->be[0], layer, &q[0], &o[0], &err), err);
-    if (bisect_mode()) {
-        bisect_case(p, what, &b, layer, k, kh, v, q, o);
-    } else {
-        /* v2 first: a state one run leaves behind for the next would show in v1 */
-        for (int32_t variant = 2; variant >= 1; variant--) {
-            char label[160];
-            snprintf(label, sizeof label, "%s [v%d]", what, variant);
-            LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
-            gpu_step(p, &b, layer, &k[1], kh, &v[1], &q[1], o, true);
-            expect_close(label, o, p, ATTN_TOL, 0);
-        }
-        LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
+    /* v2 first: a state one run leaves behind for the next would show in v1 */
+    for (int32_t variant = 2; variant >= 1; variant--) {
+        char label[160];
+        snprintf(label, sizeof label, "%s [v%d]", what, variant);
+        LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
+        gpu_step(p, &b, layer, &k[1], kh, &v[1], &q[1], o);
+        expect_close(label, o, p, ATTN_TOL, 0);
     }
+    LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
     free(kh);
     act_pair_free(p, k);
     act_pair_free(p, v);
@@ -831,8 +774,6 @@ Test(cuda_attention, prefill_variant_setter_rejects_unknown_variants) {
     cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 3, &err), LA_ERR_INVALID_ARG);
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be, 1, &err), err);
     cr_assert_eq(la_cuda_attn_prefill_variant(be), 1);
-    cr_assert_eq(la_cuda_attn_v2_debug_set(be, 64, &err), LA_ERR_INVALID_ARG);
-    LA_CHECK_OK(la_cuda_attn_v2_debug_set(be, 0, &err), err);
     la_backend_destroy(be);
 }
 

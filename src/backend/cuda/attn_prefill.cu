@@ -42,17 +42,7 @@
  * per-element mask; groups invisible to a warp skip their Q K^T and P V MMAs; O is
  * rescaled only when some row's maximum moved. Padding slots load as zeros. Registers /
  * shared memory per CTA (sm_90, ptxas): hd 128 255 / 103.4 KiB, hd 64 203 / 55.4 KiB,
- * hd 32 160 / 31.4 KiB, no spills; 2 CTAs per SM at hd 128 (by registers and memory).
- *
- * v2 debug switches (bisecting on the GPU; la_cuda_attn_params.v2_debug, from
- * LA_ATTN_V2_DEBUG=<bits> at backend create or la_cuda_attn_v2_debug_set): any bit set
- * launches attn_prefill_v2_kernel<HD, true>, which reads them; 0 (the default) launches the
- * <HD, false> instance, in which they are compile-time zero (same code, registers as
- * above). Bits (cuda_kernels.h LA_ATTN_V2_DBG_*): 1 never the no-mask fast path; 2 rescale O
- * every tile; 4 wait for all cp.async and __syncthreads after issuing the next stage,
- * before computing this one; 8 always the per-group S path; 16 re-rotate Q every tile;
- * 32 no skipping of invisible groups. tests/backend/test_cuda_kernels.c with
- * LA_ATTN_V2_BISECT=1 prints every attention case's error under each bit alone.
+ * hd 32 161 / 31.4 KiB, no spills; 2 CTAs per SM at hd 128 (by registers and memory).
  *
  * v1. One CTA = 4 warps = 64 query rows; row r is token r / hpc, query head
  * r % hpc of the CTA's KV head (hpc = heads_per_cta: 4 for Llama-3's GQA, so a CTA holds
@@ -447,11 +437,9 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
     __syncwarp();
 }
 
-template <int HD, bool DBG>
+template <int HD>
 __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la_cuda_attn_params p) {
     using L = prefill_v2_layout<HD>;
-    /* LA_ATTN_V2_DEBUG bits (top of this file); a compile-time 0 in the production instance */
-    const unsigned dbg = DBG ? (unsigned)p.v2_debug : 0u;
     constexpr int STRIDE = L::STRIDE, CH = HD / 8, NT = LA_KT / 8, DT = HD / 8, KS = HD / 16;
     extern __shared__ __align__(16) unsigned char smem[];
     la_bf16_t *Qs = reinterpret_cast<la_bf16_t *>(smem);
@@ -594,11 +582,6 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         issue_raw(t + 2);
         la_cp_async_commit();
         if (t + 1 < n_tiles) derive_meta(t + 1);
-        if (dbg & LA_ATTN_V2_DBG_SERIAL) { /* every copy of the stage landed before compute */
-            la_cp_async_wait<0>();
-            __syncthreads();
-        }
-        if (dbg & LA_ATTN_V2_DBG_ROTATE_EACH) have_q = false;
 
         const v2_meta *m = meta + (t & 1);
         la_bf16_t *Ks = Kst + (t & 1) * L::KV_ELEMS;
@@ -622,8 +605,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         const int4 gd4 = *reinterpret_cast<const int4 *>(m->gdelta);
         const int32_t gdel[4] = {gd4.x, gd4.y, gd4.z, gd4.w};
         /* every key valid and visible to every row of the warp: no per-element mask */
-        const bool no_mask = !(dbg & LA_ATTN_V2_DBG_MASK_ALWAYS) && gnv4.x == 16 && gnv4.y == 16 &&
-                             gnv4.z == 16 && gnv4.w == 16 &&
+        const bool no_mask = gnv4.x == 16 && gnv4.y == 16 && gnv4.z == 16 && gnv4.w == 16 &&
                              max(max(gmax4.x, gmax4.y), max(gmax4.z, gmax4.w)) <= wmin;
         int vis = 0; /* groups with a key visible to some row of the warp */
         bool uniform = true;
@@ -635,8 +617,6 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
                 else if (gdel[gi] != d0) uniform = false;
                 vis |= 1 << gi;
             }
-        if (dbg & LA_ATTN_V2_DBG_ALL_GROUPS) vis = (1 << LA_KT_GROUPS) - 1; /* masked below */
-        if (dbg & LA_ATTN_V2_DBG_PER_GROUP) uniform = false;
 
         /* S = Q K^T: both m16 tiles per K fragment. The visible groups usually share one
          * q_delta (a tile straddles a document boundary only at a document's first block):
@@ -739,8 +719,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
                 mr[i][h] = nm;
             }
         /* rescale O only when some row's maximum moved (rare once the maxima settle) */
-        if ((dbg & LA_ATTN_V2_DBG_RESCALE_ALWAYS) ||
-            __any_sync(full, alpha[0][0] != 1.f || alpha[0][1] != 1.f || alpha[1][0] != 1.f || alpha[1][1] != 1.f)) {
+        if (__any_sync(full, alpha[0][0] != 1.f || alpha[0][1] != 1.f || alpha[1][0] != 1.f || alpha[1][1] != 1.f)) {
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
@@ -812,12 +791,12 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         }
 }
 
-template <int HD, bool DBG>
-la_status launch_prefill_v2_as(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
+template <int HD>
+la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     const size_t bytes = prefill_v2_layout<HD>::BYTES;
     static bool attr_done = false;
     if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(attn_prefill_v2_kernel<HD, DBG>,
+        cudaError_t e = cudaFuncSetAttribute(attn_prefill_v2_kernel<HD>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
         if (e != cudaSuccess)
             return la_err_set(err, LA_ERR_BACKEND, "attn_prefill v2: %zu bytes of shared memory: %s",
@@ -825,15 +804,8 @@ la_status launch_prefill_v2_as(const la_cuda_attn_params *p, cudaStream_t stream
         attr_done = true;
     }
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_prefill_v2_kernel<HD, DBG><<<grid, V2_THREADS, bytes, stream>>>(*p);
+    attn_prefill_v2_kernel<HD><<<grid, V2_THREADS, bytes, stream>>>(*p);
     return la_cuda_launched("attn_prefill", err);
-}
-
-/* The production instance, or the one that reads p->v2_debug (LA_ATTN_V2_DEBUG) */
-template <int HD>
-la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    return p->v2_debug ? launch_prefill_v2_as<HD, true>(p, stream, err)
-                       : launch_prefill_v2_as<HD, false>(p, stream, err);
 }
 
 } /* namespace */

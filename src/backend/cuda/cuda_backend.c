@@ -206,7 +206,6 @@ typedef struct cuda_backend {
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
     int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1 or 2 */
-    int32_t v2_debug;                        /* LA_ATTN_V2_DBG_* bits (la_cuda_attn_v2_debug_set) */
     float *inv_freq_dev;                     /* [head_dim / 2] */
     float2 *rope;                            /* [rope_len][head_dim / 2] */
     int32_t rope_len;
@@ -1353,7 +1352,6 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
         .prefill_variant = c->step_prefill_variant, .combine_rows = c->combine_rows,
-        .v2_debug = c->v2_debug,
     };
     prof_begin(c);
     p.items = c->d_items_prefill;
@@ -1796,8 +1794,6 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
     c->graphs = graphs && strcmp(graphs, "1") == 0;
     c->prefill_variant = variant;
-    const char *v2_debug = getenv("LA_ATTN_V2_DEBUG"); /* bisecting v2: attn_prefill.cu */
-    if (v2_debug && *v2_debug) c->v2_debug = (int32_t)(strtol(v2_debug, NULL, 0) & LA_ATTN_V2_DBG_ALL);
     la_status s = create_resources(c, err);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
@@ -1822,16 +1818,6 @@ la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_e
 
 int32_t la_cuda_attn_prefill_variant(const la_backend *be) {
     return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->prefill_variant : 0;
-}
-
-la_status la_cuda_attn_v2_debug_set(la_backend *be, int32_t bits, la_err *err) {
-    if (!la_cuda_backend_is(be))
-        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_v2_debug_set: not a CUDA backend");
-    if (bits & ~LA_ATTN_V2_DBG_ALL)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_v2_debug_set: bits 0x%x (known: 0x%x)",
-                          (unsigned)bits, (unsigned)LA_ATTN_V2_DBG_ALL);
-    cu(be)->v2_debug = bits;
-    return LA_OK;
 }
 
 la_status la_cuda_act_upload(la_backend *be, la_act *a, const float *host, la_err *err) {

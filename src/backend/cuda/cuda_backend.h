@@ -107,12 +107,6 @@ uint32_t la_cuda_fused_gemm(const la_backend *be);
 la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err);
 /* The variant of the next steps; 0 for a backend that is not CUDA. */
 int32_t la_cuda_attn_prefill_variant(const la_backend *be);
-/* Debug switches of the v2 prefill kernel from the next attention call on (bits
- * LA_ATTN_V2_DBG_* of cuda_kernels.h, documented at the top of attn_prefill.cu; 0: none,
- * the production kernel). LA_ATTN_V2_DEBUG=<bits> sets them at create. For bisecting the
- * kernel on the GPU (tests/backend/test_cuda_kernels.c, LA_ATTN_V2_BISECT=1).
- * LA_ERR_INVALID_ARG for unknown bits or another backend. */
-la_status la_cuda_attn_v2_debug_set(la_backend *be, int32_t bits, la_err *err);
 
 /* The device's name ("NVIDIA H200") and its multiprocessor count. */
 const char *la_cuda_device_name(const la_backend *be);

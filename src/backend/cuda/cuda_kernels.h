@@ -92,21 +92,7 @@ typedef struct la_cuda_attn_params {
     float scale_log2;             /* log2(e) / sqrt(head_dim) */
     int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA) or 2 (128) */
     int32_t combine_rows;         /* the largest rows of the combine items (grid z) */
-    int32_t v2_debug;             /* LA_ATTN_V2_DBG_* bits; 0: the production v2 kernel */
 } la_cuda_attn_params;
-
-/* Debug switches of the v2 prefill kernel (attn_prefill.cu), for bisecting it on the GPU:
- * LA_ATTN_V2_DEBUG=<bits> at backend create or la_cuda_attn_v2_debug_set. Any bit set
- * launches a separate instance that reads them (uniform branches); 0 launches the
- * production instance, compiled without them. */
-#define LA_ATTN_V2_DBG_MASK_ALWAYS 1    /* never take the no-mask fast path */
-#define LA_ATTN_V2_DBG_RESCALE_ALWAYS 2 /* rescale O every tile, moved maximum or not */
-#define LA_ATTN_V2_DBG_SERIAL 4         /* wait for every cp.async + __syncthreads after issuing
-                                           the next stage, before computing this tile */
-#define LA_ATTN_V2_DBG_PER_GROUP 8      /* always the per-group S path (never "uniform") */
-#define LA_ATTN_V2_DBG_ROTATE_EACH 16   /* re-rotate Q into shared memory every tile/group */
-#define LA_ATTN_V2_DBG_ALL_GROUPS 32    /* no skipping of invisible groups' MMAs */
-#define LA_ATTN_V2_DBG_ALL 63
 
 /* Query rows (token x head) of one attn_prefill CTA of the given variant (1 or 2): the
  * host scheduler cuts prefill tiles of rows / heads_per_cta tokens. */
