@@ -37,19 +37,6 @@
 #define VARIANT_TOL_REL 2e-2
 #define N_GEN 5
 
-static bool have_gpu(void) {
-    la_backend *be = NULL;
-    la_err err = {0};
-    la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
-    if (s != LA_OK) {
-        printf("skipped: no GPU (%s)\n", err.msg);
-        fflush(stdout);
-        return false;
-    }
-    la_backend_destroy(be);
-    return true;
-}
-
 static double logit_tol(const float *ref, int32_t n) {
     double m = 0;
     for (int32_t i = 0; i < n; i++) m = fmax(m, fabs((double)ref[i]));
@@ -68,7 +55,7 @@ static int32_t argmax(const float *x, int32_t n) {
 /* Logits of the CPU (be[0]), the GPU with attn_prefill v2 (be[1]) and with v1 (be[2]); the
  * GPU against the CPU within LOGIT_TOL_REL, v2 against v1 within VARIANT_TOL_REL. */
 static void forward_vs_cpu(const char *name) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
     la_err err = {0};
@@ -251,7 +238,7 @@ static void shuffle(int32_t *v, int32_t n) {
 }
 
 Test(cuda_forward, lazy_mepic_block_equal_block_ref_on_gpu) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_engine *e = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
     const int32_t edge[][6] = {{1}, {16}, {32, 1, 15}, {17, 16, 200, 1, 48, 3}};
     const int32_t edge_n[] = {1, 1, 3, 6};
@@ -286,7 +273,7 @@ Test(cuda_forward, lazy_mepic_block_equal_block_ref_on_gpu) {
 }
 
 Test(cuda_forward, prefix_equals_recompute_on_gpu) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_engine *e = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
     const int32_t lens[4] = {40, 16, 23, 50};
     docset d = make_docs(4, lens);
@@ -312,7 +299,7 @@ Test(cuda_forward, prefix_equals_recompute_on_gpu) {
 }
 
 Test(cuda_forward, gpu_engine_matches_cpu_engine) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_engine *eg = gpu_engine("tiny-bf16-untied", LA_DEVICE_CUDA);
     la_engine *ec = gpu_engine("tiny-bf16-untied", LA_DEVICE_CPU);
     const int32_t lens[5] = {33, 1, 64, 70, 2};
@@ -338,7 +325,7 @@ Test(cuda_forward, gpu_engine_matches_cpu_engine) {
 
 /* --random-weights on the GPU: the exact shape with weights made on the device. */
 Test(cuda_forward, random_weights_tiny_shape_generates) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_engine_options o;
     la_engine_options_init(&o);
     o.random_weights = "tiny";
@@ -485,7 +472,7 @@ static void print_stats(const char *what, const la_cuda_graph_stats *st) {
  * every step's logits are bit-equal with graphs on and off, and most decode steps replay
  * a graph (first sight of a key runs eagerly, the second captures). */
 Test(cuda_forward, graph_decode_equals_eager_across_batch_changes) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     gpair g;
     gpair_init(&g, "tiny-f32-tied");
     const int32_t all[4] = {0, 1, 2, 3}, lens[3] = {150, 200, 40};
@@ -522,7 +509,7 @@ Test(cuda_forward, graph_decode_equals_eager_across_batch_changes) {
  * leaves capture mode, the step runs eagerly with the same logits, and the key is not
  * captured again; a new key (another batch) still captures and replays. */
 Test(cuda_forward, graph_capture_failure_falls_back_to_eager) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     gpair g;
     gpair_init(&g, "tiny-bf16-untied");
     const int32_t all[2] = {0, 1}, lens[2] = {130, 20};
@@ -551,7 +538,7 @@ Test(cuda_forward, graph_capture_failure_falls_back_to_eager) {
  * abandoned (no to_host); the next batch_begin runs nothing twice and later steps still
  * agree. */
 Test(cuda_forward, graph_step_interrupted_runs_recorded_ops_first) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     gpair g;
     gpair_init(&g, "tiny-f32-tied");
     const int32_t ids[1] = {0}, len[1] = {37}, one[1] = {1};
@@ -608,7 +595,7 @@ Test(cuda_forward, graph_step_interrupted_runs_recorded_ops_first) {
  * different lengths (the decode batch shrinks from 3 to 1), on an engine created with
  * LA_CUDA_GRAPHS=1 and one without: the same greedy tokens and bit-equal logits. */
 Test(cuda_forward, gpu_engine_graphs_match_eager) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_engine *e[2];
     unsetenv("LA_CUDA_GRAPHS");
     e[0] = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);

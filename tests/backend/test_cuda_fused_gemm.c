@@ -51,19 +51,6 @@ static float urand_pm1(void) { /* [-1, 1) */
     return (float)((double)(g_rng >> 11) * (2.0 / 9007199254740992.0) - 1.0);
 }
 
-static bool have_gpu(void) {
-    la_backend *be = NULL;
-    la_err err = {0};
-    la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
-    if (s != LA_OK) {
-        printf("skipped: no GPU (%s)\n", err.msg);
-        fflush(stdout);
-        return false;
-    }
-    la_backend_destroy(be);
-    return true;
-}
-
 /* ============================================================ split_cols ============= */
 
 /* Split [n_rows, sum cols] into the parts on the device and compare every element with
@@ -107,7 +94,7 @@ static void split_case(int32_t n_rows, const int32_t *cols, int32_t n_parts) {
 }
 
 Test(cuda_fused_gemm, split_cols_copies_each_part_exactly) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     /* 16-byte vectors: Llama-3-8B's Q, K, V widths, one decode row and a question chunk */
     const int32_t qkv[3] = {4096, 1024, 1024}, gate_up[2] = {14336, 14336};
     split_case(1, qkv, 3);
@@ -122,7 +109,7 @@ Test(cuda_fused_gemm, split_cols_copies_each_part_exactly) {
 }
 
 Test(cuda_fused_gemm, split_cols_rejects_bad_parts) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_err err = {0};
     la_cuda_split_params p = {.n_parts = 4, .n_rows = 1};
     cr_assert_eq(la_cuda_split_cols(&p, 0, &err), LA_ERR_INTERNAL);
@@ -188,7 +175,7 @@ static void group_case(la_backend *be, int32_t n_rows, bool expect_fused) {
 }
 
 Test(cuda_fused_gemm, matmul_group_matches_separate_matmuls) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_err err = {0};
     la_model_config cfg;
     LA_CHECK_OK(la_model_config_preset("tiny", &cfg, &err), err);
@@ -212,7 +199,7 @@ Test(cuda_fused_gemm, matmul_group_matches_separate_matmuls) {
 /* LA_CUDA_FUSED_GEMM at create: unset or 1 all groups, 0 none, qkv / gate_up one; any
  * other value fails the create with LA_ERR_INVALID_ARG (no backend made). */
 Test(cuda_fused_gemm, env_sets_the_default_groups) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     const struct {
         const char *value;
         uint32_t groups;
@@ -239,7 +226,7 @@ Test(cuda_fused_gemm, env_sets_the_default_groups) {
 /* A list that is not a stacked group (K alone with Q in another order) runs as separate
  * matmuls: bit-equal to them. */
 Test(cuda_fused_gemm, matmul_group_of_other_weights_runs_separately) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     la_err err = {0};
     la_model_config cfg;
     LA_CHECK_OK(la_model_config_preset("tiny", &cfg, &err), err);
@@ -381,7 +368,7 @@ static double fpair_step(fpair *f, const int32_t *seq, const int32_t *n_new, int
  * five (5 rows), then a 150-row prefill (above the threshold: single GEMMs, reading KV the
  * fused steps wrote) and a decode row after it. Every step within FUSED_TOL_REL. */
 static void fused_vs_unfused(const char *model) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     fpair f;
     const bool graphs[2] = {false, false};
     const uint32_t fused[2] = {0, LA_CUDA_FUSED_ALL};
@@ -407,7 +394,7 @@ Test(cuda_fused_gemm, logits_match_unfused_f32_linear_rope) { fused_vs_unfused("
 /* Graphs on ([1]) against off ([0]) with only the QKV group fused: a recorded decode step
  * mixes OP_MATMUL_GROUP and per-weight OP_MATMULs; the replays give bit-equal logits. */
 Test(cuda_fused_gemm, graph_replay_of_fused_steps_equals_eager) {
-    if (!have_gpu()) return;
+    if (!la_test_have_gpu()) return;
     fpair f;
     const bool graphs[2] = {false, true};
     const uint32_t fused[2] = {LA_CUDA_FUSED_QKV, LA_CUDA_FUSED_QKV};

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "base/file.h"
 
 char *la_test_path(const char *rel) { return la_path_join(LA_SOURCE_DIR, rel); }
@@ -94,4 +95,16 @@ la_test_cli_result la_test_cli(const char *env, const char *args, const char *in
 void la_test_cli_free(la_test_cli_result *r) {
     free(r->out);
     free(r->err);
+}
+
+bool la_test_have_gpu(void) {
+    la_backend *be = NULL;
+    la_err err = {0};
+    if (la_backend_create(LA_DEVICE_CUDA, 0, &be, &err) != LA_OK) {
+        printf("skipped: no GPU (%s)\n", err.msg);
+        fflush(stdout);
+        return false;
+    }
+    la_backend_destroy(be);
+    return true;
 }

@@ -3,6 +3,7 @@
 #define LA_TEST_UTIL_H
 
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include "lazyattn/status.h"
 
@@ -33,6 +34,10 @@ la_test_cli_result la_test_cli(const char *env, const char *args, const char *in
 void la_test_cli_free(la_test_cli_result *r);
 
 /* Max |a-b| over n floats; *at receives its index. */
+/* True when a CUDA backend can be created (a GPU is present); otherwise prints
+ * "skipped: no GPU (<reason>)" and returns false, so a GPU test can return and pass. */
+bool la_test_have_gpu(void);
+
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at);
 
 #endif
