@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "base/file.h"
@@ -322,8 +323,9 @@ static int record_gif(const char *frames_path, const char *gif) {
     }
     free(all);
     if (rc == 0 && n > 0) {
-        /* convert -loop 0 -delay d0 f0.png -delay d1 f1.png ... out.gif */
-        char **argv = calloc((size_t)(3 * n + 4), sizeof(char *));
+        /* convert -loop 0 -delay d0 f0.png -delay d1 f1.png ... out.gif: 3 + 3 n + 1
+         * arguments and the NULL */
+        char **argv = calloc((size_t)(3 * n + 5), sizeof(char *));
         char (*delay)[16] = calloc((size_t)n, sizeof *delay);
         char (*png)[128] = calloc((size_t)n, sizeof *png);
         int k = 0;
@@ -342,6 +344,8 @@ static int record_gif(const char *frames_path, const char *gif) {
         argv[k++] = (char *)gif;
         argv[k] = NULL;
         rc = run_argv(argv);
+        struct stat st;
+        if (rc == 0 && (stat(gif, &st) != 0 || st.st_size == 0)) rc = -1; /* convert wrote nothing */
         free(argv);
         free(delay);
         free(png);

@@ -33,11 +33,11 @@ typedef struct la_test_cli_result {
 la_test_cli_result la_test_cli(const char *env, const char *args, const char *input);
 void la_test_cli_free(la_test_cli_result *r);
 
-/* Max |a-b| over n floats; *at receives its index. */
 /* True when a CUDA backend can be created (a GPU is present); otherwise prints
  * "skipped: no GPU (<reason>)" and returns false, so a GPU test can return and pass. */
 bool la_test_have_gpu(void);
 
+/* Max |a-b| over n floats; *at receives its index. */
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at);
 
 #endif
