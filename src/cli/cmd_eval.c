@@ -87,8 +87,10 @@ static void usage(FILE *f) {
                "                     [--max-docs N] [--max-tokens N] [--json OUT] [--device D]\n"
                "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n"
                "                     [--gpu-memory-fraction F]\n"
-               "  --concurrency N  questions in flight (64); ttft_ms includes the queueing this\n"
-               "                   causes: use --concurrency 1 for latency\n"
+               "  --concurrency N  questions in flight (64)\n"
+               "  ttft_ms is not a benchmark: it includes the queueing --concurrency causes, and the\n"
+               "  methods share one engine and its document cache, so whichever method sees a\n"
+               "  document first pays for encoding it (timings: lazyattn bench)\n"
                "  --limit N        first N questions (0: all)\n");
 }
 
