@@ -1276,13 +1276,13 @@ static la_status cuda_matmul_group(la_backend *be, const la_act *x, const la_wei
         return LA_OK;
     }
     const la_bf16_t *w0 = weight_ptr(c, w[0], layer);
+    if (!w0) return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul_group: no weight %d for layer %d", (int)w[0], layer);
     la_cuda_split_params sp = {.x = c->gemm_scratch, .n_parts = n_w, .n_rows = (int32_t)x->n_rows};
     int64_t n_in = 0, n_total = 0;
     for (int32_t i = 0; i < n_w; i++) {
         int64_t n_out, in_i;
         la_weight_shape(&c->base.cfg, w[i], &n_out, &in_i);
         /* the members are stacked right after each other (load_all) */
-        if (!w0) return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul_group: no weight %d for layer %d", (int)w[0], layer);
         if (weight_ptr(c, w[i], layer) != w0 + n_total * in_i || (i > 0 && in_i != n_in))
             return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul_group: weight %d of layer %d is not stacked", (int)w[i],
                               layer);
