@@ -87,6 +87,7 @@ static void usage(FILE *f) {
                "                     [--max-docs N] [--max-tokens N] [--json OUT] [--device D]\n"
                "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n"
                "                     [--gpu-memory-fraction F]\n"
+               "  --max-tokens N   new tokens per answer (32)\n"
                "  --concurrency N  questions in flight (64)\n"
                "  ttft_ms is not a benchmark: it includes the queueing --concurrency causes, and the\n"
                "  methods share one engine and its document cache, so whichever method sees a\n"
@@ -109,7 +110,7 @@ int la_cli_eval(int argc, char **argv) {
     la_engine_options_init(&eo);
     eo.model_dir = la_cli_default_model_dir();
     const char *dataset = NULL, *json_out = NULL, *methods_arg = "lazy";
-    int32_t orders = 1, limit = 0, max_docs = 0, max_tokens = 16, concurrency = 64;
+    int32_t orders = 1, limit = 0, max_docs = 0, max_tokens = 32, concurrency = 64;
     int64_t seed = 1;
     la_err err = {0};
     int c;

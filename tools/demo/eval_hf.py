@@ -4,7 +4,7 @@
   python3 tools/demo/eval_hf.py --model models/rag-tiny --test models/rag-tiny/eval/test.jsonl \
       --out models/rag-tiny/eval/hf_results.json [--n 1000] [--orders 3] [--device cuda]
 
-Greedy decoding, at most 16 new tokens, stop at an eos id. Two attention masks:
+Greedy decoding, at most 32 new tokens, stop at an eos id. Two attention masks:
   block  block-diagonal over preamble and documents, the final block (question and the
          generated tokens) attends to everything before it; positions 0..N-1, no padding
   full   plain causal attention over the same tokens and positions
@@ -49,7 +49,7 @@ def permutation(k, ex_id, n):
 
 
 @torch.no_grad()
-def greedy(model, tok, examples, block, dev, max_new=16, bs=128):
+def greedy(model, tok, examples, block, dev, max_new=32, bs=128):
     """Returns list of (text, ids) per example."""
     pad = tok.token_to_id("<|pad|>")
     eos = set(model.config.eos_token_id if isinstance(model.config.eos_token_id, list)
@@ -161,7 +161,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=0, help="first N questions (0 = all)")
     ap.add_argument("--orders", type=int, default=3)
-    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--card", default=None, help="README.md whose <!-- eval:begin/end --> part is "

@@ -410,16 +410,67 @@ _YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
 
 def year_first(q, documents):
     """The answer of a comparison question as "<deciding year>: <name>" (training option
-    --year-first): the model first writes the year of the film or person it picks (a
-    lookup and a comparison of two years, which it learns), then the name that has that
-    year (a lookup keyed by the year it just wrote). Other questions unchanged. q: a
-    question dict {"type", "answers", ...}; the year is the first year in the document
-    titled with the answer (a film's release year, a person's birth year)."""
+    --answer-format year-first, stage 4): the model first writes the year of the film or
+    person it picks (a lookup and a comparison of two years, which it learns), then the
+    name that has that year (a lookup keyed by the year it just wrote). Other questions
+    unchanged. q: a question dict {"type", "answers", ...}; the year is the first year in
+    the document titled with the answer (a film's release year, a person's birth year)."""
     if q["type"] not in COMPARE_TYPES or ":" in q["answers"][0]:
         return q
     name = q["answers"][0]
     doc = next(d for d in documents if d["title"] == name)
     return dict(q, answers=[f"{_YEAR.search(doc['text']).group(1)}: {name}"])
+
+
+_GIVEN = re.compile(r" \((?:born )?\d{4}\)$")
+_DIRECTOR_OF = re.compile(r"director of (?:the )?film (.+?)(?: born)?\?$")
+_DIRECTED_BY = re.compile(r"[Dd]irected by (.+?)(?:,| and |\.)")
+
+
+def bridge_first(q, documents):
+    """The answer of a two-hop question with its bridge written first (training option
+    --answer-format bridge-first, stage 5), a short chain of thought that turns one
+    two-hop lookup into steps the model already does well:
+      director_*: "<director>: <answer>"  (two one-hop lookups, the second keyed by the
+                  name just written);
+      compare_*:  "<year of the first-named> vs <year of the second-named>: <name>"
+                  (two one-hop lookups, then a comparison of two years written next to
+                  each other and a choice between the two names by their place in the
+                  question, which the *_given scaffolds showed the model does at 96-100%).
+    Exact match reads containment of the gold answer, which the bridge does not contain:
+    only the chosen name, never the other one, is written. Other questions unchanged.
+    q: {"question", "answers", "type", ...}; documents: the example's documents."""
+    text = {d["title"]: d["text"] for d in documents}
+    answer = q["answers"][0]
+    if q["type"] in COMPARE_TYPES:
+        if " vs " in answer:
+            return q
+        names = [_GIVEN.sub("", n) for n in
+                 q["question"][q["question"].index(", ") + 2:-1].split(" or ")]
+        y = [_YEAR.search(text[n]).group(1) for n in names]
+        return dict(q, answers=[f"{y[0]} vs {y[1]}: {answer}"])
+    if q["type"].startswith("director_"):
+        film = _DIRECTOR_OF.search(q["question"]).group(1)
+        director = _DIRECTED_BY.search(text[film]).group(1)
+        if answer.startswith(director + ": "):
+            return q
+        return dict(q, answers=[f"{director}: {answer}"])
+    return q
+
+
+ANSWER_FORMATS = {"plain": None, "year-first": year_first, "bridge-first": bridge_first}
+
+
+def format_answers(ex, answer_format):
+    """ex (a make_example dict, with its "questions" if packed) with its answers written in
+    answer_format (a key of ANSWER_FORMATS)."""
+    fmt = ANSWER_FORMATS[answer_format]
+    if fmt is None:
+        return ex
+    ex = fmt(ex, ex["documents"])
+    if "questions" in ex:
+        ex["questions"] = [fmt(q, ex["documents"]) for q in ex["questions"]]
+    return ex
 
 
 def _pick_type(r, type_weights):
@@ -442,7 +493,7 @@ def _given(r, a_text, b_text, a_year, b_year, fmt):
 
 
 def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_questions=1,
-                 type_weights=None, year_first_answers=False):
+                 type_weights=None, answer_format="plain"):
     """Example idx of a split: a pure function of (SEED, split, idx and the options).
 
     n_docs: documents in the prompt (default 10 for val/test, 1..12 for train);
@@ -453,7 +504,7 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     is the example's own) that the same documents answer, each {"question", "answers",
     "hops", "type"} (training packs them onto one encoding of the documents).
     type_weights: {type: weight} for drawing training question types (default uniform).
-    year_first_answers: comparison answers as "<year>: <name>" (year_first)."""
+    answer_format: how answers are written (ANSWER_FORMATS; training)."""
     r = random.Random(f"{SEED}/{split}/{idx}")
     if qtype is None:
         qtype = TYPES[idx % len(TYPES)] if split != "train" else _pick_type(r, type_weights)
@@ -507,11 +558,7 @@ def make_example(split, idx, n_docs=None, qtype=None, fresh_names=False, n_quest
     if n_questions > 1:
         ex["questions"] = _more_questions(w, set(chosen), question, answer, qtype, n_questions,
                                           type_weights)
-    if year_first_answers:
-        ex = year_first(ex, docs)
-        if "questions" in ex:
-            ex["questions"] = [year_first(q, docs) for q in ex["questions"]]
-    return ex
+    return format_answers(ex, answer_format)
 
 
 def _more_questions(w, chosen, question, answer, qtype, n, type_weights=None):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Probe what the demo model can and cannot do on the comparison questions.
 
-  python3 tools/demo/probe.py --model models/rag-tiny [--n 96] [--year-first]
+  python3 tools/demo/probe.py --model models/rag-tiny [--n 96] [--answer-format F]
 
 1. Teacher-forced exact match (train.teacher_forced_em, block mask) on fresh
    training-distribution examples of each comparison type and of the training-only
@@ -31,13 +31,13 @@ import train  # noqa: E402
 YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
 
 
-def teacher_forced(model, tok, n, year_first):
+def teacher_forced(model, tok, n, answer_format):
     dev = torch.device("cpu")
     out = {}
     for t in ["order_years", "compare_film_given", "compare_birth_given", "film_of_year",
               "person_of_year", "compare_film", "compare_birth"]:
         exs = [gen_data.make_example("train", 900_000_000 + i, qtype=t, fresh_names=True,
-                                     year_first_answers=year_first) for i in range(n)]
+                                     answer_format=answer_format) for i in range(n)]
         if t.endswith("_given"):
             for label, k in (("both years", 2), ("one year", 1)):
                 sub = [e for e in exs if e["question"].count("(") == k]
@@ -58,7 +58,7 @@ def year_first_answers(model_dir):
     c = collections.Counter()
     for p in res["per_question"]:
         t = tests[p["id"]]
-        if not t["type"].startswith("compare") or ":" not in p["block"]:
+        if not t["type"].startswith("compare") or ":" not in p["block"] or " vs " in p["block"]:
             continue
         a, b = re.search(r", (.*) or (.*)\?$", t["question"]).groups()
         docs = {d["title"]: d["text"] for d in t["documents"]}
@@ -74,12 +74,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="models/rag-tiny")
     ap.add_argument("--n", type=int, default=96, help="examples per type")
-    ap.add_argument("--year-first", action="store_true", help="the model was trained with --year-first")
+    ap.add_argument("--answer-format", choices=sorted(gen_data.ANSWER_FORMATS), default="plain",
+                    help="the answer format the model was trained with (train.py --answer-format)")
+    ap.add_argument("--year-first", dest="answer_format", action="store_const", const="year-first")
     a = ap.parse_args()
     tok = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
     model = LlamaForCausalLM.from_pretrained(a.model, torch_dtype=torch.float32).eval()
     print("teacher-forced EM, block mask, fresh training-distribution examples:")
-    for k, (em, n) in teacher_forced(model, tok, a.n, a.year_first).items():
+    for k, (em, n) in teacher_forced(model, tok, a.n, a.answer_format).items():
         print(f"  {k:34s} {100 * em:5.1f}%  (n={n})")
     c = year_first_answers(a.model)
     if c:

@@ -203,10 +203,11 @@ class TrainStream(torch.utils.data.IterableDataset):
     DataLoader takes them round robin, so the stream is the same for any worker count."""
 
     def __init__(self, tok_path, batch, pad_id, full_frac, curriculum, questions, start_batch=0,
-                 type_weights=None, year_first=False):
+                 type_weights=None, answer_format="plain"):
         self.tok_path, self.batch, self.pad_id = tok_path, batch, pad_id
         self.full_frac, self.curriculum, self.start = full_frac, curriculum, start_batch
-        self.questions, self.type_weights, self.year_first = questions, type_weights, year_first
+        self.questions, self.type_weights = questions, type_weights
+        self.answer_format = answer_format
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
@@ -218,7 +219,7 @@ class TrainStream(torch.utils.data.IterableDataset):
             items = [tokenize_example(tok, gen_data.make_example(
                 "train", k * self.batch + j, n_docs=n_docs, fresh_names=True,
                 n_questions=self.questions, type_weights=self.type_weights,
-                year_first_answers=self.year_first))
+                answer_format=self.answer_format))
                 for j in range(self.batch)]
             d = collate(items, self.pad_id)
             d["block"] = torch.tensor(block)
@@ -320,8 +321,12 @@ def main():
     ap.add_argument("--lm-weight", type=float, default=0.0)
     ap.add_argument("--questions", type=int, default=6,
                     help="questions packed onto each training example's documents")
-    ap.add_argument("--year-first", action="store_true",
-                    help="comparison answers as '<deciding year>: <name>' (gen_data.year_first)")
+    ap.add_argument("--answer-format", choices=sorted(gen_data.ANSWER_FORMATS), default="plain",
+                    help="how training answers are written: year-first (stage 4: comparisons as "
+                         "'<deciding year>: <name>'), bridge-first (stage 5: two-hop answers "
+                         "name their bridge first); gen_data.year_first / bridge_first")
+    ap.add_argument("--year-first", dest="answer_format", action="store_const", const="year-first",
+                    help="same as --answer-format year-first (the stage-4 command)")
     ap.add_argument("--val-size", type=int, default=256, help="validation questions per evaluation")
     ap.add_argument("--type-weights", default="",
                     help="weights for drawing question types, e.g. film_year=3,birthdate=3 "
@@ -364,8 +369,7 @@ def main():
     nparam = sum(p.numel() for p in model.parameters())
     print(f"model: {nparam / 1e6:.2f}M parameters, config {json.dumps({k: cfg_dict[k] for k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'vocab_size')})}")
     val = load_jsonl(a.val, a.val_size) if a.val else []
-    if a.year_first:
-        val = [gen_data.year_first(e, e["documents"]) for e in val]
+    val = [gen_data.format_answers(e, a.answer_format) for e in val]
 
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -375,7 +379,7 @@ def main():
     dl = torch.utils.data.DataLoader(TrainStream(tok_path, a.batch, pad_id, a.full_frac, a.curriculum,
                                                  a.questions, start_batch=a.start_batch,
                                                  type_weights=parse_weights(a.type_weights),
-                                                 year_first=a.year_first),
+                                                 answer_format=a.answer_format),
                                      batch_size=None, num_workers=a.workers, pin_memory=amp,
                                      prefetch_factor=8 if a.workers else None,
                                      persistent_workers=False)
