@@ -3,7 +3,8 @@
  * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
- *             [--prefill-variants v1,v2] [--fused off,on|both|qkv|...] [--out FILE]
+ *             [--prefill-variants v1,v2] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
+ *             [--out FILE]
  *             [--commit SHA] [--no-engine]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
@@ -31,6 +32,11 @@
  * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
  * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v2), in the same run;
  * every TTFT row names its "prefill_variant".
+ *
+ * --decode-variants times every TPOT row once per attn_decode kernel
+ * (la_cuda_attn_decode_variant_set; default: the backend's, v2 unless LA_ATTN_DECODE=v1),
+ * in the same run; every TPOT row names its "decode_variant", and its profile_ms shows
+ * that kernel's attn_decode and attn_combine times.
  *
  * --fused times the block, mepic and lazy TTFT rows (64-row questions) and every TPOT row
  * once per fused-GEMM setting (la_cuda_fused_gemm_set; default: the backend's, all groups
@@ -173,6 +179,9 @@ typedef struct bench {
     int32_t variants[2]; /* attn_prefill variants to time (--prefill-variants) */
     int n_variants;
     int32_t default_variant; /* the backend's at create */
+    int32_t dvariants[2];    /* attn_decode variants to time (--decode-variants) */
+    int n_dvariants;
+    int32_t default_dvariant; /* the backend's at create */
     uint32_t fused[4];       /* fused-GEMM settings to time (--fused), LA_CUDA_FUSED_* masks */
     int n_fused;
     uint32_t default_fused;  /* the backend's at create */
@@ -554,15 +563,15 @@ static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const c
     jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"tpot_ms\": %.3f, \"floor_ms\": %.3f, "
                      "\"ratio_to_floor\": %.3f, \"tpot_graphs_ms\": %.3f, \"graphs_ratio_to_floor\": %.3f, "
                      "\"graphs\": {\"steps\": %lld, \"replayed\": %lld, \"captures\": %lld, "
-                     "\"capture_failures\": %lld}",
+                     "\"capture_failures\": %lld}, \"decode_variant\": \"v%d\"",
             bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, ms_graphs,
-            ms_graphs / floor_ms, recorded, replayed, captures, failed);
+            ms_graphs / floor_ms, recorded, replayed, captures, failed, la_cuda_attn_decode_variant(bn->be));
     emit_fused(bn);
     jprintf(bn->out, ", \"profile_ms\": %s}", prof);
     bn->first_row = false;
-    fprintf(stderr, "  decode %-12s batch %2d  fused %-7s  TPOT %8.3f ms  graphs %8.3f ms (%lld/%lld replayed)  "
-                    "floor %7.3f ms  ratio %5.2f / %5.2f\n", name, batch_size, fused_name(la_cuda_fused_gemm(bn->be)),
-            ms, ms_graphs, replayed, recorded, floor_ms, ms / floor_ms, ms_graphs / floor_ms);
+    fprintf(stderr, "  decode %-12s batch %2d  fused %-7s  attn_decode v%d  TPOT %8.3f ms  graphs %8.3f ms "
+                    "(%lld/%lld replayed)  floor %7.3f ms  ratio %5.2f / %5.2f\n", name, batch_size,
+            fused_name(la_cuda_fused_gemm(bn->be)), la_cuda_attn_decode_variant(bn->be), ms, ms_graphs, replayed, recorded, floor_ms, ms / floor_ms, ms_graphs / floor_ms);
     free(t);
     free(first);
     layout_free(&L);
@@ -713,6 +722,8 @@ int main(int argc, char **argv) {
     bool engine = true;
     int32_t variants[2] = {0, 0}; /* 0: the backend's default */
     int n_variants = 1;
+    int32_t dvariants[2] = {0, 0}; /* 0: the backend's default */
+    int n_dvariants = 1;
     uint32_t fused[4] = {0};
     int n_fused = 0; /* 0: the backend's default */
     for (int i = 1; i < argc; i++) {
@@ -736,6 +747,20 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_gpu: --prefill-variants %s: expected v1, v2 or v1,v2\n", argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--decode-variants") && i + 1 < argc) {
+            char list[32];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            n_dvariants = 0;
+            bool bad = false;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                const int32_t v = !strcmp(tok, "v1") ? 1 : !strcmp(tok, "v2") ? 2 : 0;
+                if (v == 0 || n_dvariants == 2) bad = true;
+                else dvariants[n_dvariants++] = v;
+            }
+            if (bad || n_dvariants == 0) {
+                fprintf(stderr, "bench_gpu: --decode-variants %s: expected v1, v2 or v1,v2\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--fused") && i + 1 < argc) {
             char list[64];
             snprintf(list, sizeof list, "%s", argv[++i]);
@@ -757,7 +782,7 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
-                            "[--fused off,qkv,gate_up,on|both] [--out FILE] [--commit SHA] [--no-engine]\n");
+                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,on|both] [--out FILE] [--commit SHA] [--no-engine]\n");
             return 2;
         }
     }
@@ -792,6 +817,10 @@ int main(int argc, char **argv) {
         bn.default_variant = la_cuda_attn_prefill_variant(bn.be);
         for (int v = 0; v < n_variants; v++)
             bn.variants[v] = variants[v] ? variants[v] : la_cuda_attn_prefill_variant(bn.be);
+        bn.n_dvariants = n_dvariants;
+        bn.default_dvariant = la_cuda_attn_decode_variant(bn.be);
+        for (int v = 0; v < n_dvariants; v++)
+            bn.dvariants[v] = dvariants[v] ? dvariants[v] : bn.default_dvariant;
         bn.default_fused = la_cuda_fused_gemm(bn.be);
         bn.n_fused = n_fused ? n_fused : 1;
         for (int f = 0; f < bn.n_fused; f++) bn.fused[f] = n_fused ? fused[f] : bn.default_fused;
@@ -828,11 +857,15 @@ int main(int argc, char **argv) {
         const char *const kind_names[3] = {"plain", "lazy", "lazy_shared"};
         for (int i = 0; i < 3; i++)
             for (int k = 0; k < 3; k++)
-                for (int f = 0; f < bn.n_fused; f++) {
-                    la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
-                    tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
-                }
+                for (int f = 0; f < bn.n_fused; f++)
+                    for (int v = 0; v < bn.n_dvariants; v++) {
+                        la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
+                        if (la_cuda_attn_decode_variant_set(bn.be, bn.dvariants[v], &ferr) != LA_OK)
+                            fprintf(stderr, "bench_gpu: %s\n", ferr.msg);
+                        tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
+                    }
         la_cuda_fused_gemm_set(bn.be, bn.default_fused);
+        (void)la_cuda_attn_decode_variant_set(bn.be, bn.default_dvariant, &ferr);
         jprintf(&out, "\n    ],");
         la_backend_destroy(bn.be);
         bn.be = NULL;

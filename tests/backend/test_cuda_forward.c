@@ -35,6 +35,11 @@
  * they agree far more tightly than GPU against CPU; a wrong mask or rotation in one of them
  * moves attention outputs by O(0.1) and the logits by much more than this. */
 #define VARIANT_TOL_REL 2e-2
+/* The two attn_decode kernels (v1: f32 on the CUDA cores; v2: mma.sync, query rotated and
+ * P rounded to bf16 like the prefill kernels) on the same prefill: every decode step's
+ * logits. v2's extra roundings are the ones attn_prefill already makes against the CPU
+ * (2^-9 relative on q and P), so the bound is the prefill variants', not the CPU's. */
+#define DECODE_VARIANT_TOL_REL 2e-2
 #define N_GEN 5
 
 static double logit_tol(const float *ref, int32_t n) {
@@ -52,8 +57,10 @@ static int32_t argmax(const float *x, int32_t n) {
 
 /* ============================================================ la_forward ============= */
 
-/* Logits of the CPU (be[0]), the GPU with attn_prefill v2 (be[1]) and with v1 (be[2]); the
- * GPU against the CPU within LOGIT_TOL_REL, v2 against v1 within VARIANT_TOL_REL. */
+/* Logits of the CPU (be[0]), the GPU with attn_prefill and attn_decode v2 (be[1]), with
+ * both v1 (be[2]) and with prefill v2 but decode v1 (be[3]); the GPU against the CPU within
+ * LOGIT_TOL_REL, v2 against v1 within VARIANT_TOL_REL, and on decode steps be[1] against
+ * be[3] (only the decode kernel differs) within DECODE_VARIANT_TOL_REL. */
 static void forward_vs_cpu(const char *name) {
     if (!la_test_have_gpu()) return;
     char dir[512];
@@ -63,16 +70,20 @@ static void forward_vs_cpu(const char *name) {
     LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
     la_weights *w = NULL;
     LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
-    la_backend *be[3];
+    enum { N_BE = 4 };
+    la_backend *be[N_BE];
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be[0], &err), err);
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[1], &err), err);
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[2], &err), err);
+    for (int i = 1; i < N_BE; i++) LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[i], &err), err);
 #ifdef LA_HAVE_CUDA
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be[1], 2, &err), err);
+    LA_CHECK_OK(la_cuda_attn_decode_variant_set(be[1], 2, &err), err);
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be[2], 1, &err), err);
+    LA_CHECK_OK(la_cuda_attn_decode_variant_set(be[2], 1, &err), err);
+    LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be[3], 2, &err), err);
+    LA_CHECK_OK(la_cuda_attn_decode_variant_set(be[3], 1, &err), err);
 #endif
     const int32_t B = 16, n_blocks = 16, n_prompt = 100;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_BE; i++) {
         LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
         LA_CHECK_OK(be[i]->ops->kv_alloc(be[i], n_blocks, B, &err), err);
     }
@@ -89,9 +100,9 @@ static void forward_vs_cpu(const char *name) {
         slots[t] = t + 2 * B; /* leave blocks 0, 1 unused: block ids are not positions */
     }
     la_attn_block blocks[16];
-    float *lg[3];
-    for (int i = 0; i < 3; i++) lg[i] = malloc(sizeof(float) * (size_t)n_prompt * (size_t)V);
-    double worst_v = 0, worst_v_tol = 0;
+    float *lg[N_BE];
+    for (int i = 0; i < N_BE; i++) lg[i] = malloc(sizeof(float) * (size_t)n_prompt * (size_t)V);
+    double worst_v = 0, worst_v_tol = 0, worst_d = 0, worst_d_tol = 0;
     /* step 0: the whole prompt, logits at every row; then one decode row per step */
     for (int32_t step = 0; step <= N_GEN; step++) {
         int32_t t0 = step == 0 ? 0 : n_prompt + step - 1, n = step == 0 ? n_prompt : 1;
@@ -100,7 +111,7 @@ static void forward_vs_cpu(const char *name) {
             blocks[b] = (la_attn_block){2 + b, n_seen - b * B < B ? n_seen - b * B : B, b * B, 0, 0};
         la_batch_seq seq = {0, n, 0, nb};
         la_batch batch = {n, ids + t0, pos + t0, pos + t0, slots + t0, 1, &seq, nb, blocks, n, rows};
-        for (int i = 0; i < 3; i++) LA_CHECK_OK(la_forward(be[i], &batch, lg[i], &err), err);
+        for (int i = 0; i < N_BE; i++) LA_CHECK_OK(la_forward(be[i], &batch, lg[i], &err), err);
         double worst = 0, worst_tol = 0;
         for (int32_t rr = 0; rr < n; rr++) {
             size_t at;
@@ -114,6 +125,13 @@ static void forward_vs_cpu(const char *name) {
             cr_assert(dv <= tv, "%s step %d row %d (position %d): max |v2 - v1| logit %.4g at token %zu "
                       "(v2 %.5f, v1 %.5f) > tolerance %.4g", name, step, rr, t0 + rr, dv, at, got[at], v1[at], tv);
             if (dv / tv > worst_v / (worst_v_tol ? worst_v_tol : 1)) worst_v = dv, worst_v_tol = tv;
+            if (step == 0) continue; /* be[3] differs from be[1] in decode steps only */
+            const float *d1 = lg[3] + (size_t)rr * V;
+            double dd = la_test_max_abs_diff(got, d1, (size_t)V, &at);
+            double td = logit_tol(d1, V) * (DECODE_VARIANT_TOL_REL / LOGIT_TOL_REL);
+            cr_assert(dd <= td, "%s step %d (position %d): max |decode v2 - decode v1| logit %.4g at token %zu "
+                      "(v2 %.5f, v1 %.5f) > tolerance %.4g", name, step, t0 + rr, dd, at, got[at], d1[at], td);
+            if (dd / td > worst_d / (worst_d_tol ? worst_d_tol : 1)) worst_d = dd, worst_d_tol = td;
         }
         printf("%s step %d (%s, %d rows): worst max |gpu - cpu| logit %.4g (tolerance %.4g)\n", name, step,
                step ? "decode" : "prefill", n, worst, worst_tol);
@@ -123,8 +141,10 @@ static void forward_vs_cpu(const char *name) {
     }
     printf("%s: attn_prefill v2 vs v1 on the GPU: worst max |v2 - v1| logit %.4g (tolerance %.4g)\n", name,
            worst_v, worst_v_tol);
+    printf("%s: attn_decode v2 vs v1 on the GPU (decode steps): worst max |v2 - v1| logit %.4g (tolerance %.4g)\n",
+           name, worst_d, worst_d_tol);
     fflush(stdout);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_BE; i++) {
         free(lg[i]);
         la_backend_destroy(be[i]);
     }

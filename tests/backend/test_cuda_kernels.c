@@ -286,9 +286,10 @@ static void gpu_step(pair *p, la_batch *b, int32_t layer, la_act *k, const float
 
 /* Run one attention case on layer `layer`: write the cache batch's K/V, then the query
  * batch's own K/V, then attention; compare the outputs. The GPU runs the step once per
- * attn_prefill variant (1: 64 rows per CTA, 2: 128, the default) against the one CPU
- * result, its output poisoned and its K re-uploaded before each (kv_write rotates k in
- * place: reusing the activation wrote keys rotated twice into the second run). */
+ * pair of attn_prefill variant (1: 64 rows per CTA, 2: 128, the default) and attn_decode
+ * variant (1: CUDA cores, 2: tensor cores, the default) against the one CPU result, its
+ * output poisoned and its K re-uploaded before each (kv_write rotates k in place: reusing
+ * the activation wrote keys rotated twice into the second run). */
 static void run_case(pair *p, const char *what, builder *cache, builder *query, int32_t layer) {
     const la_model_config *m = p->cfg;
     la_err err = {0};
@@ -321,14 +322,17 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
     LA_CHECK_OK(p->be[0]->ops->kv_write(p->be[0], layer, &k[0], &v[0], &err), err);
     LA_CHECK_OK(p->be[0]->ops->attention(p->be[0], layer, &q[0], &o[0], &err), err);
     /* v2 first: a state one run leaves behind for the next would show in v1 */
-    for (int32_t variant = 2; variant >= 1; variant--) {
-        char label[160];
-        snprintf(label, sizeof label, "%s [v%d]", what, variant);
-        LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
-        gpu_step(p, &b, layer, &k[1], kh, &v[1], &q[1], o);
-        expect_close(label, o, p, ATTN_TOL, 0);
-    }
+    for (int32_t variant = 2; variant >= 1; variant--)
+        for (int32_t dv = 2; dv >= 1; dv--) {
+            char label[160];
+            snprintf(label, sizeof label, "%s [v%d, decode v%d]", what, variant, dv);
+            LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
+            LA_CHECK_OK(la_cuda_attn_decode_variant_set(p->be[1], dv, &err), err);
+            gpu_step(p, &b, layer, &k[1], kh, &v[1], &q[1], o);
+            expect_close(label, o, p, ATTN_TOL, 0);
+        }
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
+    LA_CHECK_OK(la_cuda_attn_decode_variant_set(p->be[1], 2, &err), err);
     free(kh);
     act_pair_free(p, k);
     act_pair_free(p, v);
@@ -760,6 +764,61 @@ Test(cuda_attention, ragged_causal_prefills_and_long_lazy_question) {
  * per KV head: 16 tokens per v2 CTA), block size 32. */
 Test(cuda_attention, mepic_long_question_hd64) {
     docs_question((geometry){512, 16, 2, 64, 32}, DOC_MEPIC, 100000, 150, "mepic at +100000: 150-token question, hd 64");
+}
+
+/* Decode rows of sequences with very different contexts in one batch: 1 token (its own
+ * key only), 17 (one lazy document of 16), 700 (three mepic documents, keys rotated in
+ * shared memory) and 5000 (three lazy documents at a 100k offset, split over the KV
+ * length and combined), plus a plain causal 2000-token decode row; hd 64 with 3 query
+ * heads per KV head (rows 3..15 of the decode v2 m16 tile are padding). Each v2 warp's
+ * share of a short item may be empty or end mid-document. */
+Test(cuda_attention, decode_rows_of_very_different_lengths) {
+    geometry g = {384, 6, 2, 64, 16};
+    pair p;
+    synth s;
+    if (!attn_open(&p, &s, g)) return;
+    builder cache, q;
+    builder_init(&cache);
+    builder_init(&q);
+    int32_t blk = 1;
+    blk = docs_case(&cache, &q, g.B, NULL, 0, 1, DOC_LAZY, 0, blk);
+    const int32_t l17[] = {16};
+    blk = docs_case(&cache, &q, g.B, l17, 1, 1, DOC_LAZY, 0, blk);
+    const int32_t l700[] = {300, 199, 200};
+    blk = docs_case(&cache, &q, g.B, l700, 3, 1, DOC_MEPIC, 0, blk);
+    const int32_t l5000[] = {1500, 1000, 2499};
+    blk = docs_case(&cache, &q, g.B, l5000, 3, 1, DOC_LAZY, 100000, blk);
+    { /* a plain sequence: 1999 cached tokens, the decode row at position 1999 */
+        int32_t n = 2000, row0 = q.n, block0 = q.n_blocks;
+        for (int32_t t = 0; t < n - 1; t++) add_token(&cache, t, t, (int64_t)(blk + t / g.B) * g.B + t % g.B);
+        add_token(&q, n - 1, n - 1, (int64_t)(blk + (n - 1) / g.B) * g.B + (n - 1) % g.B);
+        for (int32_t b = 0; b * g.B < n; b++)
+            add_block(&q, blk + b, n - b * g.B < g.B ? n - b * g.B : g.B, b * g.B, 0, 0);
+        q.seqs[q.n_seqs++] = (la_batch_seq){row0, 1, block0, q.n_blocks - block0};
+        blk += (n + g.B - 1) / g.B;
+    }
+    run_case(&p, "decode rows of 1, 17, 700, 5000, 2000 tokens, hd 64 hpc 3", &cache, &q, 1);
+    builder_free(&cache);
+    builder_free(&q);
+    attn_close(&p, &s);
+}
+
+Test(cuda_attention, decode_variant_setter_rejects_unknown_variants) {
+    la_backend *be = NULL;
+    la_err err = {0};
+    la_status st = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+    if (st == LA_ERR_UNSUPPORTED) {
+        printf("skipped: no GPU (%s)\n", err.msg);
+        return;
+    }
+    LA_CHECK_OK(st, err);
+    const int32_t before = la_cuda_attn_decode_variant(be); /* 2 unless LA_ATTN_DECODE=v1 */
+    cr_assert(before == 1 || before == 2);
+    cr_assert_eq(la_cuda_attn_decode_variant_set(be, 0, &err), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_cuda_attn_decode_variant(be), before);
+    LA_CHECK_OK(la_cuda_attn_decode_variant_set(be, 1, &err), err);
+    cr_assert_eq(la_cuda_attn_decode_variant(be), 1);
+    la_backend_destroy(be);
 }
 
 Test(cuda_attention, prefill_variant_setter_rejects_unknown_variants) {

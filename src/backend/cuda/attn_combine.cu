@@ -11,7 +11,8 @@
  * Shapes: part_o [partial rows][head_dim] f32, part_ml [partial rows] (m, l); out
  * [n_tokens, n_heads * head_dim] bf16. Grid: x = combine item (a split tile of tokens),
  * y = KV head x head chunk, z = groups of 4 rows; one warp per output row: lanes reduce
- * (m, l) over the splits, then each lane sums 4 dims (16-byte loads) over the splits.
+ * (m, l) over the splits, then each lane sums 4 dims (16-byte loads) over the splits, the
+ * split weights passed by shuffle (head_dim <= 128).
  * Bytes per call: 4 x head_dim + 8 per partial row read, 2 x head_dim per row written.
  */
 #include "backend/cuda/cuda_common.cuh"
@@ -46,18 +47,31 @@ __global__ void __launch_bounds__(C_WARPS * 32) attn_combine_kernel(const la_cud
     const float inv = den > 0.f ? 1.f / den : 0.f;
     const int tok = r / hpc, h = head0 + (r - tok * hpc);
     la_bf16_t *out = p.out + (int64_t)(ci.row0 + tok) * qstride + (int64_t)h * hd;
-    for (int d = lane * 4; d < hd; d += 128) {
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (M != -INFINITY)
-            for (int s = 0; s < ci.n_splits; s++) {
-                const int64_t row = row0 + s * split_stride;
-                const float w = la_exp2(p.part_ml[row].x - M);
-                const float4 v = *reinterpret_cast<const float4 *>(p.part_o + row * hd + d);
-                acc.x += w * v.x;
-                acc.y += w * v.y;
-                acc.z += w * v.z;
-                acc.w += w * v.w;
+    /* head_dim <= 128 = 32 lanes x 4 dims. Splits in chunks of 32: lane s computes split
+     * s's weight once, the inner loop takes it by shuffle, so its loads do not wait on a
+     * (m, l) load and unrolling issues several splits' rows at once (a b1 decode step has
+     * ~33 splits per row: one dependent load chain each cost ~13 us per layer). */
+    const int d = lane * 4;
+    const bool active = d < hd;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (M != -INFINITY)
+        for (int s0 = 0; s0 < ci.n_splits; s0 += 32) {
+            const int s = s0 + lane, n = ci.n_splits - s0 < 32 ? ci.n_splits - s0 : 32;
+            const float w_lane = s < ci.n_splits ? la_exp2(p.part_ml[row0 + s * split_stride].x - M) : 0.f;
+            const float *po = p.part_o + (row0 + (int64_t)s0 * split_stride) * hd + d;
+#pragma unroll 8
+            for (int j = 0; j < n; j++) {
+                const float w = __shfl_sync(full, w_lane, j);
+                if (active) {
+                    const float4 v = *reinterpret_cast<const float4 *>(po + (int64_t)j * split_stride * hd);
+                    acc.x += w * v.x;
+                    acc.y += w * v.y;
+                    acc.z += w * v.z;
+                    acc.w += w * v.w;
+                }
             }
+        }
+    if (active) {
         uint2 o;
         o.x = la_pack_bf16x2(acc.x * inv, acc.y * inv);
         o.y = la_pack_bf16x2(acc.z * inv, acc.w * inv);
@@ -71,7 +85,7 @@ extern "C" la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStre
                                           la_err *err) {
     if (p->n_combine <= 0) return LA_OK;
     if (p->n_kv_heads < 1 || p->n_head_chunks < 1 || p->heads_per_cta < 1 || p->head_dim <= 0 ||
-        p->head_dim % 4 != 0)
+        p->head_dim % 4 != 0 || p->head_dim > 128)
         return la_err_set(err, LA_ERR_INTERNAL, "attn_combine: bad geometry");
     const int max_rows = p->combine_rows > 0 ? p->combine_rows : LA_ATTN_PREFILL_ROWS_V2;
     dim3 grid((unsigned)p->n_combine, (unsigned)(p->n_kv_heads * p->n_head_chunks),

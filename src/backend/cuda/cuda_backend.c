@@ -23,6 +23,11 @@
  *     into balanced chunks so the total reaches about 2 CTAs per SM (flash-decoding);
  *     split tiles write partial rows that attn_combine merges.
  *
+ * Decode items run on attn_decode's kernel of c->decode_variant (LA_ATTN_DECODE=v1|v2 at create
+ * or la_cuda_attn_decode_variant_set; v2, the default, streams each warp's own key range
+ * through tensor cores); both take the same items and write the same partial rows, so the
+ * schedule above does not depend on it. Switching frees the cached graphs.
+ *
  * Block copies (kv_copy_rotate, BlockAttention) are queued on the host and run as one
  * kernel at the next operation that reads the pool (a request copies hundreds of blocks;
  * one launch each would cost more than the copies). A copy whose source or destination
@@ -206,6 +211,7 @@ typedef struct cuda_backend {
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
     int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1 or 2 */
+    int32_t decode_variant;                  /* attn_decode kernel: 1 or 2 (attn_decode.cu) */
     float *inv_freq_dev;                     /* [head_dim / 2] */
     float2 *rope;                            /* [rope_len][head_dim / 2] */
     int32_t rope_len;
@@ -1352,6 +1358,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
         .prefill_variant = c->step_prefill_variant, .combine_rows = c->combine_rows,
+        .decode_variant = c->decode_variant,
     };
     prof_begin(c);
     p.items = c->d_items_prefill;
@@ -1776,6 +1783,13 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
         else if (strcmp(variant_env, "v2") != 0)
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=%s: expected v1 or v2", variant_env);
     }
+    int32_t decode_variant = 2; /* la_cuda_attn_decode_variant_set */
+    const char *decode_env = getenv("LA_ATTN_DECODE");
+    if (decode_env && *decode_env) {
+        if (strcmp(decode_env, "v1") == 0) decode_variant = 1;
+        else if (strcmp(decode_env, "v2") != 0)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_DECODE=%s: expected v1 or v2", decode_env);
+    }
     uint32_t fused = LA_CUDA_FUSED_ALL; /* la_cuda_fused_gemm_set */
     const char *fused_env = getenv("LA_CUDA_FUSED_GEMM");
     if (fused_env && *fused_env) {
@@ -1794,6 +1808,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
     c->graphs = graphs && strcmp(graphs, "1") == 0;
     c->prefill_variant = variant;
+    c->decode_variant = decode_variant;
     la_status s = create_resources(c, err);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
@@ -1818,6 +1833,22 @@ la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_e
 
 int32_t la_cuda_attn_prefill_variant(const la_backend *be) {
     return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->prefill_variant : 0;
+}
+
+la_status la_cuda_attn_decode_variant_set(la_backend *be, int32_t variant, la_err *err) {
+    if (!la_cuda_backend_is(be))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_decode_variant_set: not a CUDA backend");
+    if (variant != 1 && variant != 2)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_decode_variant_set: variant %d (1 or 2)", variant);
+    cuda_backend *c = cu(be);
+    LA_TRY(flush_recorded(c, err)); /* a recorded step runs with the kernel it was recorded under */
+    graph_cache_clear(c);           /* cached graphs launch the decode kernel they were captured with */
+    c->decode_variant = variant;
+    return LA_OK;
+}
+
+int32_t la_cuda_attn_decode_variant(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->decode_variant : 0;
 }
 
 la_status la_cuda_act_upload(la_backend *be, la_act *a, const float *host, la_err *err) {

@@ -108,6 +108,17 @@ la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_e
 /* The variant of the next steps; 0 for a backend that is not CUDA. */
 int32_t la_cuda_attn_prefill_variant(const la_backend *be);
 
+/* Which attn_decode kernel the decode items use from the next launch on (attn_decode.cu):
+ * 1 = f32 on the CUDA cores, 64-key tiles shared by the CTA; 2 = tensor cores, each warp
+ * streaming its own 16-key groups (the default). The environment variable
+ * LA_ATTN_DECODE=v1|v2 sets it at create (another value fails the create with
+ * LA_ERR_INVALID_ARG). Runs any recorded step first and frees the cached CUDA graphs.
+ * LA_ERR_INVALID_ARG for another value or another backend (nothing changed). Tests and
+ * benchmarks compare the two. */
+la_status la_cuda_attn_decode_variant_set(la_backend *be, int32_t variant, la_err *err);
+/* The decode variant now; 0 for a backend that is not CUDA. */
+int32_t la_cuda_attn_decode_variant(const la_backend *be);
+
 /* The device's name ("NVIDIA H200") and its multiprocessor count. */
 const char *la_cuda_device_name(const la_backend *be);
 int la_cuda_device_sm_count(const la_backend *be);

@@ -92,6 +92,8 @@ typedef struct la_cuda_attn_params {
     float scale_log2;             /* log2(e) / sqrt(head_dim) */
     int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA) or 2 (128) */
     int32_t combine_rows;         /* the largest rows of the combine items (grid z) */
+    int32_t decode_variant;       /* attn_decode kernel: 1 (CUDA cores, 64-key CTA tiles) or
+                                     2 (tensor cores, one key stream per warp) */
 } la_cuda_attn_params;
 
 /* Query rows (token x head) of one attn_prefill CTA of the given variant (1 or 2): the
@@ -109,7 +111,9 @@ static inline int32_t la_cuda_attn_prefill_rows(int32_t variant) {
 la_status la_cuda_attn_check(const la_cuda_attn_params *p, const char *kernel, la_err *err);
 
 la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
-/* Decode: one token per item, CUDA cores, split over the KV length. attn_decode.cu. */
+/* Decode: one token per item, split over the KV length; the kernel of p->decode_variant
+ * (1: f32 on the CUDA cores; 2: mma.sync with the heads as rows of an m16 tile, each warp
+ * streaming its own share of the item's keys). attn_decode.cu. */
 la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
 /* Merge the partial rows of split items (p->combine). attn_combine.cu. */
 la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
