@@ -4,7 +4,7 @@
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
  *             [--prefill-variants v1,v2] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
- *             [--out FILE]
+ *             [--readback argmax,logits] [--out FILE]
  *             [--commit SHA] [--no-engine]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
@@ -17,7 +17,8 @@
  *   mepic      the question; attention rotates every cached key (stored unrotated)
  *   lazy       the question; attention de-rotates the query once per document
  * TTFT = wall time of that step's forward pass (block: plus its copies) from the call to
- * logits on the host, median of --reps after one warm-up. The documents were encoded by
+ * the greedy token id on the host (argmax on the device, as the engine does for greedy
+ * requests), median of --reps after one warm-up. The documents were encoded by
  * real forward passes first (timed too: doc_encode_ms).
  *
  * TPOT at 8K: decode steps of batch 1, 8 and 32 sequences, each with its own 8K context
@@ -43,6 +44,11 @@
  * unless LA_CUDA_FUSED_GEMM says otherwise): off, qkv, gate_up, on (both groups); "both"
  * = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
  * Every TTFT and TPOT row carries "fused" (any group fused) and "fused_groups".
+ *
+ * --readback times every TPOT row once per way the step's result reaches the host:
+ * argmax (default; la_forward_argmax: greedy token ids, 4 bytes per sequence) or logits
+ * (la_forward: every sequence's vocab_size f32 logits, what sampling on the host needs);
+ * every TPOT row names its "readback".
  *
  * Per-kernel device times (la_cuda_profile_*) for recompute and lazy at 8K and decode.
  * An engine-level cross-check (public API, --random-weights) times lazy / prefix /
@@ -185,6 +191,10 @@ typedef struct bench {
     uint32_t fused[4];       /* fused-GEMM settings to time (--fused), LA_CUDA_FUSED_* masks */
     int n_fused;
     uint32_t default_fused;  /* the backend's at create */
+    bool readbacks[2];       /* TPOT readbacks to time (--readback): true = argmax */
+    int n_readbacks;
+    bool argmax;             /* this forward's readback: token ids (true) or logits */
+    int32_t ids[64];
 } bench;
 
 typedef struct layout {
@@ -236,12 +246,13 @@ static void layout_free(layout *L) {
 
 static const int k_order_b[N_DOCS] = {0, 2, 1, 3, 4, 5, 6, 7, 8, 9};
 
-/* Run one forward; returns wall ms (to_host included when logits are wanted, else a
- * synchronize), or -1 on error. */
+/* Run one forward; returns wall ms (the token ids or logits on the host included when
+ * logit rows are wanted, else a synchronize), or -1 on error. */
 static double timed_forward(bench *bn, la_batch *b) {
     la_err err = {0};
     double t0 = la_now_ms();
-    la_status s = la_forward(bn->be, b, bn->logits, &err);
+    la_status s = bn->argmax && b->n_logit_rows > 0 ? la_forward_argmax(bn->be, b, bn->ids, &err)
+                                                    : la_forward(bn->be, b, bn->logits, &err);
     if (s == LA_OK && b->n_logit_rows == 0) s = la_cuda_synchronize(bn->be, &err);
     double t1 = la_now_ms();
     if (s != LA_OK) {
@@ -563,15 +574,17 @@ static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const c
     jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"tpot_ms\": %.3f, \"floor_ms\": %.3f, "
                      "\"ratio_to_floor\": %.3f, \"tpot_graphs_ms\": %.3f, \"graphs_ratio_to_floor\": %.3f, "
                      "\"graphs\": {\"steps\": %lld, \"replayed\": %lld, \"captures\": %lld, "
-                     "\"capture_failures\": %lld}, \"decode_variant\": \"v%d\"",
+                     "\"capture_failures\": %lld}, \"decode_variant\": \"v%d\", \"readback\": \"%s\"",
             bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, ms_graphs,
-            ms_graphs / floor_ms, recorded, replayed, captures, failed, la_cuda_attn_decode_variant(bn->be));
+            ms_graphs / floor_ms, recorded, replayed, captures, failed, la_cuda_attn_decode_variant(bn->be),
+            bn->argmax ? "argmax" : "logits");
     emit_fused(bn);
     jprintf(bn->out, ", \"profile_ms\": %s}", prof);
     bn->first_row = false;
-    fprintf(stderr, "  decode %-12s batch %2d  fused %-7s  attn_decode v%d  TPOT %8.3f ms  graphs %8.3f ms "
+    fprintf(stderr, "  decode %-12s batch %2d  fused %-7s  attn_decode v%d  %-6s  TPOT %8.3f ms  graphs %8.3f ms "
                     "(%lld/%lld replayed)  floor %7.3f ms  ratio %5.2f / %5.2f\n", name, batch_size,
-            fused_name(la_cuda_fused_gemm(bn->be)), la_cuda_attn_decode_variant(bn->be), ms, ms_graphs, replayed, recorded, floor_ms, ms / floor_ms, ms_graphs / floor_ms);
+            fused_name(la_cuda_fused_gemm(bn->be)), la_cuda_attn_decode_variant(bn->be), bn->argmax ? "argmax" : "logits",
+            ms, ms_graphs, replayed, recorded, floor_ms, ms / floor_ms, ms_graphs / floor_ms);
     free(t);
     free(first);
     layout_free(&L);
@@ -726,6 +739,8 @@ int main(int argc, char **argv) {
     int n_dvariants = 1;
     uint32_t fused[4] = {0};
     int n_fused = 0; /* 0: the backend's default */
+    bool readbacks[2] = {true, false};
+    int n_readbacks = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) n_ctx = parse_list(argv[++i], ctxs, 8);
@@ -780,9 +795,24 @@ int main(int argc, char **argv) {
                         argv[i]);
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--readback") && i + 1 < argc) {
+            char list[32];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            n_readbacks = 0;
+            bool bad = false;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                const int r = !strcmp(tok, "argmax") ? 1 : !strcmp(tok, "logits") ? 0 : -1;
+                if (r < 0 || n_readbacks == 2) bad = true;
+                else readbacks[n_readbacks++] = r == 1;
+            }
+            if (bad || n_readbacks == 0) {
+                fprintf(stderr, "bench_gpu: --readback %s: expected argmax, logits or both (argmax,logits)\n", argv[i]);
+                return 2;
+            }
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
-                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,on|both] [--out FILE] [--commit SHA] [--no-engine]\n");
+                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,on|both] [--readback argmax,logits] "
+                            "[--out FILE] [--commit SHA] [--no-engine]\n");
             return 2;
         }
     }
@@ -805,7 +835,8 @@ int main(int argc, char **argv) {
     char list[256];
     snprintf(list, sizeof list, "%s", shapes);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        bench bn = {.shape = tok, .reps = reps, .out = &out, .first_row = true};
+        bench bn = {.shape = tok, .reps = reps, .out = &out, .first_row = true, .argmax = true,
+                    .readbacks = {readbacks[0], readbacks[1]}, .n_readbacks = n_readbacks};
         la_err err = {0};
         if (la_model_config_preset(tok, &bn.cfg, &err) != LA_OK ||
             la_backend_create(LA_DEVICE_CUDA, 0, &bn.be, &err) != LA_OK) {
@@ -858,12 +889,15 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 3; i++)
             for (int k = 0; k < 3; k++)
                 for (int f = 0; f < bn.n_fused; f++)
-                    for (int v = 0; v < bn.n_dvariants; v++) {
-                        la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
-                        if (la_cuda_attn_decode_variant_set(bn.be, bn.dvariants[v], &ferr) != LA_OK)
-                            fprintf(stderr, "bench_gpu: %s\n", ferr.msg);
-                        tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
-                    }
+                    for (int v = 0; v < bn.n_dvariants; v++)
+                        for (int r = 0; r < bn.n_readbacks; r++) {
+                            la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
+                            if (la_cuda_attn_decode_variant_set(bn.be, bn.dvariants[v], &ferr) != LA_OK)
+                                fprintf(stderr, "bench_gpu: %s\n", ferr.msg);
+                            bn.argmax = bn.readbacks[r];
+                            tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
+                        }
+        bn.argmax = true;
         la_cuda_fused_gemm_set(bn.be, bn.default_fused);
         (void)la_cuda_attn_decode_variant_set(bn.be, bn.default_dvariant, &ferr);
         jprintf(&out, "\n    ],");

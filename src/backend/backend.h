@@ -144,14 +144,34 @@ typedef struct la_backend_ops {
      * GQA: query head h reads KV head h / (n_heads / n_kv_heads). Scale 1/sqrt(head_dim). */
     la_status (*attention)(la_backend *be, int32_t layer, const la_act *q, la_act *out,
                            la_err *err);
+    /* Optional (NULL: forward.c calls matmul_group / matmul for W_gate and W_up of layer,
+     * then swiglu). gate = silu(x W_gate^T) * (x W_up^T) (HF LlamaMLP: act_fn(gate_proj(x))
+     * * up_proj(x)), the same values as those calls.
+     *   x: [n, hidden]; gate: [n, intermediate] out; up: [n, intermediate] scratch (left
+     *   holding x W_up^T or unspecified values) */
+    la_status (*gate_up_swiglu)(la_backend *be, const la_act *x, int32_t layer, la_act *gate, la_act *up,
+                                la_err *err);
     /* gate = silu(gate) * up (SwiGLU, HF LlamaMLP) */
     la_status (*swiglu)(la_backend *be, la_act *gate, const la_act *up, la_err *err);
     /* x += y */
     la_status (*add)(la_backend *be, la_act *x, const la_act *y, la_err *err);
+    /* Optional (NULL: forward.c calls add, then rmsnorm). x += y, then out = RMSNorm(x) w
+     * (a decoder layer's residual add and the next block's norm), the same values as add
+     * then rmsnorm. x, y, out: [n, hidden]; out may be y. */
+    la_status (*add_rmsnorm)(la_backend *be, la_act *x, const la_act *y, la_weight_kind w, int32_t layer,
+                             la_act *out, la_err *err);
     /* out[i] = x[logit_rows[i]]                       out: [n_logit_rows, n_cols] */
     la_status (*gather_rows)(la_backend *be, const la_act *x, la_act *out, la_err *err);
     /* Copy an activation to host f32 memory: host [n_rows * n_cols]. */
     la_status (*to_host)(la_backend *be, const la_act *x, float *host, la_err *err);
+    /* Optional (NULL: greedy decoding copies the logits with to_host and takes the argmax
+     * on the host). Greedy token ids of x's rows, computed where x lives:
+     *   x: [n_rows, vocab] logits; ids: host int32 [n_rows], ids[r] = the column of the
+     *   largest x[r][c], the lowest column on ties, NaN below every number (the same as
+     *   la_argmax of engine/sampling.h on to_host's values; torch.argmax on NaN-free rows).
+     * Saves copying n_rows x vocab logits to the host (16 MB per step at batch 32 for
+     * Llama-3's 128256-token vocabulary). */
+    la_status (*argmax_to_host)(la_backend *be, const la_act *x, int32_t *ids, la_err *err);
 
     /* BlockAttention's per-request copy: for every layer, copy slots [0, n_valid) of block
      * src to block dst and rotate the copied keys by delta positions (R(Δ)R(i)k = R(i+Δ)k).

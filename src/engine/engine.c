@@ -1044,7 +1044,22 @@ static void fail_step(la_engine *e, batch_builder *b, const la_err *err) {
     }
 }
 
-static void complete_step(la_engine *e, batch_builder *b, const float *logits) {
+/* Whether every logit row of the step is a greedy request that does not want its logits
+ * back: then the backend's argmax (argmax_to_host: on the GPU, only token ids cross to the
+ * host) gives the same tokens as la_sample on the logits. */
+static bool step_is_greedy(const la_engine *e, const batch_builder *b) {
+    if (!e->be->ops->argmax_to_host) return false;
+    for (int64_t i = 0; i < b->n_packed; i++) {
+        const packed_seq *ps = &b->packed[i];
+        if (ps->kind != SEQ_JOB && ps->logit_index >= 0 &&
+            (ps->r->sampling.temperature > 0.0f || ps->r->return_logits))
+            return false;
+    }
+    return true;
+}
+
+/* logits [n_logits, vocab] f32, or (a greedy step) ids [n_logits]: one of them is NULL. */
+static void complete_step(la_engine *e, batch_builder *b, const float *logits, const int32_t *ids) {
     int32_t V = e->cfg.vocab_size;
     for (int64_t i = 0; i < b->n_packed; i++) {
         packed_seq *ps = &b->packed[i];
@@ -1057,8 +1072,8 @@ static void complete_step(la_engine *e, batch_builder *b, const float *logits) {
         if (ps->kind == SEQ_PREFILL && r->n_computed == r->n_plan_tail) r->state = LA_REQ_DECODE;
         la_plan_register_tail(&r->plan, e->pool, r->tail, r->n_computed);
         if (ps->logit_index < 0) continue;
-        const float *lg = logits + (int64_t)ps->logit_index * V;
-        int32_t tok = la_sample(lg, V, &r->sampling, &r->rng, e->sample_scratch);
+        const float *lg = logits ? logits + (int64_t)ps->logit_index * V : NULL;
+        int32_t tok = lg ? la_sample(lg, V, &r->sampling, &r->rng, e->sample_scratch) : ids[ps->logit_index];
         la_finish_reason why = accept_token(e, r, tok, lg);
         if (why != LA_FINISH_NONE) {
             list_remove(&e->running_head, &e->running_tail, r);
@@ -1091,19 +1106,24 @@ la_status la_engine_step(la_engine *e, la_err *err) {
 
     batch_builder b = {0};
     float *logits = NULL;
+    int32_t *ids = NULL;
     la_status s = pack_step(e, &b, err);
     if (s == LA_OK && b.n_rows > 0) {
-        logits = malloc(sizeof(float) * (size_t)(b.n_logits ? b.n_logits : 1) * (size_t)e->cfg.vocab_size);
-        if (!logits) s = la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory for logits");
+        size_t n_logits = (size_t)(b.n_logits ? b.n_logits : 1);
+        bool greedy = step_is_greedy(e, &b);
+        if (greedy) ids = malloc(sizeof(int32_t) * n_logits);
+        else logits = malloc(sizeof(float) * n_logits * (size_t)e->cfg.vocab_size);
+        if (!logits && !ids) s = la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory for logits");
         la_batch batch = {(int32_t)b.n_rows, b.tokens, b.pos, b.kpos, b.slots, (int32_t)b.n_seqs,
                           b.seqs, (int32_t)b.n_blocks, b.blocks, (int32_t)b.n_logits, b.logit_rows};
-        if (s == LA_OK) s = la_forward(e->be, &batch, logits, err);
-        if (s == LA_OK) complete_step(e, &b, logits);
+        if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);
+        if (s == LA_OK) complete_step(e, &b, logits, ids);
     } else if (s == LA_ERR_NO_MEMORY && err && err->msg[0] == '\0') {
         la_err_set(err, s, "step: out of memory");
     }
     if (s != LA_OK) fail_step(e, &b, err);
     free(logits);
+    free(ids);
     builder_free(&b);
     refresh_stats(e);
 #ifdef LA_DEBUG_CHECKS

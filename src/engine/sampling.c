@@ -37,8 +37,9 @@ double la_rng_uniform(la_rng *r) { return (double)(la_rng_next(r) >> 11) * 0x1.0
 
 int32_t la_argmax(const float *logits, int32_t n) {
     int32_t best = 0;
+    float v = isnan(logits[0]) ? -INFINITY : logits[0]; /* NaN never wins (a NaN > x is false) */
     for (int32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
+        if (logits[i] > v) v = logits[best = i];
     return best;
 }
 

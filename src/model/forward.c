@@ -42,40 +42,72 @@ static la_status matmuls(la_backend *be, const la_act *x, const la_weight_kind *
     return LA_OK;
 }
 
-static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, float *logits,
+/* x += y, then out = RMSNorm(x) w of layer: the backend's add_rmsnorm where it has one. */
+static la_status add_rmsnorm(la_backend *be, la_act *x, const la_act *y, la_weight_kind w, int32_t layer,
+                             la_act *out, la_err *err) {
+    if (be->ops->add_rmsnorm) return be->ops->add_rmsnorm(be, x, y, w, layer, out, err);
+    LA_TRY(be->ops->add(be, x, y, err));
+    return be->ops->rmsnorm(be, x, w, layer, out, err);
+}
+
+/* gate = silu(x W_gate^T) * (x W_up^T) (up: scratch): the backend's gate_up_swiglu where
+ * it has one. */
+static la_status gate_up_swiglu(la_backend *be, const la_act *x, int32_t layer, la_act *gate, la_act *up,
+                                la_err *err) {
+    static const la_weight_kind gate_up[2] = {LA_W_GATE, LA_W_UP};
+    if (be->ops->gate_up_swiglu) return be->ops->gate_up_swiglu(be, x, layer, gate, up, err);
+    LA_TRY(matmuls(be, x, gate_up, 2, layer, (la_act *const[]){gate, up}, err));
+    return be->ops->swiglu(be, gate, up, err);
+}
+
+/* The forward pass; the step's result goes to logits (f32, to_host) or, when ids is not
+ * NULL, to ids (greedy token ids, argmax_to_host). */
+static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, float *logits, int32_t *ids,
                             la_err *err) {
     const la_backend_ops *op = be->ops;
-    static const la_weight_kind qkv[3] = {LA_W_Q, LA_W_K, LA_W_V}, gate_up[2] = {LA_W_GATE, LA_W_UP};
+    static const la_weight_kind qkv[3] = {LA_W_Q, LA_W_K, LA_W_V};
+    const int32_t n_layers = be->cfg.n_layers;
     LA_TRY(op->batch_begin(be, b, err));
     LA_TRY(op->embed(be, &a->x, err));
-    for (int32_t l = 0; l < be->cfg.n_layers; l++) {
-        /* attention block */
-        LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, l, &a->h, err));
+    LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, 0, &a->h, err));
+    for (int32_t l = 0; l < n_layers; l++) {
+        /* attention block (h = the attention norm of x, from the step before) */
         LA_TRY(matmuls(be, &a->h, qkv, 3, l, (la_act *const[]){&a->q, &a->k, &a->v}, err));
         LA_TRY(op->kv_write(be, l, &a->k, &a->v, err));
         LA_TRY(op->attention(be, l, &a->q, &a->o, err));
         LA_TRY(op->matmul(be, &a->o, LA_W_O, l, &a->h, err));
-        LA_TRY(op->add(be, &a->x, &a->h, err));
-        /* MLP block */
-        LA_TRY(op->rmsnorm(be, &a->x, LA_W_MLP_NORM, l, &a->h, err));
-        LA_TRY(matmuls(be, &a->h, gate_up, 2, l, (la_act *const[]){&a->gate, &a->up}, err));
-        LA_TRY(op->swiglu(be, &a->gate, &a->up, err));
+        /* x += attention output; MLP block */
+        LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_MLP_NORM, l, &a->h, err));
+        LA_TRY(gate_up_swiglu(be, &a->h, l, &a->gate, &a->up, err));
         LA_TRY(op->matmul(be, &a->gate, LA_W_DOWN, l, &a->h, err));
-        LA_TRY(op->add(be, &a->x, &a->h, err));
+        /* x += MLP output, then the next layer's attention norm */
+        if (l + 1 < n_layers) LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_ATTN_NORM, l + 1, &a->h, err));
+        else LA_TRY(op->add(be, &a->x, &a->h, err));
     }
     if (b->n_logit_rows == 0) return LA_OK;
     LA_TRY(op->gather_rows(be, &a->x, &a->last, err));
     LA_TRY(op->rmsnorm(be, &a->last, LA_W_FINAL_NORM, 0, &a->last_norm, err));
     LA_TRY(op->matmul(be, &a->last_norm, LA_W_LM_HEAD, 0, &a->logits, err));
+    if (ids) return op->argmax_to_host(be, &a->logits, ids, err);
     return op->to_host(be, &a->logits, logits, err);
 }
 
-la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_err *err) {
+static la_status forward(la_backend *be, const la_batch *batch, float *logits, int32_t *ids, la_err *err) {
     if (batch->n_tokens <= 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "forward: empty batch");
     fwd_acts a = {0};
     la_status s = alloc_acts(be, batch, &a, err);
-    if (s == LA_OK) s = run_layers(be, batch, &a, logits, err);
+    if (s == LA_OK) s = run_layers(be, batch, &a, logits, ids, err);
     free_acts(be, &a);
     return s;
+}
+
+la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_err *err) {
+    return forward(be, batch, logits, NULL, err);
+}
+
+la_status la_forward_argmax(la_backend *be, const la_batch *batch, int32_t *ids, la_err *err) {
+    if (!be->ops->argmax_to_host)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "forward: the %s backend has no argmax", be->ops->name);
+    return forward(be, batch, NULL, ids, err);
 }

@@ -4,7 +4,9 @@
  * tolerance, and the GPU engine against the CPU engine. CUDA graphs for decode steps: the
  * same steps with graphs on and off give bit-equal logits (the graph replays the very
  * launches the eager path queues), through batch changes, block boundaries, a failed
- * capture and a step interrupted mid-way, and through the engine.
+ * capture and a step interrupted mid-way, and through the engine. Greedy decoding on the
+ * device (la_forward_argmax, argmax_to_host): the argmax of the logits, graphs on and off,
+ * and through the engine the tokens of host sampling.
  *
  * Without a GPU every test prints "skipped: no GPU" and passes. */
 #include <math.h>
@@ -18,6 +20,7 @@
 #endif
 #include "common/engine_util.h"
 #include "common/test_util.h"
+#include "engine/sampling.h"
 #include "lazyattn/lazyattn.h"
 #include "model/config.h"
 #include "model/forward.h"
@@ -46,13 +49,6 @@ static double logit_tol(const float *ref, int32_t n) {
     double m = 0;
     for (int32_t i = 0; i < n; i++) m = fmax(m, fabs((double)ref[i]));
     return LOGIT_TOL_REL * (1.0 + m);
-}
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
 }
 
 /* ============================================================ la_forward ============= */
@@ -137,7 +133,7 @@ static void forward_vs_cpu(const char *name) {
                step ? "decode" : "prefill", n, worst, worst_tol);
         fflush(stdout);
         /* the next token is the CPU's greedy choice, fed to both */
-        if (step < N_GEN) ids[n_prompt + step] = argmax(lg[0] + (size_t)(n - 1) * V, V);
+        if (step < N_GEN) ids[n_prompt + step] = la_argmax(lg[0] + (size_t)(n - 1) * V, V);
     }
     printf("%s: attn_prefill v2 vs v1 on the GPU: worst max |v2 - v1| logit %.4g (tolerance %.4g)\n", name,
            worst_v, worst_v_tol);
@@ -521,6 +517,47 @@ Test(cuda_forward, graph_decode_equals_eager_across_batch_changes) {
     /* each of the four decode runs: at most two eager steps (new key, first-step buffers),
      * the rest replays, so >= 60 - 4 x 3 */
     cr_assert_geq(on.steps_replayed, 48, "only %lld of 60 decode steps replayed a graph",
+                  (long long)on.steps_replayed);
+    gpair_fini(&g);
+}
+
+/* One step: logits on be[0] (graphs off, la_forward), greedy ids on be[1] (graphs on,
+ * la_forward_argmax); every row's id is the argmax of its logits (graphs on and off give
+ * bit-equal logits: graph_decode_equals_eager_across_batch_changes). */
+static void gpair_step_argmax(gpair *g, const int32_t *ids, const int32_t *n_new, int32_t n_seqs,
+                              const char *what) {
+    static gbatch gb;
+    static int32_t got[G_MAX_ROWS];
+    gbatch_build(g, &gb, ids, n_new, n_seqs);
+    la_err err = {0};
+    LA_CHECK_OK(la_forward(g->be[0], &gb.b, g->logits[0], &err), err);
+    for (int32_t r = 0; r < gb.b.n_tokens; r++) got[r] = -1;
+    LA_CHECK_OK(la_forward_argmax(g->be[1], &gb.b, got, &err), err);
+    const int32_t V = g->cfg.vocab_size;
+    for (int32_t r = 0; r < gb.b.n_tokens; r++) {
+        int32_t want = la_argmax(g->logits[0] + (size_t)r * V, V);
+        cr_assert_eq(got[r], want, "%s, step %d row %d: device argmax %d, argmax of the logits %d", what,
+                     g->n_steps, r, got[r], want);
+    }
+    g->n_steps++;
+}
+
+/* la_forward_argmax over a prefill (eager) and decode steps of three and then two
+ * sequences (graphs on be[1]: captured and replayed steps end in the argmax instead of
+ * the logits copy). */
+Test(cuda_forward, forward_argmax_equals_argmax_of_logits_graphs_on_and_off) {
+    if (!la_test_have_gpu()) return;
+    gpair g;
+    gpair_init(&g, "tiny-bf16-untied");
+    const int32_t all[3] = {0, 1, 2}, lens[3] = {150, 200, 40}, ones[3] = {1, 1, 1};
+    gpair_step_argmax(&g, all, lens, 3, "prefill of 3 sequences");
+    for (int s = 0; s < 12; s++) gpair_step_argmax(&g, all, ones, 3, "decode of 3 sequences");
+    for (int s = 0; s < 8; s++) gpair_step_argmax(&g, all, ones, 2, "decode of 2 sequences");
+    la_cuda_graph_stats on;
+    la_cuda_graph_stats_get(g.be[1], &on);
+    print_stats("argmax steps, graphs on", &on);
+    cr_assert_eq(on.capture_failures, 0);
+    cr_assert_geq(on.steps_replayed, 14, "only %lld of 20 decode steps replayed a graph",
                   (long long)on.steps_replayed);
     gpair_fini(&g);
 }

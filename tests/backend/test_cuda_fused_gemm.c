@@ -204,7 +204,7 @@ Test(cuda_fused_gemm, env_sets_the_default_groups) {
         const char *value;
         uint32_t groups;
     } cases[] = {{NULL, LA_CUDA_FUSED_ALL}, {"1", LA_CUDA_FUSED_ALL}, {"0", 0}, {"qkv", LA_CUDA_FUSED_QKV},
-                 {"gate_up", LA_CUDA_FUSED_GATE_UP}};
+                 {"gate_up", LA_CUDA_FUSED_GATE_UP}, {"gemm", LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_GATE_UP}};
     la_err err = {0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (cases[i].value) setenv("LA_CUDA_FUSED_GEMM", cases[i].value, 1);
@@ -391,20 +391,39 @@ Test(cuda_fused_gemm, logits_match_unfused_f32_tied) { fused_vs_unfused("tiny-f3
 Test(cuda_fused_gemm, logits_match_unfused_bf16_untied_mqa) { fused_vs_unfused("tiny-bf16-untied"); }
 Test(cuda_fused_gemm, logits_match_unfused_f32_linear_rope) { fused_vs_unfused("tiny-f32-linear"); }
 
-/* Graphs on ([1]) against off ([0]) with only the QKV group fused: a recorded decode step
- * mixes OP_MATMUL_GROUP and per-weight OP_MATMULs; the replays give bit-equal logits. */
-Test(cuda_fused_gemm, graph_replay_of_fused_steps_equals_eager) {
+/* The residual add + norm and the SwiGLU-from-the-stacked-GEMM fusions ([1]: all groups)
+ * against the GEMM groups alone ([0]): bit-equal logits on prefills under and over 128
+ * rows and on decode steps (the fusions change no arithmetic). */
+Test(cuda_fused_gemm, add_norm_and_swiglu_fusions_are_bit_equal) {
+    if (!la_test_have_gpu()) return;
+    fpair f;
+    const bool graphs[2] = {false, false};
+    const uint32_t fused[2] = {LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_GATE_UP, LA_CUDA_FUSED_ALL};
+    fpair_init(&f, "tiny-f32-tied", graphs, fused);
+    const int32_t ones[F_SEQS] = {1, 1, 1, 1, 1}, all[F_SEQS] = {0, 1, 2, 3, 4};
+    const int32_t lens[3] = {60, 30, 9}, len150[1] = {150};
+    fpair_step(&f, all, lens, 3, 0, "prefill of 3 sequences (99 rows)");
+    for (int s = 0; s < 5; s++) fpair_step(&f, all, ones, 3, 0, "decode of 3");
+    fpair_step(&f, all + 3, len150, 1, 0, "prefill of 150 tokens (GEMMs not fused, add_norm fused)");
+    for (int s = 0; s < 3; s++) fpair_step(&f, all, ones, 4, 0, "decode of 4");
+    fpair_fini(&f);
+}
+
+/* Graphs on ([1]) against off ([0]) with the given groups fused: with QKV only a recorded
+ * decode step mixes OP_MATMUL_GROUP and per-weight OP_MATMULs; with all groups it holds
+ * OP_ADD_RMSNORM and OP_GATE_UP_SWIGLU; the replays give bit-equal logits. */
+static void graph_replay(uint32_t groups, const char *what) {
     if (!la_test_have_gpu()) return;
     fpair f;
     const bool graphs[2] = {false, true};
-    const uint32_t fused[2] = {LA_CUDA_FUSED_QKV, LA_CUDA_FUSED_QKV};
+    const uint32_t fused[2] = {groups, groups};
     fpair_init(&f, "tiny-bf16-untied", graphs, fused);
     const int32_t ones[F_SEQS] = {1, 1, 1, 1, 1}, all[F_SEQS] = {0, 1, 2, 3, 4}, lens[5] = {70, 30, 1, 17, 40};
     fpair_step(&f, all, lens, 5, 0, "prefill of 5 sequences");
     for (int s = 0; s < 10; s++) fpair_step(&f, all, ones, 5, 0, "decode of 5");
     la_cuda_graph_stats st;
     la_cuda_graph_stats_get(f.be[1], &st);
-    printf("qkv fused only: graph steps recorded %lld, replayed %lld, captures %lld, failures %lld\n",
+    printf("%s: graph steps recorded %lld, replayed %lld, captures %lld, failures %lld\n", what,
            (long long)st.steps_recorded, (long long)st.steps_replayed, (long long)st.captures,
            (long long)st.capture_failures);
     cr_assert_eq(st.steps_recorded, 10);
@@ -415,5 +434,8 @@ Test(cuda_fused_gemm, graph_replay_of_fused_steps_equals_eager) {
     cr_assert_geq(st.steps_replayed, 5, "only %lld of 10 decode steps replayed a graph", (long long)st.steps_replayed);
     fpair_fini(&f);
 }
+
+Test(cuda_fused_gemm, graph_replay_of_fused_steps_equals_eager) { graph_replay(LA_CUDA_FUSED_QKV, "qkv fused only"); }
+Test(cuda_fused_gemm, graph_replay_of_all_fusions_equals_eager) { graph_replay(LA_CUDA_FUSED_ALL, "all fused"); }
 
 #endif /* LA_HAVE_CUDA */

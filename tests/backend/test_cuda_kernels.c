@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "base/dtype.h"
 #include "common/test_util.h"
+#include "engine/sampling.h"
 #ifdef LA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -440,6 +441,31 @@ static void row_ops(int hidden, int n_heads, int n_kv, int hd, int inter, int vo
     for (int i = 0; i < 2; i++) LA_CHECK_OK(p.be[i]->ops->add(p.be[i], &x[i], &h[i], &err), err);
     expect_close("add", x, &p, 0, ROW_TOL_REL);
 
+    /* the fused residual add + next norm (GPU) against add then rmsnorm (CPU): both the
+     * stored sum and the norm; out aliases y, as forward.c calls it */
+    random_pair(&p, x, -2.f, 2.f);
+    random_pair(&p, h, -2.f, 2.f);
+    cr_assert_null(p.be[0]->ops->add_rmsnorm);
+    LA_CHECK_OK(p.be[0]->ops->add(p.be[0], &x[0], &h[0], &err), err);
+    LA_CHECK_OK(p.be[0]->ops->rmsnorm(p.be[0], &x[0], LA_W_ATTN_NORM, 1, &h[0], &err), err);
+    LA_CHECK_OK(p.be[1]->ops->add_rmsnorm(p.be[1], &x[1], &h[1], LA_W_ATTN_NORM, 1, &h[1], &err), err);
+    expect_close("add_rmsnorm: x + y", x, &p, 0, ROW_TOL_REL);
+    expect_close("add_rmsnorm: RMSNorm(x + y)", h, &p, 0, 2 * ROW_TOL_REL);
+
+    /* gate_up_swiglu (GPU, one GEMM by the stacked weights, SwiGLU from its output) against
+     * the CPU's two matmuls and swiglu */
+    la_act up2[2];
+    act_pair(&p, n, inter, up2);
+    random_pair(&p, h, -1.f, 1.f);
+    poison_gpu(&p, g);
+    cr_assert_null(p.be[0]->ops->gate_up_swiglu);
+    LA_CHECK_OK(p.be[0]->ops->matmul(p.be[0], &h[0], LA_W_GATE, 1, &g[0], &err), err);
+    LA_CHECK_OK(p.be[0]->ops->matmul(p.be[0], &h[0], LA_W_UP, 1, &up2[0], &err), err);
+    LA_CHECK_OK(p.be[0]->ops->swiglu(p.be[0], &g[0], &up2[0], &err), err);
+    LA_CHECK_OK(p.be[1]->ops->gate_up_swiglu(p.be[1], &h[1], 1, &g[1], &up2[1], &err), err);
+    expect_close("gate_up_swiglu", g, &p, 0, 2 * GEMM_TOL_REL);
+    act_pair_free(&p, up2);
+
     la_act last[2], norm[2];
     act_pair(&p, 3, hidden, last);
     act_pair(&p, 3, hidden, norm);
@@ -464,6 +490,51 @@ static void row_ops(int hidden, int n_heads, int n_kv, int hd, int inter, int vo
 
 Test(cuda_kernels, row_ops_and_gemms_match_cpu_llama8b_head_geometry) { row_ops(512, 8, 2, 128, 1024, 1000); }
 Test(cuda_kernels, row_ops_and_gemms_match_cpu_odd_widths) { row_ops(64, 4, 1, 24, 160, 512); }
+
+/* argmax_to_host (greedy decoding on the device) against la_argmax (engine/sampling.c) on
+ * the same bf16 values, at Llama-3's vocabulary width and an odd one: random rows, equal
+ * maxima far apart (the lowest column wins), NaN (never wins), all NaN, all -inf. */
+Test(cuda_kernels, argmax_matches_host_argmax) {
+    synth s;
+    synth_init(&s, 64, 4, 1, 16, 128, 512, 1);
+    pair p;
+    if (!pair_open(&p, &s, 8, 16)) {
+        synth_free(&s);
+        return;
+    }
+    la_err err = {0};
+    const int32_t widths[2] = {128256, 1003}, R = 8;
+    for (int wi = 0; wi < 2; wi++) {
+        const int32_t w = widths[wi];
+        float *h = random_host((size_t)R * w, -8.f, 8.f);
+        float *row[8];
+        for (int32_t r = 0; r < R; r++) row[r] = h + (size_t)r * w;
+        int32_t want[8] = {-1, 5, 0, w - 3, 0, w - 1, 0, -1}; /* -1: whatever la_argmax says */
+        row[1][w - 1] = row[1][5] = row[1][w / 2] = 100.f;
+        for (int32_t c = 0; c < w; c++) row[2][c] = 1.f;
+        row[3][0] = row[3][7] = NAN;
+        row[3][w - 3] = 50.f;
+        for (int32_t c = 0; c < w; c++) row[4][c] = NAN, row[5][c] = row[6][c] = -INFINITY;
+        row[5][w - 1] = -1e30f;
+        for (int32_t c = 0; c < w; c += 3) row[7][c] = NAN; /* NaN among random values */
+        la_act x;
+        LA_CHECK_OK(p.be[1]->ops->act_alloc(p.be[1], R, w, &x, &err), err);
+        LA_CHECK_OK(la_cuda_act_upload(p.be[1], &x, h, &err), err);
+        int32_t got[8];
+        for (int32_t r = 0; r < R; r++) got[r] = -7;
+        LA_CHECK_OK(p.be[1]->ops->argmax_to_host(p.be[1], &x, got, &err), err);
+        for (int32_t r = 0; r < R; r++) {
+            int32_t ref = la_argmax(row[r], w);
+            if (want[r] >= 0) cr_assert_eq(ref, want[r], "width %d row %d: la_argmax %d, planted %d", w, r, ref, want[r]);
+            cr_assert_eq(got[r], ref, "width %d row %d: device argmax %d, la_argmax %d", w, r, got[r], ref);
+        }
+        printf("argmax width %d: %d rows equal to la_argmax\n", w, R);
+        p.be[1]->ops->act_free(p.be[1], &x);
+        free(h);
+    }
+    pair_close(&p);
+    synth_free(&s);
+}
 
 Test(cuda_kernels, bad_token_id_is_invalid_arg) {
     synth s;

@@ -122,6 +122,23 @@ Test(sampling, greedy_is_argmax_with_the_lowest_index_on_ties) {
     cr_assert_eq(la_sample(l, 5, &p, &r, scratch), 1);
 }
 
+/* la_argmax, which the CUDA backend's device argmax must equal (rows.cu): NaN never wins,
+ * wherever it stands; a row of NaN or of -inf gives 0. */
+Test(sampling, argmax_skips_nan_and_takes_the_lowest_index_of_equal_maxima) {
+    const float nan = NAN, inf = INFINITY;
+    const struct {
+        float v[5];
+        int32_t want;
+    } cases[] = {
+        {{nan, 1, 3, 3, 2}, 2}, {{1, nan, 0, 5, nan}, 3}, {{nan, nan, nan, nan, nan}, 0},
+        {{-inf, -inf, -inf, -inf, -inf}, 0}, {{nan, -inf, -inf, 0, -1}, 3}, {{-inf, nan, -1, -1, -inf}, 2},
+        {{2, 2, 2, 2, 2}, 0}, {{0, 0, inf, inf, 1}, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_eq(la_argmax(cases[i].v, 5), cases[i].want, "case %zu: %d, want %d", i,
+                     la_argmax(cases[i].v, 5), cases[i].want);
+}
+
 /* Draw frequencies follow softmax(logits / T) restricted to top-k: chi-square over 4
  * tokens (3 degrees of freedom; 16.3 is the 0.1% critical value). */
 Test(sampling, draws_follow_the_softmax) {

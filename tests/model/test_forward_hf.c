@@ -3,6 +3,7 @@
  * `python3 tools/oracle/make_models.py`). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/backend.h"
 #include "common/fixture.h"
@@ -98,6 +99,22 @@ static void check_model(const char *name) {
 Test(forward_hf, f32_tied_llama3_logits_match_transformers) { check_model("tiny-f32-tied"); }
 Test(forward_hf, bf16_untied_mqa_head_dim_24_logits_match_transformers) { check_model("tiny-bf16-untied"); }
 Test(forward_hf, f32_linear_rope_mha_logits_match_transformers) { check_model("tiny-f32-linear"); }
+
+/* The CPU backend has no argmax_to_host (the engine samples from its logits on the host):
+ * la_forward_argmax says so before running anything. */
+Test(forward_hf, forward_argmax_without_backend_argmax_is_unsupported) {
+    la_err err = {0};
+    la_backend *be = NULL;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 1, &be, &err), err);
+    cr_assert_null(be->ops->argmax_to_host);
+    int32_t tok = 0, pos = 0, id = -1;
+    int64_t slot = 0;
+    la_batch b = {.n_tokens = 1, .tokens = &tok, .pos = &pos, .k_pos = &pos, .slots = &slot};
+    cr_assert_eq(la_forward_argmax(be, &b, &id, &err), LA_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "no argmax"), "message: %s", err.msg);
+    cr_assert_eq(id, -1);
+    la_backend_destroy(be);
+}
 
 /* BlockAttention's re-rotated copy on the CPU backend: copying a block of keys written at
  * positions p and rotating it by delta gives the keys written at p + delta, for positive

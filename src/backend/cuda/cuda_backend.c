@@ -44,6 +44,14 @@
  * address stays valid and nobody else holds it), then one split_cols launch copies the
  * columns into the separate outputs. On H200 the 8 MB W_k / W_v GEMMs of Llama-3-8B run at
  * ~1 TB/s alone (latency), the 48 MB stack near the copy ceiling.
+ * Two more fusions save launches, not arithmetic (bit-equal): add_rmsnorm runs a layer's
+ * residual add and the next RMSNorm as one row kernel, and gate_up_swiglu computes SwiGLU
+ * straight from the stacked gate/up GEMM's output instead of splitting it first
+ * (LA_CUDA_FUSED_ADD_NORM, LA_CUDA_FUSED_SWIGLU). A Llama decode step is then 11 launches
+ * per layer instead of 14.
+ *
+ * Greedy decoding (argmax_to_host): the argmax of each logit row is taken on the device
+ * (rows.cu) and only the token ids come back, instead of n_rows x vocab f32 logits.
  *
  * CUDA graphs for decode steps (off unless LA_CUDA_GRAPHS=1 or la_cuda_graphs_enable): a
  * decode step queues about 15 operations per layer, ~450 launches for Llama-3-8B, and the
@@ -52,8 +60,8 @@
  * batch_begin uploads the metadata as usual, except that the one array whose length
  * changes from step to step, the block list, goes last (every other array keeps its
  * device address); then every operation validates its arguments as always but only
- * records itself (op_rec: which operation, layer, weight, activations). to_host completes
- * the record and looks it up, together with a step signature (every device address and
+ * records itself (op_rec: which operation, layer, weight, activations). to_host (logits)
+ * or argmax_to_host (greedy token ids) completes the record and looks it up, together with a step signature (every device address and
  * count the launches read from the backend: metadata arrays, work-list lengths, RoPE
  * table, partial buffers, pool, readback buffers), in a small LRU cache:
  *
@@ -78,8 +86,8 @@
  * step runs eagerly. Nothing between capture begin and end waits or allocates: the
  * recorded operations only launch kernels and cuBLAS GEMMs (on the fixed cuBLAS
  * workspace) and copy into the pinned readback buffer; whatever may allocate (metadata,
- * partial and readback buffers, RoPE table) happens in batch_begin or in to_host before
- * the capture. The eager path (graphs off) queues exactly what it queued before graphs
+ * partial and readback buffers, RoPE table) happens in batch_begin or in to_host /
+ * argmax_to_host before the capture. The eager path (graphs off) queues exactly what it queued before graphs
  * existed.
  */
 #include "backend/cuda/cuda_backend.h"
@@ -118,7 +126,7 @@ typedef enum prof_slot {
     PROF_MATMUL_GATE, PROF_MATMUL_UP, PROF_MATMUL_DOWN, PROF_MATMUL_LM_HEAD,
     PROF_MATMUL_QKV, PROF_MATMUL_GATE_UP, PROF_MATMUL_SPLIT,
     PROF_KV_WRITE, PROF_ATTN_PREFILL, PROF_ATTN_DECODE, PROF_ATTN_COMBINE,
-    PROF_SWIGLU, PROF_ADD, PROF_GATHER_ROWS, PROF_TO_HOST, PROF_KV_COPY_ROTATE,
+    PROF_SWIGLU, PROF_ADD, PROF_ADD_RMSNORM, PROF_GATHER_ROWS, PROF_TO_HOST, PROF_ARGMAX, PROF_KV_COPY_ROTATE,
     PROF_COUNT
 } prof_slot;
 
@@ -128,7 +136,7 @@ static const char *const k_prof_names[PROF_COUNT] = {
     "matmul_gate", "matmul_up", "matmul_down", "matmul_lm_head",
     "matmul_qkv", "matmul_gate_up", "matmul_split",
     "kv_write", "attn_prefill", "attn_decode", "attn_combine",
-    "swiglu", "add", "gather_rows", "to_host", "kv_copy_rotate",
+    "swiglu", "add", "add_rmsnorm", "gather_rows", "to_host", "argmax", "kv_copy_rotate",
 };
 
 /* A pinned host buffer and its device twin: one upload in flight at a time. */
@@ -154,7 +162,7 @@ typedef struct tile_plan {
 
 typedef enum op_kind {
     OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_MATMUL_GROUP, OP_KV_WRITE, OP_ATTENTION, OP_SWIGLU,
-    OP_ADD, OP_GATHER_ROWS, OP_TO_HOST
+    OP_ADD, OP_GATHER_ROWS, OP_TO_HOST, OP_ARGMAX, OP_ADD_RMSNORM, OP_GATE_UP_SWIGLU
 } op_kind;
 
 /* One operation of a recorded decode step, with the arguments forward.c passed (a, b: the
@@ -1213,20 +1221,54 @@ static la_status cuda_embed(la_backend *be, la_act *x, la_err *err) {
     return LA_OK;
 }
 
+/* *wp = the norm weight w of layer, checked with the shapes of x and out. */
+static la_status norm_args(cuda_backend *c, const char *what, const la_act *x, la_weight_kind w, int32_t layer,
+                           const la_act *out, const la_bf16_t **wp, la_err *err) {
+    *wp = (w == LA_W_ATTN_NORM || w == LA_W_MLP_NORM || w == LA_W_FINAL_NORM) ? weight_ptr(c, w, layer) : NULL;
+    if (!*wp) return la_err_set(err, LA_ERR_INTERNAL, "cuda %s: no norm weight %d for layer %d", what, (int)w, layer);
+    if (x->n_cols != c->base.cfg.hidden_size) return shape_error(err, what, x, x->n_rows, c->base.cfg.hidden_size);
+    if (out->n_rows != x->n_rows || out->n_cols != x->n_cols) return shape_error(err, what, out, x->n_rows, x->n_cols);
+    return LA_OK;
+}
+
 static la_status cuda_rmsnorm(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
                               la_act *out, la_err *err) {
     cuda_backend *c = cu(be);
-    const la_bf16_t *wp = (w == LA_W_ATTN_NORM || w == LA_W_MLP_NORM || w == LA_W_FINAL_NORM)
-                              ? weight_ptr(c, w, layer) : NULL;
-    if (!wp) return la_err_set(err, LA_ERR_INTERNAL, "cuda rmsnorm: no norm weight %d for layer %d", (int)w, layer);
-    if (x->n_cols != c->base.cfg.hidden_size) return shape_error(err, "rmsnorm", x, x->n_rows, c->base.cfg.hidden_size);
-    if (out->n_rows != x->n_rows || out->n_cols != x->n_cols) return shape_error(err, "rmsnorm", out, x->n_rows, x->n_cols);
+    const la_bf16_t *wp;
+    LA_TRY(norm_args(c, "rmsnorm", x, w, layer, out, &wp, err));
     if (c->recording) return record_op(c, OP_RMSNORM, layer, (int32_t)w, x, out, err);
     prof_begin(c);
     la_cuda_rmsnorm_params p = {x->data, out->data, wp, x->n_rows, (int32_t)x->n_cols,
-                                (float)c->base.cfg.rms_norm_eps};
+                                (float)c->base.cfg.rms_norm_eps, NULL};
     LA_TRY(la_cuda_rmsnorm(&p, c->stream, err));
     prof_end(c, PROF_RMSNORM);
+    return LA_OK;
+}
+
+static la_status cuda_add(la_backend *be, la_act *x, const la_act *y, la_err *err);
+
+/* x += y, then out = RMSNorm(x) w: one launch (la_cuda_rmsnorm with a residual) when
+ * LA_CUDA_FUSED_ADD_NORM is on, else add then rmsnorm. */
+static la_status cuda_add_rmsnorm(la_backend *be, la_act *x, const la_act *y, la_weight_kind w, int32_t layer,
+                                  la_act *out, la_err *err) {
+    cuda_backend *c = cu(be);
+    if (!(c->fused & LA_CUDA_FUSED_ADD_NORM)) {
+        LA_TRY(cuda_add(be, x, y, err));
+        return cuda_rmsnorm(be, x, w, layer, out, err);
+    }
+    const la_bf16_t *wp;
+    LA_TRY(norm_args(c, "add_rmsnorm", x, w, layer, out, &wp, err));
+    if (y->n_rows != x->n_rows || y->n_cols != x->n_cols) return shape_error(err, "add_rmsnorm", y, x->n_rows, x->n_cols);
+    if (c->recording) {
+        LA_TRY(record_op(c, OP_ADD_RMSNORM, layer, (int32_t)w, x, y, err));
+        c->recs[c->n_recs - 1].c = *out;
+        return LA_OK;
+    }
+    prof_begin(c);
+    la_cuda_rmsnorm_params p = {x->data, out->data, wp, x->n_rows, (int32_t)x->n_cols,
+                                (float)c->base.cfg.rms_norm_eps, y->data};
+    LA_TRY(la_cuda_rmsnorm(&p, c->stream, err));
+    prof_end(c, PROF_ADD_RMSNORM);
     return LA_OK;
 }
 
@@ -1390,6 +1432,42 @@ static la_status cuda_swiglu(la_backend *be, la_act *gate, const la_act *up, la_
     return LA_OK;
 }
 
+/* gate = silu(x W_gate^T) * (x W_up^T). With LA_CUDA_FUSED_SWIGLU and the gate/up group
+ * fused for x's row count: one GEMM by [W_gate; W_up] into gemm_scratch, then one
+ * swiglu_stacked launch straight from it (no column split). Otherwise matmul_group into
+ * gate and up, then swiglu. up: [n, intermediate] scratch. */
+static la_status cuda_gate_up_swiglu(la_backend *be, const la_act *x, int32_t layer, la_act *gate, la_act *up,
+                                     la_err *err) {
+    cuda_backend *c = cu(be);
+    static const la_weight_kind w[2] = {LA_W_GATE, LA_W_UP};
+    const int64_t inter = c->base.cfg.intermediate_size, hidden = c->base.cfg.hidden_size;
+    const bool fuse = (c->fused & LA_CUDA_FUSED_SWIGLU) && (c->fused & LA_CUDA_FUSED_GATE_UP) &&
+                      x->n_rows > 0 && x->n_rows <= LA_CUDA_FUSED_MAX_ROWS && c->gemm_scratch;
+    if (!fuse) {
+        LA_TRY(cuda_matmul_group(be, x, w, 2, layer, (la_act *const[]){gate, up}, err));
+        return cuda_swiglu(be, gate, up, err);
+    }
+    const la_bf16_t *w0 = weight_ptr(c, LA_W_GATE, layer);
+    if (!w0 || weight_ptr(c, LA_W_UP, layer) != w0 + inter * hidden)
+        return la_err_set(err, LA_ERR_INTERNAL, "cuda gate_up_swiglu: W_gate / W_up of layer %d not stacked", layer);
+    if (x->n_cols != hidden) return shape_error(err, "gate_up_swiglu", x, x->n_rows, hidden);
+    if (gate->n_rows != x->n_rows || gate->n_cols != inter) return shape_error(err, "gate_up_swiglu", gate, x->n_rows, inter);
+    if (up->n_rows != x->n_rows || up->n_cols != inter) return shape_error(err, "gate_up_swiglu", up, x->n_rows, inter);
+    if (c->recording) {
+        LA_TRY(record_op(c, OP_GATE_UP_SWIGLU, layer, 0, x, gate, err));
+        c->recs[c->n_recs - 1].c = *up;
+        return LA_OK;
+    }
+    prof_begin(c);
+    LA_TRY(gemm(c, x->data, w0, x->n_rows, hidden, 2 * inter, c->gemm_scratch, err));
+    prof_end(c, PROF_MATMUL_GATE_UP);
+    prof_begin(c);
+    la_cuda_swiglu_stacked_params p = {c->gemm_scratch, gate->data, x->n_rows, (int32_t)inter};
+    LA_TRY(la_cuda_swiglu_stacked(&p, c->stream, err));
+    prof_end(c, PROF_SWIGLU);
+    return LA_OK;
+}
+
 static la_status cuda_add(la_backend *be, la_act *x, const la_act *y, la_err *err) {
     cuda_backend *c = cu(be);
     if (x->n_rows != y->n_rows || x->n_cols != y->n_cols) return shape_error(err, "add", y, x->n_rows, x->n_cols);
@@ -1444,19 +1522,46 @@ static la_status to_host_queue(cuda_backend *c, const la_act *x, la_err *err) {
     return LA_OK;
 }
 
-static la_status graph_step_finish(cuda_backend *c, const la_act *x, float *host, la_err *err);
+/* Queue the greedy token ids of x's rows (la_cuda_argmax) into the readback buffer (as
+ * int32, sized by reserve_readback for x->n_rows floats) and their copy into the pinned
+ * buffer; the caller waits. */
+static la_status argmax_queue(cuda_backend *c, const la_act *x, la_err *err) {
+    la_cuda_argmax_params p = {x->data, (int32_t *)c->f32_dev, (int32_t)x->n_rows, (int32_t)x->n_cols};
+    LA_TRY(la_cuda_argmax(&p, c->stream, err));
+    CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, (size_t)x->n_rows * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, c->stream), "argmax copy");
+    return LA_OK;
+}
+
+static la_status graph_step_finish(cuda_backend *c, op_kind last, const la_act *x, void *host, la_err *err);
 
 static la_status cuda_to_host(la_backend *be, const la_act *x, float *host, la_err *err) {
     cuda_backend *c = cu(be);
     size_t n = (size_t)(x->n_rows * x->n_cols);
     if (n == 0) return flush_recorded(c, err);
-    if (c->recording) return graph_step_finish(c, x, host, err);
+    if (c->recording) return graph_step_finish(c, OP_TO_HOST, x, host, err);
     prof_begin(c);
     LA_TRY(reserve_readback(c, n, err));
     LA_TRY(to_host_queue(c, x, err));
     CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
     memcpy(host, c->host_pinned, n * sizeof(float));
     prof_end(c, PROF_TO_HOST);
+    return LA_OK;
+}
+
+static la_status cuda_argmax_to_host(la_backend *be, const la_act *x, int32_t *ids, la_err *err) {
+    cuda_backend *c = cu(be);
+    if (x->n_rows == 0) return flush_recorded(c, err);
+    if (x->n_cols <= 0 || x->n_cols > INT32_MAX || x->n_rows > INT32_MAX)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "argmax: bad shape [%lld, %lld]", (long long)x->n_rows,
+                          (long long)x->n_cols);
+    if (c->recording) return graph_step_finish(c, OP_ARGMAX, x, ids, err);
+    prof_begin(c);
+    LA_TRY(reserve_readback(c, (size_t)x->n_rows, err));
+    LA_TRY(argmax_queue(c, x, err));
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
+    memcpy(ids, c->host_pinned, (size_t)x->n_rows * sizeof(int32_t));
+    prof_end(c, PROF_ARGMAX);
     return LA_OK;
 }
 
@@ -1506,6 +1611,15 @@ static la_status run_op(cuda_backend *c, const op_rec *r, la_err *err) {
     case OP_ADD: return cuda_add(be, &a, &b, err);
     case OP_GATHER_ROWS: return cuda_gather_rows(be, &a, &b, err);
     case OP_TO_HOST: return to_host_queue(c, &a, err);
+    case OP_ARGMAX: return argmax_queue(c, &a, err);
+    case OP_ADD_RMSNORM: {
+        la_act out = r->c;
+        return cuda_add_rmsnorm(be, &a, &b, (la_weight_kind)r->weight, r->layer, &out, err);
+    }
+    case OP_GATE_UP_SWIGLU: {
+        la_act up = r->c;
+        return cuda_gate_up_swiglu(be, &a, r->layer, &b, &up, err);
+    }
     }
     return la_err_set(err, LA_ERR_INTERNAL, "cuda backend: recorded operation %d", r->kind);
 }
@@ -1636,14 +1750,16 @@ static bool graph_capture(cuda_backend *c, graph_entry *g) {
     return true;
 }
 
-/* to_host of a recorded step (top of this file): complete the record with the readback,
- * then launch a cached graph, capture one (second sight of a key) or queue the operations
- * eagerly; wait, copy the logits out. */
-static la_status graph_step_finish(cuda_backend *c, const la_act *x, float *host, la_err *err) {
-    size_t n = (size_t)(x->n_rows * x->n_cols);
+/* to_host / argmax_to_host of a recorded step (top of this file): complete the record with
+ * the readback (`last`: OP_TO_HOST or OP_ARGMAX), then launch a cached graph, capture one
+ * (second sight of a key) or queue the operations eagerly; wait, copy the logits (f32) or
+ * token ids (int32) out to host. */
+static la_status graph_step_finish(cuda_backend *c, op_kind last, const la_act *x, void *host, la_err *err) {
+    /* the step's result: f32 logits (OP_TO_HOST) or int32 token ids (OP_ARGMAX) */
+    size_t n = (size_t)(last == OP_ARGMAX ? x->n_rows : x->n_rows * x->n_cols);
     c->recording = false;
     la_status s = reserve_readback(c, n, err); /* may wait and reallocate: before any capture */
-    if (s == LA_OK) s = record_op(c, OP_TO_HOST, 0, 0, x, NULL, err);
+    if (s == LA_OK) s = record_op(c, last, 0, 0, x, NULL, err);
     if (s != LA_OK) {
         la_err ignored = {0};
         (void)run_recorded(c, &ignored); /* what the eager path had queued before failing */
@@ -1677,7 +1793,7 @@ static la_status graph_step_finish(cuda_backend *c, const la_act *x, float *host
     c->n_recs = 0;
     LA_TRY(s);
     CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
-    memcpy(host, c->host_pinned, n * sizeof(float));
+    memcpy(host, c->host_pinned, n * 4); /* f32 or int32 */
     return LA_OK;
 }
 
@@ -1736,6 +1852,9 @@ static const la_backend_ops k_cuda_ops = {
     .add = cuda_add,
     .gather_rows = cuda_gather_rows,
     .to_host = cuda_to_host,
+    .argmax_to_host = cuda_argmax_to_host,
+    .add_rmsnorm = cuda_add_rmsnorm,
+    .gate_up_swiglu = cuda_gate_up_swiglu,
     .kv_copy_rotate = cuda_kv_copy_rotate,
     .kv_read_slot = cuda_kv_read_slot,
 };
@@ -1796,8 +1915,9 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
         if (strcmp(fused_env, "0") == 0) fused = 0;
         else if (strcmp(fused_env, "qkv") == 0) fused = LA_CUDA_FUSED_QKV;
         else if (strcmp(fused_env, "gate_up") == 0) fused = LA_CUDA_FUSED_GATE_UP;
+        else if (strcmp(fused_env, "gemm") == 0) fused = LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_GATE_UP;
         else if (strcmp(fused_env, "1") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_FUSED_GEMM=%s: expected 0, 1, qkv or gate_up",
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_FUSED_GEMM=%s: expected 0, 1, qkv, gate_up or gemm",
                               fused_env);
     }
     cuda_backend *c = calloc(1, sizeof *c);

@@ -82,20 +82,30 @@ void la_cuda_graph_stats_get(const la_backend *be, la_cuda_graph_stats *out);
  * call on the capturing stream invalidates it), to exercise the fallback. */
 void la_cuda_graphs_break_next_capture(la_backend *be);
 
-/* ---- fused GEMMs for small row counts (cuda_backend.c, matmul_group) ---------------------- */
+/* ---- fused operations (cuda_backend.c: matmul_group, add_rmsnorm, gate_up_swiglu) -------- */
 
-/* Weight groups that matmul_group multiplies as one GEMM when x has at most 128 rows
- * (decode steps, question chunks): x [W_q; W_k; W_v]^T and x [W_gate; W_up]^T, the weights
- * stacked by rows in one allocation per layer, then one kernel splits the columns into the
- * separate outputs. The same values as separate GEMMs up to bf16 GEMM rounding (cuBLAS
- * picks another kernel for the wider shape). Above 128 rows, or off, one GEMM per weight. */
+/* Groups of operations the backend runs fused, each one bit:
+ *   QKV, GATE_UP  for at most 128 rows of x (decode steps, question chunks), x [W_q; W_k;
+ *                 W_v]^T and x [W_gate; W_up]^T as one GEMM each, the weights stacked by
+ *                 rows in one allocation per layer, then one kernel splits the columns
+ *                 into the separate outputs. The same values as separate GEMMs up to bf16
+ *                 GEMM rounding (cuBLAS picks another kernel for the wider shape). Above
+ *                 128 rows, or off, one GEMM per weight.
+ *   ADD_NORM      a decoder layer's residual add and the next RMSNorm in one launch
+ *                 (add_rmsnorm). Bit-equal to add then rmsnorm.
+ *   SWIGLU        with GATE_UP fused: SwiGLU reads gate and up straight from the fused
+ *                 GEMM's output (gate_up_swiglu; no column split). Bit-equal to the split
+ *                 and swiglu. */
 #define LA_CUDA_FUSED_QKV 1u
 #define LA_CUDA_FUSED_GATE_UP 2u
-#define LA_CUDA_FUSED_ALL 3u
-/* Set the fused groups (a mask of LA_CUDA_FUSED_*; 0: every weight its own GEMM). The
- * default comes from the environment at create: LA_CUDA_FUSED_GEMM=0 (none), 1 (all, also
- * when unset), qkv, gate_up; another value fails the create with LA_ERR_INVALID_ARG. Runs
- * any step in progress and frees the cached CUDA graphs. Tests and benchmarks compare. */
+#define LA_CUDA_FUSED_ADD_NORM 4u
+#define LA_CUDA_FUSED_SWIGLU 8u
+#define LA_CUDA_FUSED_ALL 15u
+/* Set the fused groups (a mask of LA_CUDA_FUSED_*; 0: nothing fused). The default comes
+ * from the environment at create: LA_CUDA_FUSED_GEMM=0 (none), 1 (all, also when unset),
+ * qkv, gate_up, gemm (qkv and gate_up: the GEMM groups only); another value fails the
+ * create with LA_ERR_INVALID_ARG. Runs any step in progress and frees the cached CUDA
+ * graphs. Tests and benchmarks compare. */
 void la_cuda_fused_gemm_set(la_backend *be, uint32_t groups);
 /* The groups fused now; 0 for a backend that is not CUDA. */
 uint32_t la_cuda_fused_gemm(const la_backend *be);

@@ -170,12 +170,14 @@ typedef struct la_cuda_embed_params {
 la_status la_cuda_embed(const la_cuda_embed_params *p, cudaStream_t stream, la_err *err);
 
 typedef struct la_cuda_rmsnorm_params {
-    const la_bf16_t *x;         /* [n_rows, n_cols] */
-    la_bf16_t *out;             /* [n_rows, n_cols] */
+    const la_bf16_t *x;         /* [n_rows, n_cols]; written (x += residual) when residual is set */
+    la_bf16_t *out;             /* [n_rows, n_cols]; may be residual */
     const la_bf16_t *w;         /* [n_cols] */
     int64_t n_rows;
     int32_t n_cols;
     float eps;
+    const la_bf16_t *residual;  /* NULL, or [n_rows, n_cols]: x += residual (bf16, as la_cuda_add)
+                                   before the norm, which is then of the sum */
 } la_cuda_rmsnorm_params;
 la_status la_cuda_rmsnorm(const la_cuda_rmsnorm_params *p, cudaStream_t stream, la_err *err);
 
@@ -202,6 +204,16 @@ typedef struct la_cuda_split_params {
 } la_cuda_split_params;
 la_status la_cuda_split_cols(const la_cuda_split_params *p, cudaStream_t stream, la_err *err);
 
+/* Greedy decoding on the device: ids[r] = the column of the largest x[r][c] (the lowest
+ * column on ties; NaN counts below every number, so a row of NaN gives column 0), the
+ * same as engine/sampling.c la_argmax on the f32 values of x. */
+typedef struct la_cuda_argmax_params {
+    const la_bf16_t *x;         /* [n_rows, n_cols] (logits) */
+    int32_t *ids;               /* [n_rows], device */
+    int32_t n_rows, n_cols;
+} la_cuda_argmax_params;
+la_status la_cuda_argmax(const la_cuda_argmax_params *p, cudaStream_t stream, la_err *err);
+
 /* ---- element-wise kernels (elementwise.cu) -------------------------------------------- */
 
 typedef struct la_cuda_binary_params {
@@ -213,6 +225,18 @@ typedef struct la_cuda_binary_params {
 la_status la_cuda_add(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err);
 /* x = silu(x) * y (x = gate, y = up) */
 la_status la_cuda_swiglu(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err);
+
+/* out = silu(gate) * up with gate and up side by side in the rows of x (the output of one
+ * GEMM by [W_gate; W_up], cuda_backend.c matmul_group): x [n_rows, 2 n_cols] holds gate in
+ * columns [0, n_cols) and up in [n_cols, 2 n_cols); out [n_rows, n_cols]. The same values
+ * as splitting the columns and la_cuda_swiglu. */
+typedef struct la_cuda_swiglu_stacked_params {
+    const la_bf16_t *x;
+    la_bf16_t *out;
+    int64_t n_rows;
+    int32_t n_cols;
+} la_cuda_swiglu_stacked_params;
+la_status la_cuda_swiglu_stacked(const la_cuda_swiglu_stacked_params *p, cudaStream_t stream, la_err *err);
 
 typedef struct la_cuda_to_f32_params {
     const la_bf16_t *x;

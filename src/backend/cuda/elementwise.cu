@@ -3,6 +3,8 @@
  * add          x += y                              (residual connection)
  * swiglu       x = silu(x) * y = x / (1 + e^-x) * y (HF LlamaMLP: act_fn(gate) * up), in f32,
  *              rounded to bf16 once
+ * swiglu_stacked  out = silu(gate) * up, gate and up the two column halves of each row
+ *              of x (one GEMM by [W_gate; W_up]: no copy into separate gate / up)
  * bf16_to_f32  out = (float)x                      (to_host of logits and activations)
  *
  * Shapes: flat [n]. Grid-stride loops over 16-byte vectors of 8 elements (acts come from
@@ -41,6 +43,29 @@ template <bool SWIGLU> __global__ void __launch_bounds__(E_THREADS) binary_kerne
     }
 }
 
+/* One thread per 8 output columns (VEC 8) or per column: row i / n_units of out. */
+template <int VEC>
+__global__ void __launch_bounds__(E_THREADS) swiglu_stacked_kernel(const la_cuda_swiglu_stacked_params p) {
+    const int64_t units = p.n_cols / VEC, n = p.n_rows * units;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int64_t row = i / units, u = i % units;
+        const la_bf16_t *g = p.x + row * 2 * p.n_cols + u * VEC, *up = g + p.n_cols;
+        la_bf16_t *o = p.out + row * p.n_cols + u * VEC;
+        if (VEC == 8) {
+            const uint4 a = *reinterpret_cast<const uint4 *>(g), b = *reinterpret_cast<const uint4 *>(up);
+            const uint32_t av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            uint32_t r[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                r[e] = la_pack_bf16x2(silu_mul(lo_f(av[e]), lo_f(bv[e])), silu_mul(hi_f(av[e]), hi_f(bv[e])));
+            *reinterpret_cast<uint4 *>(o) = make_uint4(r[0], r[1], r[2], r[3]);
+        } else {
+            *o = la_f2bf(silu_mul(la_bf2f(*g), la_bf2f(*up)));
+        }
+    }
+}
+
 __global__ void __launch_bounds__(E_THREADS) to_f32_kernel(const la_cuda_to_f32_params p) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += stride)
@@ -62,6 +87,17 @@ extern "C" la_status la_cuda_add(const la_cuda_binary_params *p, cudaStream_t st
 
 extern "C" la_status la_cuda_swiglu(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err) {
     return launch_binary<true>(p, stream, err);
+}
+
+extern "C" la_status la_cuda_swiglu_stacked(const la_cuda_swiglu_stacked_params *p, cudaStream_t stream,
+                                            la_err *err) {
+    if (p->n_rows <= 0) return LA_OK;
+    if (p->n_cols <= 0) return la_err_set(err, LA_ERR_INTERNAL, "swiglu_stacked: %d columns", p->n_cols);
+    const bool vec = p->n_cols % 8 == 0 && ((uintptr_t)p->x & 15) == 0 && ((uintptr_t)p->out & 15) == 0;
+    const int64_t n = p->n_rows * (vec ? p->n_cols / 8 : p->n_cols);
+    if (vec) swiglu_stacked_kernel<8><<<la_cuda_blocks(n, E_THREADS), E_THREADS, 0, stream>>>(*p);
+    else swiglu_stacked_kernel<1><<<la_cuda_blocks(n, E_THREADS), E_THREADS, 0, stream>>>(*p);
+    return la_cuda_launched("swiglu_stacked", err);
 }
 
 extern "C" la_status la_cuda_bf16_to_f32(const la_cuda_to_f32_params *p, cudaStream_t stream, la_err *err) {

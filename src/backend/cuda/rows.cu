@@ -4,9 +4,14 @@
  * embed        x[t] = table[tokens[t]]                        (HF nn.Embedding)
  * rmsnorm      out = w * (x / sqrt(mean(x^2) + eps))           (HF LlamaRMSNorm: variance
  *              in f32, eps inside the square root; the product is rounded to bf16 once,
- *              as the CPU backend computes it in f32)
+ *              as the CPU backend computes it in f32); with a residual, x += residual
+ *              first (the decoder layer's residual add, stored to x) and the norm is of
+ *              the sum: one launch for the add and the next block's norm
  * gather_rows  out[i] = x[rows[i]]
  * split_cols   out_i[r] = x[r][c_i, c_i + n_cols_i)  (x = h [W_q; W_k; W_v]^T into q, k, v)
+ * argmax       ids[r] = the column of the largest x[r][c], the lowest column on ties, NaN
+ *              below every number (greedy decoding on the device: engine/sampling.c
+ *              la_argmax, torch.argmax for NaN-free rows)
  *
  * Shapes: row-major bf16 [n_rows, n_cols]; table [vocab, n_cols]; w [n_cols].
  * Grid: one CTA per output row; 16-byte vectors when n_cols % 8 == 0 (every Llama shape),
@@ -14,7 +19,8 @@
  * vector (8 columns) per thread when every part's width is a multiple of 8, one element
  * otherwise. Bytes: embed, gather and split 4 x n_cols per row (read + write); rmsnorm
  * 6 x n_cols per row (x read twice, the second time from L1/L2). FLOPs: ~4 x n_cols per
- * row for rmsnorm; none otherwise.
+ * row for rmsnorm; none otherwise. argmax: one CTA of 1024 threads per row, 2 x n_cols
+ * bytes read, 4 written.
  */
 #include "backend/cuda/cuda_common.cuh"
 
@@ -53,6 +59,11 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return s;
 }
 
+/* ADD: x += residual first (rounded to bf16 and stored, as la_cuda_add computes it), then
+ * the norm of the stored sum. Each thread reads back only the elements it wrote itself
+ * (the same index sequence in both loops), and every read of residual comes before the
+ * block_sum barrier, so out may be residual. */
+template <bool ADD>
 __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnorm_params p) {
     __shared__ float red[R_THREADS / 32];
     const int64_t row = blockIdx.x;
@@ -63,7 +74,18 @@ __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnor
     const bool vec = (n & 7) == 0;
     if (vec) {
         for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
-            const uint4 v = reinterpret_cast<const uint4 *>(x)[i];
+            uint4 v = reinterpret_cast<const uint4 *>(x)[i];
+            if (ADD) {
+                const uint4 r = reinterpret_cast<const uint4 *>(p.residual + row * n)[i];
+                const uint32_t xv[4] = {v.x, v.y, v.z, v.w}, rv[4] = {r.x, r.y, r.z, r.w};
+                uint32_t o[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    o[e] = la_pack_bf16x2(__uint_as_float(xv[e] << 16) + __uint_as_float(rv[e] << 16),
+                                          __uint_as_float(xv[e] & 0xffff0000u) + __uint_as_float(rv[e] & 0xffff0000u));
+                v = make_uint4(o[0], o[1], o[2], o[3]);
+                reinterpret_cast<uint4 *>(const_cast<la_bf16_t *>(x))[i] = v;
+            }
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int e = 0; e < 4; e++) {
@@ -73,6 +95,7 @@ __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnor
         }
     } else {
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            if (ADD) const_cast<la_bf16_t *>(x)[i] = la_f2bf(la_bf2f(x[i]) + la_bf2f(p.residual[row * n + i]));
             const float a = la_bf2f(x[i]);
             ss += a * a;
         }
@@ -115,6 +138,43 @@ template <int VEC> __global__ void __launch_bounds__(R_THREADS) split_kernel(con
     else *dst = *src;
 }
 
+constexpr int A_THREADS = 1024;
+
+/* (value, column) of the better of two candidates: larger value, then lower column. */
+__device__ __forceinline__ void better_of(float &v, int32_t &c, float v2, int32_t c2) {
+    if (v2 > v || (v2 == v && c2 < c)) {
+        v = v2;
+        c = c2;
+    }
+}
+
+__global__ void __launch_bounds__(A_THREADS) argmax_kernel(const la_cuda_argmax_params p) {
+    __shared__ float sv[A_THREADS / 32];
+    __shared__ int32_t sc[A_THREADS / 32];
+    const la_bf16_t *x = p.x + (int64_t)blockIdx.x * p.n_cols;
+    float v = -INFINITY;
+    int32_t c = INT32_MAX; /* no column yet: any column, even of -inf or NaN, wins a tie */
+    for (int32_t i = threadIdx.x; i < p.n_cols; i += blockDim.x) {
+        float xi = la_bf2f(x[i]);
+        better_of(v, c, isnan(xi) ? -INFINITY : xi, i);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+        better_of(v, c, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, c, o));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) {
+        sv[warp] = v;
+        sc[warp] = c;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < A_THREADS / 32 ? sv[lane] : -INFINITY;
+        c = lane < A_THREADS / 32 ? sc[lane] : INT32_MAX;
+        for (int o = 16; o > 0; o >>= 1)
+            better_of(v, c, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, c, o));
+        if (lane == 0) p.ids[blockIdx.x] = c;
+    }
+}
+
 } /* namespace */
 
 /* ---- launchers -------------------------------------------------------------------------- */
@@ -129,8 +189,9 @@ extern "C" la_status la_cuda_rmsnorm(const la_cuda_rmsnorm_params *p, cudaStream
     if (p->n_rows <= 0) return LA_OK;
     if (p->n_cols <= 0 || p->n_rows > INT32_MAX)
         return la_err_set(err, LA_ERR_INTERNAL, "rmsnorm: bad shape [%lld, %d]", (long long)p->n_rows, p->n_cols);
-    rmsnorm_kernel<<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("rmsnorm", err);
+    if (p->residual) rmsnorm_kernel<true><<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
+    else rmsnorm_kernel<false><<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
+    return la_cuda_launched(p->residual ? "add_rmsnorm" : "rmsnorm", err);
 }
 
 extern "C" la_status la_cuda_gather_rows(const la_cuda_gather_params *p, cudaStream_t stream, la_err *err) {
@@ -156,4 +217,12 @@ extern "C" la_status la_cuda_split_cols(const la_cuda_split_params *p, cudaStrea
     if (vec) split_kernel<8><<<grid, R_THREADS, 0, stream>>>(*p);
     else split_kernel<1><<<grid, R_THREADS, 0, stream>>>(*p);
     return la_cuda_launched("split_cols", err);
+}
+
+extern "C" la_status la_cuda_argmax(const la_cuda_argmax_params *p, cudaStream_t stream, la_err *err) {
+    if (p->n_cols <= 0 || p->n_rows < 0 || p->n_rows > INT32_MAX)
+        return la_err_set(err, LA_ERR_INTERNAL, "argmax: bad shape [%d, %d]", p->n_rows, p->n_cols);
+    if (p->n_rows == 0) return LA_OK;
+    argmax_kernel<<<(unsigned)p->n_rows, A_THREADS, 0, stream>>>(*p);
+    return la_cuda_launched("argmax", err);
 }
