@@ -41,8 +41,8 @@
  *
  * --fused times the block, mepic and lazy TTFT rows (64-row questions) and every TPOT row
  * once per fused-GEMM setting (la_cuda_fused_gemm_set; default: the backend's, all groups
- * unless LA_CUDA_FUSED_GEMM says otherwise): off, qkv, gate_up, on (both groups); "both"
- * = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
+ * unless LA_CUDA_FUSED_GEMM says otherwise): off, qkv, gate_up, gemm (both GEMM groups),
+ * on (also the add + norm and SwiGLU fusions); "both" = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
  * Every TTFT and TPOT row carries "fused" (any group fused) and "fused_groups".
  *
  * --readback times every TPOT row once per way the step's result reaches the host:
@@ -356,21 +356,34 @@ static void build_question(layout *L, bb *b, doc_view v, const int32_t *copy_blo
     bb_seq(b, 0, N_QUESTION, 0, true);
 }
 
-/* The fused-GEMM groups of a LA_CUDA_FUSED_* mask, as the rows and --fused name them. */
+/* The settings --fused names (LA_CUDA_FUSED_* masks; cuda_backend.h). */
+static const struct {
+    const char *name;
+    uint32_t mask;
+} k_fused_settings[] = {
+    {"off", 0},
+    {"qkv", LA_CUDA_FUSED_QKV},
+    {"gate_up", LA_CUDA_FUSED_GATE_UP},
+    {"gemm", LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_GATE_UP},
+    {"on", LA_CUDA_FUSED_ALL},
+};
+
+/* The --fused name of a mask ("mask" for one no name stands for). */
 static const char *fused_name(uint32_t mask) {
-    switch (mask & LA_CUDA_FUSED_ALL) {
-    case 0: return "off";
-    case LA_CUDA_FUSED_QKV: return "qkv";
-    case LA_CUDA_FUSED_GATE_UP: return "gate_up";
-    default: return "on";
-    }
+    for (size_t i = 0; i < sizeof k_fused_settings / sizeof k_fused_settings[0]; i++)
+        if (k_fused_settings[i].mask == (mask & LA_CUDA_FUSED_ALL)) return k_fused_settings[i].name;
+    return "mask";
 }
 
 /* ", \"fused\": ..., \"fused_groups\": ..." of the backend's setting now. */
 static void emit_fused(bench *bn) {
+    static const char *const bits[4] = {"qkv", "gate_up", "add_norm", "swiglu"};
     const uint32_t f = la_cuda_fused_gemm(bn->be);
-    jprintf(bn->out, ", \"fused\": %s, \"fused_groups\": \"%s\"", f ? "true" : "false",
-            f == LA_CUDA_FUSED_ALL ? "qkv,gate_up" : f == LA_CUDA_FUSED_QKV ? "qkv" : f ? "gate_up" : "none");
+    char groups[64] = "";
+    for (int b = 0; b < 4; b++)
+        if (f & (1u << b)) snprintf(groups + strlen(groups), sizeof groups - strlen(groups), "%s%s",
+                                    groups[0] ? "," : "", bits[b]);
+    jprintf(bn->out, ", \"fused\": %s, \"fused_groups\": \"%s\"", f ? "true" : "false", groups[0] ? groups : "none");
 }
 
 static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
@@ -783,15 +796,17 @@ int main(int argc, char **argv) {
             bool bad = false;
             for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
                 const bool both = !strcmp(tok, "both");
-                const uint32_t m = !strcmp(tok, "off") ? 0 : !strcmp(tok, "qkv") ? LA_CUDA_FUSED_QKV
-                                   : !strcmp(tok, "gate_up") ? LA_CUDA_FUSED_GATE_UP : LA_CUDA_FUSED_ALL;
-                if (!both && m == LA_CUDA_FUSED_ALL && strcmp(tok, "on")) bad = true;
+                int k = -1;
+                for (size_t j = 0; j < sizeof k_fused_settings / sizeof k_fused_settings[0]; j++)
+                    if (!strcmp(tok, k_fused_settings[j].name)) k = (int)j;
+                const uint32_t m = k >= 0 ? k_fused_settings[k].mask : 0;
+                if (!both && k < 0) bad = true;
                 else if (n_fused + (both ? 2 : 1) > 4) bad = true;
                 else if (both) fused[n_fused++] = 0, fused[n_fused++] = LA_CUDA_FUSED_ALL;
                 else fused[n_fused++] = m;
             }
             if (bad || n_fused == 0) {
-                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, on (or both = off,on)\n",
+                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, gemm, on (or both = off,on)\n",
                         argv[i]);
                 return 2;
             }
@@ -811,7 +826,7 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
-                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,on|both] [--readback argmax,logits] "
+                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on|both] [--readback argmax,logits] "
                             "[--out FILE] [--commit SHA] [--no-engine]\n");
             return 2;
         }
