@@ -289,11 +289,8 @@ TYPES = ONE_HOP + TWO_HOP
 # training stages the model still answered comparisons at chance (46-47%). These teach the
 # parts: order_years compares two years written in the question; the *_given forms write
 # one or both years into the comparison question itself, so a question with one year
-# given needs one lookup instead of two; film_of_year / person_of_year ("Which film came
-# out in 1957, A or B?") look a year up the other way, from the year to the document's
-# title, the step a model trained with --year-first still misses after writing the year.
-AUX_TYPES = ["order_years", "compare_film_given", "compare_birth_given", "film_of_year",
-             "person_of_year"]
+# given needs one lookup instead of two.
+AUX_TYPES = ["order_years", "compare_film_given", "compare_birth_given"]
 
 
 def _question(w, qtype):
@@ -391,16 +388,6 @@ def _question(w, qtype):
         n1, n2 = _given(r, p1["name"], p2["name"], p1["date"][0], p2["date"][0], "born {}")
         word = "first" if "first" in q else "later"
         return f"Who was born {word}, {n1} or {n2}?", a, gold
-    if qtype in ("film_of_year", "person_of_year"):
-        res = _question(w, "compare_film" if qtype == "film_of_year" else "compare_birth")
-        if res is None:
-            return None
-        q, _, gold = res
-        a, b = q[q.index(", ") + 2:-1].split(" or ")
-        pick = r.choice([a, b])
-        if qtype == "film_of_year":
-            return f"Which film came out in {w.films[pick]['year']}, {a} or {b}?", pick, gold
-        return f"Who was born in {w.persons[pick]['date'][0]}, {a} or {b}?", pick, gold
     raise ValueError(qtype)
 
 

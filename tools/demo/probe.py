@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Probe what the demo model can and cannot do on the comparison questions.
+"""Probe what the demo model can and cannot do on the two-hop questions.
 
   python3 tools/demo/probe.py --model models/rag-tiny [--n 96] [--answer-format F]
 
 1. Teacher-forced exact match (train.teacher_forced_em, block mask) on fresh
-   training-distribution examples of each comparison type and of the training-only
+   training-distribution examples of each two-hop type and of the training-only
    scaffolds (gen_data.AUX_TYPES): order_years (compare two years written in the question),
-   compare_*_given with both years / one year written after the names, film_of_year /
-   person_of_year (from a year to the film or person that has it).
+   compare_*_given with both years / one year written after the names; answers written
+   in --answer-format (the model's training format).
 2. For the held-out comparisons in <model>/eval/hf_results.json whose answers start with a
    year ("<year>: <name>", --year-first training): is the year the deciding one, and is
    the name the one that has that year?
@@ -34,8 +34,8 @@ YEAR = re.compile(r"\b(1[89]\d\d|20\d\d)\b")
 def teacher_forced(model, tok, n, answer_format):
     dev = torch.device("cpu")
     out = {}
-    for t in ["order_years", "compare_film_given", "compare_birth_given", "film_of_year",
-              "person_of_year", "compare_film", "compare_birth"]:
+    for t in ["order_years", "compare_film_given", "compare_birth_given", "compare_film",
+              "compare_birth", "director_birthplace", "director_birthdate", "director_country"]:
         exs = [gen_data.make_example("train", 900_000_000 + i, qtype=t, fresh_names=True,
                                      answer_format=answer_format) for i in range(n)]
         if t.endswith("_given"):
