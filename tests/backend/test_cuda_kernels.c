@@ -771,20 +771,49 @@ Test(cuda_attention, mixed_decode_and_prefill_batch) {
 
 /* A 64-token question against 6000 cached tokens: few query tiles, so the prefill kernel
  * splits over the KV length and attn_combine merges the partials. */
-Test(cuda_attention, long_context_question_splits_over_kv) {
+/* split_ctas: LA_ATTN_SPLIT_CTAS for the GPU backend (NULL: unset, the default 2 CTAs
+ * per SM): another split target gives other split counts and chunk boundaries. */
+static void long_context_question(const char *split_ctas) {
     geometry g = {512, 8, 2, 128, 16};
     pair p;
     synth s;
-    if (!attn_open(&p, &s, g)) return;
+    if (split_ctas) setenv("LA_ATTN_SPLIT_CTAS", split_ctas, 1);
+    bool open = attn_open(&p, &s, g);
+    unsetenv("LA_ATTN_SPLIT_CTAS");
+    if (!open) return;
     builder cache, q;
     builder_init(&cache);
     builder_init(&q);
     const int32_t lens[] = {1500, 1499, 1501, 1000, 500};
     docs_case(&cache, &q, g.B, lens, 5, 64, DOC_LAZY, 0, 1);
-    run_case(&p, "lazy: 6000 cached tokens, 64-token question", &cache, &q, 0);
+    char what[96];
+    snprintf(what, sizeof what, "lazy: 6000 cached tokens, 64-token question, LA_ATTN_SPLIT_CTAS=%s",
+             split_ctas ? split_ctas : "(unset)");
+    run_case(&p, what, &cache, &q, 0);
     builder_free(&cache);
     builder_free(&q);
     attn_close(&p, &s);
+}
+
+Test(cuda_attention, long_context_question_splits_over_kv) { long_context_question(NULL); }
+Test(cuda_attention, long_context_question_other_split_targets) {
+    long_context_question("1");
+    long_context_question("16");
+}
+
+/* LA_ATTN_SPLIT_CTAS outside 1..16 fails the create with LA_ERR_INVALID_ARG. */
+Test(cuda_attention, split_ctas_env_rejects_bad_values) {
+    if (!la_test_have_gpu()) return;
+    const char *bad[] = {"0", "17", "two", "2x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("LA_ATTN_SPLIT_CTAS", bad[i], 1);
+        la_err err = {0};
+        la_backend *be = NULL;
+        la_status st = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+        unsetenv("LA_ATTN_SPLIT_CTAS");
+        cr_assert_eq(st, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: status %s", bad[i], la_status_name(st));
+        cr_assert(strstr(err.msg, "LA_ATTN_SPLIT_CTAS"), "message: %s", err.msg);
+    }
 }
 
 /* Several causal prefills of ragged lengths in one batch (tiles of 16 / 32 tokens end

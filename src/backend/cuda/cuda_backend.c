@@ -20,8 +20,9 @@
  *     minimum of pos0, so blocks after the question are never staged);
  *   - when tiles x KV-head groups would leave SMs idle (fewer CTAs than 2 per SM: a
  *     64-token question, a small decode batch), every tile is split over its key range
- *     into balanced chunks so the total reaches about 2 CTAs per SM (flash-decoding);
- *     split tiles write partial rows that attn_combine merges.
+ *     into balanced chunks so the total reaches about 2 CTAs per SM (flash-decoding;
+ *     LA_ATTN_SPLIT_CTAS=N at create sets another target, 1..16 CTAs per SM, for
+ *     benchmarks); split tiles write partial rows that attn_combine merges.
  *
  * Decode items run on attn_decode's kernel of c->decode_variant (LA_ATTN_DECODE=v1|v2 at create
  * or la_cuda_attn_decode_variant_set; v2, the default, streams each warp's own key range
@@ -76,8 +77,8 @@
  *     up cuBLAS heuristics and kernel attributes outside any capture).
  *
  * Keys repeat from step to step because (1) the attention work lists of a split graph
- * step have a fixed length per batch size: decode items are padded to 2 n_sm / groups
- * with empty items (no keys; they write spare partial rows nobody reads) and combine items
+ * step have a fixed length per batch size: decode items are padded to the split target
+ * (LA_ATTN_SPLIT_CTAS x n_sm) / groups with empty items (no keys; they write spare partial rows nobody reads) and combine items
  * to one per sequence with empty items (no rows: they write nothing); (2) with graphs on,
  * the activation cache breaks ties between equal sizes by address, so the forward pass's
  * eleven allocations get the same buffers every step. A call that needs the queue in
@@ -205,6 +206,7 @@ typedef struct cuda_backend {
     la_backend base;
     char device_name[256];
     int n_sm;
+    int32_t split_ctas;                      /* split target: CTAs per SM (LA_ATTN_SPLIT_CTAS) */
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws;
@@ -1019,7 +1021,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         }
     }
     /* split over the key range when the tiles alone leave SMs idle */
-    const int64_t slots = 2LL * c->n_sm, KT = LA_ATTN_KEYS_PER_TILE;
+    const int64_t slots = (int64_t)c->split_ctas * c->n_sm, KT = LA_ATTN_KEYS_PER_TILE;
     int64_t key_tiles = 0;
     for (int64_t t = 0; t < n_tiles; t++) key_tiles += ceil_div64(c->tiles[t].kv_len, KT);
     key_tiles *= n_groups;
@@ -1920,9 +1922,19 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_FUSED_GEMM=%s: expected 0, 1, qkv, gate_up or gemm",
                               fused_env);
     }
+    int32_t split_ctas = 2; /* the split target, CTAs per SM */
+    const char *split_env = getenv("LA_ATTN_SPLIT_CTAS");
+    if (split_env && *split_env) {
+        char *end;
+        long v = strtol(split_env, &end, 10);
+        if (*end || v < 1 || v > 16)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
+        split_ctas = (int32_t)v;
+    }
     cuda_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->fused = fused;
+    c->split_ctas = split_ctas;
     c->base.ops = &k_cuda_ops;
     c->bad_token_row = -1;
     const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
