@@ -20,7 +20,8 @@
  *     minimum of pos0, so blocks after the question are never staged);
  *   - when tiles x KV-head groups would leave SMs idle (fewer CTAs than 2 per SM: a
  *     64-token question, a small decode batch), every tile is split over its key range
- *     into balanced chunks so the total reaches about 2 CTAs per SM (flash-decoding;
+ *     into balanced chunks of at least 2 key tiles (8 in a step of decode rows only) so
+ *     the total reaches about 2 CTAs per SM (flash-decoding;
  *     LA_ATTN_SPLIT_CTAS=N at create sets another target, 1..16 CTAs per SM, for
  *     benchmarks); split tiles write partial rows that attn_combine merges.
  *
@@ -115,6 +116,9 @@
  * Llama-3-8B: 8 MB) run at a third of the bandwidth of the large; above it the GEMMs turn
  * compute-bound and one large GEMM gains nothing. */
 #define LA_CUDA_FUSED_MAX_ROWS 128
+/* Key tiles (of LA_ATTN_KEYS_PER_TILE) per split item at least, in a step of decode rows
+ * only (schedule_attention). */
+#define LA_ATTN_DECODE_MIN_SPLIT_TILES 8
 /* --random-weights: uniform in [-a, a) with a = 0.02 sqrt(3), i.e. std 0.02 (HF's
  * initializer_range default); RMSNorm weights 1. */
 #define LA_CUDA_RANDOM_WEIGHT_BOUND 0.034641016f
@@ -1023,12 +1027,20 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     /* split over the key range when the tiles alone leave SMs idle */
     const int64_t slots = (int64_t)c->split_ctas * c->n_sm, KT = LA_ATTN_KEYS_PER_TILE;
     int64_t key_tiles = 0;
-    for (int64_t t = 0; t < n_tiles; t++) key_tiles += ceil_div64(c->tiles[t].kv_len, KT);
+    bool all_decode = true;
+    for (int64_t t = 0; t < n_tiles; t++) {
+        key_tiles += ceil_div64(c->tiles[t].kv_len, KT);
+        all_decode = all_decode && c->tiles[t].decode;
+    }
     key_tiles *= n_groups;
     int64_t chunk = INT64_MAX;
     if (n_tiles * n_groups < slots && key_tiles > 0) {
         chunk = ceil_div64(key_tiles, slots);
-        if (chunk < 2) chunk = 2;
+        /* at least 2 key tiles per split; 8 (512 keys) in a decode-only step, whose items
+         * are too short otherwise (Llama-3-8B, batch 1 at 8K: 33 splits of 256 keys, the
+         * combine merging 33 partial rows per head; GPU_NOTES.md, split sweep) */
+        const int64_t min_chunk = all_decode ? LA_ATTN_DECODE_MIN_SPLIT_TILES : 2;
+        if (chunk < min_chunk) chunk = min_chunk;
         for (;;) {
             int64_t total = 0;
             for (int64_t t = 0; t < n_tiles; t++) {
