@@ -747,6 +747,21 @@ static int parse_list(const char *s, int32_t *out, int max) {
     return n;
 }
 
+/* "v1", "v2" or "v1,v2" (flag's value) into v[0..*n); false (and a message) otherwise. */
+static bool parse_variants(const char *flag, const char *value, int32_t v[2], int *n) {
+    char list[32];
+    snprintf(list, sizeof list, "%s", value);
+    *n = 0;
+    bool bad = false;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        const int32_t k = !strcmp(tok, "v1") ? 1 : !strcmp(tok, "v2") ? 2 : 0;
+        if (k == 0 || *n == 2) bad = true;
+        else v[(*n)++] = k;
+    }
+    if (bad || *n == 0) fprintf(stderr, "bench_gpu: %s %s: expected v1, v2 or v1,v2\n", flag, value);
+    return !bad && *n > 0;
+}
+
 int main(int argc, char **argv) {
     const char *shapes = "llama3-8b,llama3.2-1b", *out_path = NULL, *commit = "unknown";
     int32_t ctxs[8] = {2048, 8192, 32768};
@@ -768,33 +783,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
         else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
-            char list[32];
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            n_variants = 0;
-            bool bad = false;
-            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-                const int32_t v = !strcmp(tok, "v1") ? 1 : !strcmp(tok, "v2") ? 2 : 0;
-                if (v == 0 || n_variants == 2) bad = true;
-                else variants[n_variants++] = v;
-            }
-            if (bad || n_variants == 0) {
-                fprintf(stderr, "bench_gpu: --prefill-variants %s: expected v1, v2 or v1,v2\n", argv[i]);
-                return 2;
-            }
+            if (!parse_variants(argv[i], argv[i + 1], variants, &n_variants)) return 2;
+            i++;
         } else if (!strcmp(argv[i], "--decode-variants") && i + 1 < argc) {
-            char list[32];
-            snprintf(list, sizeof list, "%s", argv[++i]);
-            n_dvariants = 0;
-            bool bad = false;
-            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-                const int32_t v = !strcmp(tok, "v1") ? 1 : !strcmp(tok, "v2") ? 2 : 0;
-                if (v == 0 || n_dvariants == 2) bad = true;
-                else dvariants[n_dvariants++] = v;
-            }
-            if (bad || n_dvariants == 0) {
-                fprintf(stderr, "bench_gpu: --decode-variants %s: expected v1, v2 or v1,v2\n", argv[i]);
-                return 2;
-            }
+            if (!parse_variants(argv[i], argv[i + 1], dvariants, &n_dvariants)) return 2;
+            i++;
         } else if (!strcmp(argv[i], "--fused") && i + 1 < argc) {
             char list[64];
             snprintf(list, sizeof list, "%s", argv[++i]);

@@ -305,14 +305,7 @@ template <int HD>
 la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     const size_t bytes = decode_layout<HD>::BYTES;
     static bool attr_done = false;
-    if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(attn_decode_kernel<HD>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-        if (e != cudaSuccess)
-            return la_err_set(err, LA_ERR_BACKEND, "attn_decode: %zu bytes of shared memory: %s",
-                              bytes, cudaGetErrorString(e));
-        attr_done = true;
-    }
+    LA_TRY(la_cuda_allow_smem((const void *)attn_decode_kernel<HD>, bytes, &attr_done, "attn_decode", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
     attn_decode_kernel<HD><<<grid, D_THREADS, bytes, stream>>>(*p);
     return la_cuda_launched("attn_decode", err);
@@ -602,14 +595,7 @@ template <int HD>
 la_status launch_decode_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     const size_t bytes = decode_v2_layout<HD>::BYTES;
     static bool attr_done = false;
-    if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(attn_decode_v2_kernel<HD>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-        if (e != cudaSuccess)
-            return la_err_set(err, LA_ERR_BACKEND, "attn_decode v2: %zu bytes of shared memory: %s",
-                              bytes, cudaGetErrorString(e));
-        attr_done = true;
-    }
+    LA_TRY(la_cuda_allow_smem((const void *)attn_decode_v2_kernel<HD>, bytes, &attr_done, "attn_decode v2", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
     attn_decode_v2_kernel<HD><<<grid, W_THREADS, bytes, stream>>>(*p);
     return la_cuda_launched("attn_decode", err);

@@ -354,14 +354,7 @@ template <int HD>
 la_status launch_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     const size_t bytes = prefill_layout<HD>::BYTES;
     static bool attr_done = false;
-    if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(attn_prefill_kernel<HD>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-        if (e != cudaSuccess)
-            return la_err_set(err, LA_ERR_BACKEND, "attn_prefill: %zu bytes of shared memory: %s",
-                              bytes, cudaGetErrorString(e));
-        attr_done = true;
-    }
+    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_kernel<HD>, bytes, &attr_done, "attn_prefill", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
     attn_prefill_kernel<HD><<<grid, P_THREADS, bytes, stream>>>(*p);
     return la_cuda_launched("attn_prefill", err);
@@ -795,14 +788,7 @@ template <int HD>
 la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     const size_t bytes = prefill_v2_layout<HD>::BYTES;
     static bool attr_done = false;
-    if (!attr_done) {
-        cudaError_t e = cudaFuncSetAttribute(attn_prefill_v2_kernel<HD>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-        if (e != cudaSuccess)
-            return la_err_set(err, LA_ERR_BACKEND, "attn_prefill v2: %zu bytes of shared memory: %s",
-                              bytes, cudaGetErrorString(e));
-        attr_done = true;
-    }
+    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v2_kernel<HD>, bytes, &attr_done, "attn_prefill v2", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
     attn_prefill_v2_kernel<HD><<<grid, V2_THREADS, bytes, stream>>>(*p);
     return la_cuda_launched("attn_prefill", err);

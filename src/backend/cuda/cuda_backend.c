@@ -1901,6 +1901,19 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     return LA_OK;
 }
 
+/* *v = the kernel variant the environment variable `name` names: v1 -> 1, v2 or unset -> 2;
+ * another value is LA_ERR_INVALID_ARG. */
+static la_status env_variant(const char *name, int32_t *v, la_err *err) {
+    const char *e = getenv(name);
+    *v = 2;
+    if (!e || !*e || strcmp(e, "v2") == 0) return LA_OK;
+    if (strcmp(e, "v1") == 0) {
+        *v = 1;
+        return LA_OK;
+    }
+    return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected v1 or v2", name, e);
+}
+
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
@@ -1909,20 +1922,9 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
         return la_err_set(err, LA_ERR_UNSUPPORTED, "device cuda: no CUDA device (%s)",
                           e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     }
-    int32_t variant = 2; /* la_cuda_attn_prefill_variant_set */
-    const char *variant_env = getenv("LA_ATTN_PREFILL");
-    if (variant_env && *variant_env) {
-        if (strcmp(variant_env, "v1") == 0) variant = 1;
-        else if (strcmp(variant_env, "v2") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=%s: expected v1 or v2", variant_env);
-    }
-    int32_t decode_variant = 2; /* la_cuda_attn_decode_variant_set */
-    const char *decode_env = getenv("LA_ATTN_DECODE");
-    if (decode_env && *decode_env) {
-        if (strcmp(decode_env, "v1") == 0) decode_variant = 1;
-        else if (strcmp(decode_env, "v2") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_DECODE=%s: expected v1 or v2", decode_env);
-    }
+    int32_t variant, decode_variant; /* la_cuda_attn_{prefill,decode}_variant_set */
+    LA_TRY(env_variant("LA_ATTN_PREFILL", &variant, err));
+    LA_TRY(env_variant("LA_ATTN_DECODE", &decode_variant, err));
     uint32_t fused = LA_CUDA_FUSED_ALL; /* la_cuda_fused_gemm_set */
     const char *fused_env = getenv("LA_CUDA_FUSED_GEMM");
     if (fused_env && *fused_env) {

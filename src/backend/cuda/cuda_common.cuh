@@ -21,6 +21,19 @@ static inline la_status la_cuda_launched(const char *what, la_err *err) {
     return LA_OK;
 }
 
+/* Allow `kernel` `bytes` of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize,
+ * needed above 48 KiB), once: *done remembers a success. LA_ERR_BACKEND naming `what`. */
+static inline la_status la_cuda_allow_smem(const void *kernel, size_t bytes, bool *done, const char *what,
+                                           la_err *err) {
+    if (*done) return LA_OK;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess)
+        return la_err_set(err, LA_ERR_BACKEND, "%s: %zu bytes of shared memory: %s", what, bytes,
+                          cudaGetErrorString(e));
+    *done = true;
+    return LA_OK;
+}
+
 /* Grid size for n items at `per_block` items per block, capped for grid-stride loops. */
 static inline unsigned la_cuda_blocks(int64_t n, int per_block) {
     int64_t b = (n + per_block - 1) / per_block;
