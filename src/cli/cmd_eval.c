@@ -87,12 +87,19 @@ static void usage(FILE *f) {
                "                     [--max-docs N] [--max-tokens N] [--json OUT] [--device D]\n"
                "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n"
                "                     [--gpu-memory-fraction F]\n"
+               "  --methods LIST   comma-separated methods to answer with (lazy); the first is the\n"
+               "                   reference of the same-as-1st column\n"
+               "  --orders K       answer each question with its documents in K orders: the file's,\n"
+               "                   then K - 1 seeded shuffles (--seed, 1); orders-same: the share of\n"
+               "                   questions answered the same in all K (1)\n"
+               "  --limit N        first N questions (0: all)\n"
+               "  --max-docs N     at most N documents per question (0: all)\n"
                "  --max-tokens N   new tokens per answer (32)\n"
                "  --concurrency N  questions in flight (64)\n"
+               "  --device D       cpu (default) or cuda\n"
                "  ttft_ms is not a benchmark: it includes the queueing --concurrency causes, and the\n"
                "  methods share one engine and its document cache, so whichever method sees a\n"
-               "  document first pays for encoding it (timings: lazyattn bench)\n"
-               "  --limit N        first N questions (0: all)\n");
+               "  document first pays for encoding it (timings: lazyattn bench)\n");
 }
 
 int la_cli_eval(int argc, char **argv) {

@@ -151,6 +151,15 @@ static int take_line(const char *s, size_t len, size_t *pos, int width, char *ou
     return cols;
 }
 
+/* "<faster method>: first token N.NNx sooner than <slower> (a ms vs b ms)" of a finished
+ * race, the faster side named first. */
+static void verdict(const race *r, char *buf, size_t n) {
+    const int f = r->s[0].ttft_ms <= r->s[1].ttft_ms ? 0 : 1;
+    const side *a = &r->s[f], *b = &r->s[1 - f];
+    snprintf(buf, n, "%s: first token %.2fx sooner than %s (%.1f ms vs %.1f ms)", la_method_name(a->method),
+             b->ttft_ms / a->ttft_ms, la_method_name(b->method), a->ttft_ms, b->ttft_ms);
+}
+
 static void draw(race *r, const char *title, const char *gold, int final, frame_sink *sink,
                  bool tty) {
     int W = term_cols(), col = (W - 3) / 2;
@@ -187,11 +196,9 @@ static void draw(race *r, const char *title, const char *gold, int final, frame_
         OUT("%s%*s | %s\n", l0, col - c0, "", l1);
     }
     if (final) {
-        side *a = &r->s[0], *b = &r->s[1];
-        bool same = strcmp(a->text, b->text) == 0;
-        OUT("\n%s: first token %.2fx sooner than %s (%.1f ms vs %.1f ms); answers identical: %s\n",
-            la_method_name(a->method), b->ttft_ms / a->ttft_ms, la_method_name(b->method), a->ttft_ms,
-            b->ttft_ms, same ? "yes" : "NO");
+        char v[256];
+        verdict(r, v, sizeof v);
+        OUT("\n%s; answers identical: %s\n", v, strcmp(r->s[0].text, r->s[1].text) == 0 ? "yes" : "NO");
         for (int k = 0; k < 2; k++) {
             const la_request_stats *st = &r->s[k].stats;
             if (la_method_is_blockwise(r->s[k].method))
@@ -484,9 +491,9 @@ int la_cli_race(int argc, char **argv) {
                 for (int k = 0; k < 2; k++)
                     printf("%-9s TTFT %8.1f ms  answer: %s\n", la_method_name(r.s[k].method),
                            r.s[k].ttft_ms, r.s[k].text);
-                printf("%s: first token %.2fx sooner than %s; answers identical: %s\n",
-                       la_method_name(left), r.s[1].ttft_ms / r.s[0].ttft_ms, la_method_name(right),
-                       strcmp(r.s[0].text, r.s[1].text) == 0 ? "yes" : "NO");
+                char v[256];
+                verdict(&r, v, sizeof v);
+                printf("%s; answers identical: %s\n", v, strcmp(r.s[0].text, r.s[1].text) == 0 ? "yes" : "NO");
             }
         }
         free(r.order);

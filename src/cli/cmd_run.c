@@ -111,7 +111,14 @@ int la_cli_run(int argc, char **argv) {
             la_cli_strings_push(&titles, (char *)title); /* NULL: untitled */
             title = NULL;
             break;
-        case 41: title = optarg; break;
+        case 41:
+            if (title) { /* rc is LA_EXIT_USAGE here */
+                fprintf(stderr, "lazyattn run: --title '%s' follows --title '%s', which names no document "
+                                "(each --title names the next --doc or --doc-file)\n", optarg, title);
+                goto out;
+            }
+            title = optarg;
+            break;
         case 42: raw = true; break;
         case 2: {
             char *text = NULL;

@@ -23,7 +23,7 @@ static void usage(FILE *out) {
             "\n"
             "  -m, --model DIR  model or tokenizer directory (default: %s)\n"
             "  --jsonl          read one JSON string per line on stdin, print one array per line\n"
-            "  --no-special     do not add BOS/EOS (HF add_special_tokens=False)\n"
+            "  --no-special     do not add BOS (HF add_special_tokens=False)\n"
             "  -h, --help       this help\n",
             la_cli_default_model_dir());
 }

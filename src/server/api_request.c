@@ -175,6 +175,8 @@ static la_status parse_documents(ctx *c, const cJSON *root, const la_api_limits 
     for (const cJSON *d = v->child; d; d = d->next, i++) {
         snprintf(param, sizeof param, "documents[%d]", i);
         if (cJSON_IsString(d)) {
+            if (!d->valuestring[0])
+                return fail(c, LA_ERR_INVALID_ARG, param, "invalid_value", "'%s' must not be empty.", param);
             r->docs[i].text = d->valuestring;
         } else if (cJSON_IsObject(d)) {
             const cJSON *text = field(d, "text"), *title = field(d, "title");
@@ -183,11 +185,14 @@ static la_status parse_documents(ctx *c, const cJSON *root, const la_api_limits 
                 return fail(c, LA_ERR_INVALID_ARG, param, "invalid_value",
                             "Missing required parameter: '%s'.", param);
             if (!cJSON_IsString(text)) return bad_type(c, param, text, "a string");
+            if (!text->valuestring[0])
+                return fail(c, LA_ERR_INVALID_ARG, param, "invalid_value", "'%s' must not be empty.", param);
             r->docs[i].text = text->valuestring;
             if (title) {
                 snprintf(param, sizeof param, "documents[%d].title", i);
                 if (!cJSON_IsString(title)) return bad_type(c, param, title, "a string");
-                r->docs[i].title = title->valuestring;
+                /* an empty title: an untitled document */
+                r->docs[i].title = title->valuestring[0] ? title->valuestring : NULL;
             }
         } else {
             return bad_type(c, param, d, "a string or an object {title, text}");

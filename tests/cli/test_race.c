@@ -49,3 +49,30 @@ Test(race, record_fails_when_convert_writes_no_gif) {
     la_test_cli_free(&r);
     la_test_rm_tree(dir);
 }
+
+/* The verdict names the side that reached its first token sooner, whichever of --left /
+ * --right it is, with a ratio >= 1 (it printed "recompute: first token 0.09x sooner than
+ * block" when the left side was the slower one). */
+Test(race, verdict_names_the_faster_side_first) {
+    la_test_cli_result r = la_test_cli("", RACE "--left recompute --right lazy", NULL);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    double t[2] = {-1, -1};
+    const char *names[2] = {"recompute", "lazy"};
+    for (int k = 0; k < 2; k++) { /* "\n<method>   TTFT  x ms  answer: ..." */
+        char head[32];
+        snprintf(head, sizeof head, "\n%s ", names[k]);
+        const char *line = strstr(r.out, head);
+        cr_assert(line && sscanf(line + strlen(head), " TTFT %lf ms", &t[k]) == 1, "no TTFT line for %s: %s",
+                  names[k], r.out);
+    }
+    const int fast = t[0] <= t[1] ? 0 : 1;
+    char want[64];
+    snprintf(want, sizeof want, "%s: first token ", names[fast]);
+    const char *v = strstr(r.out, want);
+    cr_assert(v, "verdict does not start with the faster side (%s %.1f ms, %s %.1f ms): %s", names[0], t[0],
+              names[1], t[1], r.out);
+    double ratio = 0;
+    cr_assert(sscanf(v + strlen(want), "%lfx sooner than", &ratio) == 1 && ratio >= 1.0, "ratio %.2f: %s", ratio, v);
+    cr_assert(strstr(v, names[1 - fast]), "verdict does not name the slower side: %s", v);
+    la_test_cli_free(&r);
+}

@@ -32,6 +32,7 @@ Test(run, usage_errors_exit_2) {
     const char *cases[] = {
         "run " MODEL "-p x --preamble y",    /* --preamble without --raw */
         "run " MODEL "-p x --title y",       /* a title naming no document */
+        "run " MODEL "-p x --title a --title b --doc c", /* the first title names no document */
         "run " MODEL "--doc y",              /* no prompt */
         "run " MODEL "-p x -n 0",            /* max_tokens out of range */
         "run " MODEL "-p x --top-p 0",

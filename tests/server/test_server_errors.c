@@ -41,6 +41,12 @@ Test(server_errors, wrong_field_types_are_400) {
          "documents[1].text", "invalid_value"},
         {"/v1/completions", "{\"prompt\": \"x\", \"documents\": [{\"title\": 3, \"text\": \"t\"}]}",
          "documents[0].title", "invalid_type"},
+        {"/v1/completions", "{\"prompt\": \"x\", \"documents\": [\"a\", \"\"]}", "documents[1]", "invalid_value"},
+        {"/v1/completions", "{\"prompt\": \"x\", \"documents\": [{\"title\": \"\", \"text\": \"\"}]}",
+         "documents[0].text", "invalid_value"},
+        {"/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                                 "\"documents\": [{\"title\": \"T\", \"text\": \"\"}]}",
+         "documents[0].text", "invalid_value"},
         {"/v1/completions", "{\"prompt\": \"x\", \"cache_salt\": 9}", "cache_salt", "invalid_type"},
         {"/v1/completions", "{\"prompt\": [\"a\", \"b\"]}", "prompt", "invalid_value"},
         {"/v1/completions", "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": 1}",
