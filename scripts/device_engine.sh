@@ -9,7 +9,7 @@
 #
 #   LA_COMMIT=$(git rev-parse --short HEAD) bash scripts/device_engine.sh
 # (LA_COMMIT goes into each JSON's machine.commit: the copied tree's git history, if any,
-# is stale.) LA_CUDA_GRAPHS=1 runs the engine with CUDA graphs for decode.
+# is stale.) LA_CUDA_GRAPHS=0 runs the engine without CUDA graphs for decode (on by default).
 set -u
 : "${OUT:?OUT must be set (the device tool sets it)}"
 t_start=$(date +%s)

@@ -648,17 +648,43 @@ Test(cuda_forward, graph_step_interrupted_runs_recorded_ops_first) {
     gpair_fini(&g);
 }
 
+/* LA_CUDA_GRAPHS at create: unset, empty or 1 graphs on (the default), 0 off; another value
+ * fails the create. */
+Test(cuda_forward, graphs_env_sets_the_default) {
+    if (!la_test_have_gpu()) return;
+    const struct {
+        const char *value;
+        bool on;
+    } cases[] = {{NULL, true}, {"", true}, {"1", true}, {"0", false}};
+    la_err err = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value) setenv("LA_CUDA_GRAPHS", cases[i].value, 1);
+        else unsetenv("LA_CUDA_GRAPHS");
+        la_backend *be = NULL;
+        LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
+        cr_assert_eq(la_cuda_graphs_enabled(be), cases[i].on, "LA_CUDA_GRAPHS=%s",
+                     cases[i].value ? cases[i].value : "(unset)");
+        la_backend_destroy(be);
+    }
+    setenv("LA_CUDA_GRAPHS", "yes", 1);
+    la_backend *be = NULL;
+    la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+    unsetenv("LA_CUDA_GRAPHS");
+    cr_assert_eq(s, LA_ERR_INVALID_ARG, "LA_CUDA_GRAPHS=yes: status %s", la_status_name(s));
+    cr_assert_null(be);
+}
+
 /* Through the engine: three concurrent lazy requests with documents, finishing at
  * different lengths (the decode batch shrinks from 3 to 1), on an engine created with
- * LA_CUDA_GRAPHS=1 and one without: the same greedy tokens and bit-equal logits. */
+ * LA_CUDA_GRAPHS=0 and one with the default (graphs on): the same greedy tokens and
+ * bit-equal logits. */
 Test(cuda_forward, gpu_engine_graphs_match_eager) {
     if (!la_test_have_gpu()) return;
     la_engine *e[2];
-    unsetenv("LA_CUDA_GRAPHS");
+    setenv("LA_CUDA_GRAPHS", "0", 1);
     e[0] = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
-    setenv("LA_CUDA_GRAPHS", "1", 1);
-    e[1] = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
     unsetenv("LA_CUDA_GRAPHS");
+    e[1] = gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA);
     const int32_t lens[3] = {40, 130, 7};
     docset d = make_docs(3, lens);
     const int32_t max_tokens[3] = {12, 30, 20};

@@ -139,6 +139,9 @@ static bool pair_open(pair *p, synth *s, int64_t n_blocks, int32_t B) {
         return false;
     }
     LA_CHECK_OK(st, err);
+    /* one operation at a time, each run as it is called (graphs record whole decode steps;
+     * test_cuda_forward.c and test_cuda_fused_gemm.c test them) */
+    la_cuda_graphs_enable(p->be[1], false);
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &p->be[0], &err), err);
     for (int i = 0; i < 2; i++) {
         LA_CHECK_OK(p->be[i]->ops->load_weights(p->be[i], &s->cfg, &s->w, &err), err);

@@ -55,8 +55,8 @@
  * Greedy decoding (argmax_to_host): the argmax of each logit row is taken on the device
  * (rows.cu) and only the token ids come back, instead of n_rows x vocab f32 logits.
  *
- * CUDA graphs for decode steps (off unless LA_CUDA_GRAPHS=1 or la_cuda_graphs_enable): a
- * decode step queues about 15 operations per layer, ~450 launches for Llama-3-8B, and the
+ * CUDA graphs for decode steps (on by default; LA_CUDA_GRAPHS=0 or la_cuda_graphs_enable
+ * turn them off): a decode step queues about 11 operations per layer, ~450 launches for Llama-3-8B, and the
  * gaps between them cost milliseconds. A step is a graph candidate when every sequence has
  * exactly one new row, logits are wanted and profiling is off. For a candidate,
  * batch_begin uploads the metadata as usual, except that the one array whose length
@@ -110,7 +110,9 @@
 #define LA_CUDA_MAX_ROPE_POSITIONS (1 << 21)
 #define LA_CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define LA_CUDA_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
-#define LA_CUDA_GRAPH_CACHE 8 /* decode graphs kept (LRU); one or two per batch size */
+/* decode graphs kept (LRU): one or two keys per decode batch size, so a server whose batch
+ * size wanders over up to ~32-64 values keeps them all after the first two sightings of each */
+#define LA_CUDA_GRAPH_CACHE 64
 /* matmul_group fuses a group into one GEMM up to this many rows (decode batches, question
  * chunks): below it the weights' bytes bound the GEMMs, and the small ones (W_k, W_v of
  * Llama-3-8B: 8 MB) run at a third of the bandwidth of the large; above it the GEMMs turn
@@ -1945,14 +1947,20 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
         split_ctas = (int32_t)v;
     }
+    const char *graphs_env = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: on by default */
+    bool graphs = true;
+    if (graphs_env && *graphs_env) {
+        if (strcmp(graphs_env, "0") == 0) graphs = false;
+        else if (strcmp(graphs_env, "1") != 0)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_GRAPHS=%s: expected 0 or 1", graphs_env);
+    }
     cuda_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->fused = fused;
     c->split_ctas = split_ctas;
     c->base.ops = &k_cuda_ops;
     c->bad_token_row = -1;
-    const char *graphs = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: off by default */
-    c->graphs = graphs && strcmp(graphs, "1") == 0;
+    c->graphs = graphs;
     c->prefill_variant = variant;
     c->decode_variant = decode_variant;
     la_status s = create_resources(c, err);

@@ -4,7 +4,7 @@
  *
  * Everything runs in order on one CUDA stream owned by the backend; the host waits only
  * in to_host, kv_read_slot, load_weights and kv_alloc. Not thread-safe: one engine thread.
- * With graphs on (la_cuda_graphs_enable, LA_CUDA_GRAPHS=1), the operations of a decode
+ * With graphs on (the default; la_cuda_graphs_enable, LA_CUDA_GRAPHS), the operations of a decode
  * step are recorded and run at to_host, as one replay of a cached CUDA graph where one
  * matches; a launch error of such a step is then reported by to_host.
  *
@@ -55,9 +55,9 @@ size_t la_cuda_profile_json(const la_backend *be, char *buf, size_t cap);
 
 /* Whether decode steps (every sequence of the batch has exactly one new row, logits wanted)
  * are recorded and replayed as CUDA graphs. The default comes from the environment when the
- * backend is created: LA_CUDA_GRAPHS=1 turns graphs on, anything else (or unset) leaves
- * them off. Off, every operation is queued as it is called, exactly as without this
- * feature. Turning graphs off (or on) runs any step in progress and frees the cached
+ * backend is created: on, unless LA_CUDA_GRAPHS=0 (another value than 0 or 1 fails the
+ * create with LA_ERR_INVALID_ARG). Off, every operation is queued as it is called, exactly
+ * as without this feature. Turning graphs off (or on) runs any step in progress and frees the cached
  * graphs. Engine thread only, like every other call. */
 void la_cuda_graphs_enable(la_backend *be, bool on);
 bool la_cuda_graphs_enabled(const la_backend *be);
