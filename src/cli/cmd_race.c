@@ -366,7 +366,15 @@ static int record_gif(const char *frames_path, const char *gif) {
 static void usage(FILE *f) {
     fprintf(f, "usage: lazyattn race [-m DIR] [--left lazy] [--right prefix] [--dataset FILE]\n"
                "                     [--question N] [--seed S] [--max-tokens N] [--threads-each N]\n"
-               "                     [--device cpu|cuda] [--record FILE.gif] [--fps N]\n");
+               "                     [--device cpu|cuda] [--record FILE.gif] [--fps N]\n"
+               "  --left, --right  the two methods (lazy, prefix), each on its own engine\n"
+               "  --dataset FILE   a RAG question file (the model's eval/test.jsonl)\n"
+               "  --question N     which question of the file (0); its documents come back in a\n"
+               "                   new order, shuffled with --seed (7)\n"
+               "  --max-tokens N   answer length cap (24)\n"
+               "  --threads-each N CPU threads per engine (1)\n"
+               "  --record FILE    also write the race as an animated GIF (ImageMagick convert,\n"
+               "                   LAZYATTN_CONVERT names another binary), --fps frames per s (30)\n");
 }
 
 int la_cli_race(int argc, char **argv) {
