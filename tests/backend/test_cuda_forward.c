@@ -666,12 +666,7 @@ Test(cuda_forward, graphs_env_sets_the_default) {
                      cases[i].value ? cases[i].value : "(unset)");
         la_backend_destroy(be);
     }
-    setenv("LA_CUDA_GRAPHS", "yes", 1);
-    la_backend *be = NULL;
-    la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
-    unsetenv("LA_CUDA_GRAPHS");
-    cr_assert_eq(s, LA_ERR_INVALID_ARG, "LA_CUDA_GRAPHS=yes: status %s", la_status_name(s));
-    cr_assert_null(be);
+    la_test_cuda_env_rejected("LA_CUDA_GRAPHS", "yes");
 }
 
 /* Through the engine: three concurrent lazy requests with documents, finishing at

@@ -215,12 +215,7 @@ Test(cuda_fused_gemm, env_sets_the_default_groups) {
                      cases[i].value ? cases[i].value : "(unset)", la_cuda_fused_gemm(be), cases[i].groups);
         la_backend_destroy(be);
     }
-    setenv("LA_CUDA_FUSED_GEMM", "yes", 1);
-    la_backend *be = NULL;
-    la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
-    unsetenv("LA_CUDA_FUSED_GEMM");
-    cr_assert_eq(s, LA_ERR_INVALID_ARG, "LA_CUDA_FUSED_GEMM=yes: status %s", la_status_name(s));
-    cr_assert_null(be);
+    la_test_cuda_env_rejected("LA_CUDA_FUSED_GEMM", "yes");
 }
 
 /* A list that is not a stacked group (K alone with Q in another order) runs as separate

@@ -97,6 +97,17 @@ void la_test_cli_free(la_test_cli_result *r) {
     free(r->err);
 }
 
+void la_test_cuda_env_rejected(const char *name, const char *value) {
+    setenv(name, value, 1);
+    la_backend *be = NULL;
+    la_err err = {0};
+    la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+    unsetenv(name);
+    cr_assert_eq(s, LA_ERR_INVALID_ARG, "%s=%s: status %s", name, value, la_status_name(s));
+    cr_assert_null(be, "%s=%s: a backend came back", name, value);
+    cr_assert(strstr(err.msg, name), "%s=%s: message '%s'", name, value, err.msg);
+}
+
 bool la_test_have_gpu(void) {
     la_backend *be = NULL;
     la_err err = {0};

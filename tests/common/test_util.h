@@ -37,6 +37,11 @@ void la_test_cli_free(la_test_cli_result *r);
  * "skipped: no GPU (<reason>)" and returns false, so a GPU test can return and pass. */
 bool la_test_have_gpu(void);
 
+/* With the environment variable name set to value, creating a CUDA backend fails with
+ * LA_ERR_INVALID_ARG, a message naming the variable and no backend (the test fails
+ * otherwise); the variable is unset afterwards. Call only when la_test_have_gpu(). */
+void la_test_cuda_env_rejected(const char *name, const char *value);
+
 /* Max |a-b| over n floats; *at receives its index. */
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at);
 
