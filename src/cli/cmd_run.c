@@ -71,6 +71,13 @@ static void on_event(void *user, const la_event *ev) {
     }
 }
 
+/* Append a document and the --title given before it (NULL: untitled); the title is used up. */
+static void add_doc(la_cli_strings *docs, la_cli_strings *titles, char *text, const char **title) {
+    la_cli_strings_push(docs, text);
+    la_cli_strings_push(titles, (char *)*title);
+    *title = NULL;
+}
+
 int la_cli_run(int argc, char **argv) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"prompt", required_argument, 0, 'p'},
@@ -106,11 +113,7 @@ int la_cli_run(int argc, char **argv) {
         case 'n':
             if (la_cli_parse_i32(optarg, "--max-tokens", &rp.sampling.max_tokens) != 0) goto out;
             break;
-        case 1:
-            la_cli_strings_push(&docs, optarg);
-            la_cli_strings_push(&titles, (char *)title); /* NULL: untitled */
-            title = NULL;
-            break;
+        case 1: add_doc(&docs, &titles, optarg, &title); break;
         case 41:
             if (title) { /* rc is LA_EXIT_USAGE here */
                 fprintf(stderr, "lazyattn run: --title '%s' follows --title '%s', which names no document "
@@ -128,9 +131,7 @@ int la_cli_run(int argc, char **argv) {
                 goto out;
             }
             la_cli_strings_push(&owned, text);
-            la_cli_strings_push(&docs, text);
-            la_cli_strings_push(&titles, (char *)title);
-            title = NULL;
+            add_doc(&docs, &titles, text, &title);
             break;
         }
         case 3: preamble = optarg; break;

@@ -77,11 +77,11 @@ enum MHD_Result la_server_handle_documents(la_server *s, struct MHD_Connection *
         p.cache_salt = ar.params.cache_salt;
         p.sampling.max_tokens = 1;
         for (;;) {
-            if ((calls[d] = la_call_create(s))) calls[d]->observe = false; /* not a request */
-            if (!calls[d]) {
+            if (!(calls[d] = la_call_create(s))) {
                 st = la_err_set(&err, LA_ERR_NO_MEMORY, "out of memory");
                 break;
             }
+            calls[d]->observe = false; /* not a request: not counted in /metrics */
             st = la_call_submit(calls[d], &p, &err);
             if (st == LA_OK) break;
             la_call_release(calls[d]);
