@@ -174,14 +174,20 @@ static void group_case(la_backend *be, int32_t n_rows, bool expect_fused) {
     op->act_free(be, &x);
 }
 
-Test(cuda_fused_gemm, matmul_group_matches_separate_matmuls) {
-    if (!la_test_have_gpu()) return;
+/* A CUDA backend with random weights of the "tiny" preset shape (*cfg). */
+static la_backend *tiny_random_backend(la_model_config *cfg) {
     la_err err = {0};
-    la_model_config cfg;
-    LA_CHECK_OK(la_model_config_preset("tiny", &cfg, &err), err);
+    LA_CHECK_OK(la_model_config_preset("tiny", cfg, &err), err);
     la_backend *be = NULL;
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
-    LA_CHECK_OK(be->ops->load_weights(be, &cfg, NULL, &err), err);
+    LA_CHECK_OK(be->ops->load_weights(be, cfg, NULL, &err), err);
+    return be;
+}
+
+Test(cuda_fused_gemm, matmul_group_matches_separate_matmuls) {
+    if (!la_test_have_gpu()) return;
+    la_model_config cfg;
+    la_backend *be = tiny_random_backend(&cfg);
     cr_assert_not_null(be->ops->matmul_group);
     la_cuda_fused_gemm_set(be, LA_CUDA_FUSED_ALL);
     cr_assert_eq(la_cuda_fused_gemm(be), LA_CUDA_FUSED_ALL);
@@ -224,10 +230,7 @@ Test(cuda_fused_gemm, matmul_group_of_other_weights_runs_separately) {
     if (!la_test_have_gpu()) return;
     la_err err = {0};
     la_model_config cfg;
-    LA_CHECK_OK(la_model_config_preset("tiny", &cfg, &err), err);
-    la_backend *be = NULL;
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
-    LA_CHECK_OK(be->ops->load_weights(be, &cfg, NULL, &err), err);
+    la_backend *be = tiny_random_backend(&cfg);
     const la_backend_ops *op = be->ops;
     const int32_t n_rows = 3;
     la_act x, out[2][2];
