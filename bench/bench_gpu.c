@@ -42,7 +42,8 @@
  * --fused times the block, mepic and lazy TTFT rows (64-row questions) and every TPOT row
  * once per fused-GEMM setting (la_cuda_fused_gemm_set; default: the backend's, all groups
  * unless LA_CUDA_FUSED_GEMM says otherwise): off, qkv, gate_up, gemm (both GEMM groups),
- * on (also the add + norm and SwiGLU fusions); "both" = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
+ * on (also the add + norm and SwiGLU fusions and the in-kernel decode merge), nomerge (on
+ * without that merge: attn_combine after attn_decode); "both" = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
  * Every TTFT and TPOT row carries "fused" (any group fused) and "fused_groups".
  *
  * --readback times every TPOT row once per way the step's result reaches the host:
@@ -366,6 +367,7 @@ static const struct {
     {"gate_up", LA_CUDA_FUSED_GATE_UP},
     {"gemm", LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_GATE_UP},
     {"on", LA_CUDA_FUSED_ALL},
+    {"nomerge", LA_CUDA_FUSED_ALL & ~LA_CUDA_FUSED_MERGE},
 };
 
 /* The --fused name of a mask ("mask" for one no name stands for). */
@@ -377,10 +379,10 @@ static const char *fused_name(uint32_t mask) {
 
 /* ", \"fused\": ..., \"fused_groups\": ..." of the backend's setting now. */
 static void emit_fused(bench *bn) {
-    static const char *const bits[4] = {"qkv", "gate_up", "add_norm", "swiglu"};
+    static const char *const bits[5] = {"qkv", "gate_up", "add_norm", "swiglu", "merge"};
     const uint32_t f = la_cuda_fused_gemm(bn->be);
     char groups[64] = "";
-    for (int b = 0; b < 4; b++)
+    for (int b = 0; b < 5; b++)
         if (f & (1u << b)) snprintf(groups + strlen(groups), sizeof groups - strlen(groups), "%s%s",
                                     groups[0] ? "," : "", bits[b]);
     jprintf(bn->out, ", \"fused\": %s, \"fused_groups\": \"%s\"", f ? "true" : "false", groups[0] ? groups : "none");
@@ -805,7 +807,7 @@ int main(int argc, char **argv) {
                 else fused[n_fused++] = m;
             }
             if (bad || n_fused == 0) {
-                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, gemm, on (or both = off,on)\n",
+                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, gemm, on, nomerge (or both = off,on)\n",
                         argv[i]);
                 return 2;
             }
@@ -825,7 +827,7 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
-                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on|both] [--readback argmax,logits] "
+                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge|both] [--readback argmax,logits] "
                             "[--out FILE] [--commit SHA] [--no-engine]\n");
             return 2;
         }

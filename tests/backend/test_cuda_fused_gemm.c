@@ -267,7 +267,7 @@ Test(cuda_fused_gemm, matmul_group_of_other_weights_runs_separately) {
  * F_BLOCKS) (blocks 0, 1 unused) and holds tokens at positions [0, len). */
 #define F_BLOCK 16
 #define F_SEQS 5
-#define F_BLOCKS 16
+#define F_BLOCKS 80 /* 1280 tokens per sequence: long enough for decode rows to split */
 #define F_ROWS 256
 
 typedef struct fpair {
@@ -435,5 +435,32 @@ static void graph_replay(uint32_t groups, const char *what) {
 
 Test(cuda_fused_gemm, graph_replay_of_fused_steps_equals_eager) { graph_replay(LA_CUDA_FUSED_QKV, "qkv fused only"); }
 Test(cuda_fused_gemm, graph_replay_of_all_fusions_equals_eager) { graph_replay(LA_CUDA_FUSED_ALL, "all fused"); }
+
+/* Decode v2's in-kernel merge of rows split over the KV length ([1], graphs on: replayed
+ * graphs reuse the merge counters) against attn_combine ([0], graphs off): five sequences
+ * of 1200, 600, 40, 900 and 1 cached tokens (a decode-only step splits rows of more than 512
+ * keys: here 3, 2, 1, 2 and 1 pieces), then decode steps of all five, bit-equal logits. */
+Test(cuda_fused_gemm, in_kernel_decode_merge_equals_attn_combine) {
+    if (!la_test_have_gpu()) return;
+    fpair f;
+    const bool graphs[2] = {false, true};
+    const uint32_t fused[2] = {LA_CUDA_FUSED_ALL & ~LA_CUDA_FUSED_MERGE, LA_CUDA_FUSED_ALL};
+    fpair_init(&f, "tiny-bf16-untied", graphs, fused);
+    const int32_t ones[F_SEQS] = {1, 1, 1, 1, 1}, all[F_SEQS] = {0, 1, 2, 3, 4};
+    const int32_t target[F_SEQS] = {1200, 600, 40, 900, 1};
+    for (int32_t s = 0; s < F_SEQS; s++)
+        while (f.len[s] < target[s]) {
+            const int32_t n = target[s] - f.len[s] < 240 ? target[s] - f.len[s] : 240;
+            fpair_step(&f, all + s, &n, 1, 0, "prefill chunk");
+        }
+    for (int s = 0; s < 12; s++) fpair_step(&f, all, ones, 5, 0, "decode of 5 (long contexts)");
+    la_cuda_graph_stats st;
+    la_cuda_graph_stats_get(f.be[1], &st);
+    printf("in-kernel merge: graph steps recorded %lld, replayed %lld\n", (long long)st.steps_recorded,
+           (long long)st.steps_replayed);
+    cr_assert_eq(st.capture_failures, 0);
+    cr_assert_geq(st.steps_replayed, 6, "only %lld of 12 decode steps replayed a graph", (long long)st.steps_replayed);
+    fpair_fini(&f);
+}
 
 #endif /* LA_HAVE_CUDA */

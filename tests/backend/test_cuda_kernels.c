@@ -337,6 +337,25 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
         }
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
     LA_CHECK_OK(la_cuda_attn_decode_variant_set(p->be[1], 2, &err), err);
+    /* decode v2's in-kernel merge of split rows (LA_CUDA_FUSED_MERGE, on by default) against
+     * attn_combine: bit-equal (the same la_attn_merge_row); the first of these runs also
+     * shows that the earlier runs left every merge counter at zero */
+    const uint32_t fused = la_cuda_fused_gemm(p->be[1]);
+    float *out[2];
+    for (int i = 0; i < 2; i++) {
+        la_cuda_fused_gemm_set(p->be[1], i == 0 ? fused | LA_CUDA_FUSED_MERGE : fused & ~LA_CUDA_FUSED_MERGE);
+        gpu_step(p, &b, layer, &k[1], kh, &v[1], &q[1], o);
+        out[i] = read_act(p->be[1], &o[1]);
+    }
+    la_cuda_fused_gemm_set(p->be[1], fused);
+    const size_t n_out = (size_t)(o[1].n_rows * o[1].n_cols);
+    size_t at = n_out;
+    for (size_t i = 0; i < n_out && at == n_out; i++)
+        if (memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0) at = i;
+    cr_assert(at == n_out, "%s: in-kernel decode merge differs from attn_combine at element %zu (%.6f vs %.6f)", what,
+              at, at < n_out ? out[0][at] : 0.f, at < n_out ? out[1][at] : 0.f);
+    free(out[0]);
+    free(out[1]);
     free(kh);
     act_pair_free(p, k);
     act_pair_free(p, v);

@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda
     float *alpha = l_run + D_MAXH;
 
     const la_cuda_attn_item it = p.items[blockIdx.x];
+    if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
     const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
     const la_batch_seq sq = p.seqs[it.seq_id];
     const la_attn_block *blocks = p.blocks + sq.block0;
@@ -407,6 +408,34 @@ __device__ __forceinline__ void decode_v2_rotate_keys(la_bf16_t *Ks, int nv, int
     }
 }
 
+/* The in-kernel merge of a split decode item (it.merge >= 0), after this CTA wrote its
+ * partial rows: the split set's last CTA to arrive merges the set's partial rows for its
+ * KV-head group (la_attn_merge_row, one warp per query head) and writes the output, so the
+ * step needs no attn_combine launch. Arrival: every thread fences its partial-row stores
+ * to device scope, then one thread bumps the set's counter (threadFenceReduction, CUDA
+ * samples); the last resets it to zero for the next launch (the next layer, a replayed
+ * graph). */
+__device__ __forceinline__ void decode_v2_merge_if_last(const la_cuda_attn_params &p, const la_cuda_attn_item &it,
+                                                     int grp, int head0, int64_t qstride) {
+    __shared__ int last;
+    const la_cuda_attn_combine_item ci = p.merge[it.merge];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t *count = p.merge_count + (int64_t)it.merge * gridDim.y + grp;
+        last = atomicAdd(count, 1) == ci.n_splits - 1;
+        if (last) *count = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int hd = p.head_dim, warp = threadIdx.x >> 5;
+    for (int h = warp; h < p.heads_per_cta; h += W_WARPS)
+        la_attn_merge_row(p.part_o, p.part_ml, ci.part_row0 + (int64_t)grp * ci.rows + h,
+                          (int64_t)gridDim.y * ci.rows, ci.n_splits, hd,
+                          p.out + (int64_t)ci.row0 * qstride + (int64_t)(head0 + h) * hd);
+}
+
 template <int HD>
 __global__ void __launch_bounds__(W_THREADS, 2) attn_decode_v2_kernel(const la_cuda_attn_params p) {
     using L = decode_v2_layout<HD>;
@@ -420,6 +449,7 @@ __global__ void __launch_bounds__(W_THREADS, 2) attn_decode_v2_kernel(const la_c
     float *Qu = reinterpret_cast<float *>(smem + L::QU);
 
     const la_cuda_attn_item it = p.items[blockIdx.x];
+    if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
     const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
     const la_batch_seq sq = p.seqs[it.seq_id];
     const la_attn_block *blocks = p.blocks + sq.block0;
@@ -589,6 +619,7 @@ __global__ void __launch_bounds__(W_THREADS, 2) attn_decode_v2_kernel(const la_c
             if (d == 0) p.part_ml[pr] = make_float2(M, l);
         }
     }
+    if (it.part_row0 >= 0 && it.merge >= 0) decode_v2_merge_if_last(p, it, grp, head0, qstride);
 }
 
 template <int HD>

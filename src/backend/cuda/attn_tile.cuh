@@ -1,6 +1,7 @@
-/* Shared by attn_prefill.cu and attn_decode.cu: staging one tile of KV_TILE keys of a
- * sequence's paged block list into shared memory, with the per-key metadata the masks
- * and rotations need (module-private).
+/* Shared by attn_prefill.cu, attn_decode.cu and attn_combine.cu: staging one tile of KV_TILE
+ * keys of a sequence's paged block list into shared memory, with the per-key metadata the
+ * masks and rotations need, and merging the partial rows of a row split over the KV length
+ * (module-private).
  *
  * A tile covers flat slots [t0, t0 + LA_ATTN_KEYS_PER_TILE) of the sequence's block list
  * (flat slot f = block f / B, offset f % B; t0 a multiple of 64, B a multiple of 16), so
@@ -94,6 +95,61 @@ __device__ __forceinline__ void la_attn_rotate_keys(const la_cuda_attn_params &p
         float x = la_bf2f(row[f]), y = la_bf2f(row[f + half]);
         row[f] = la_f2bf(x * cs.x - y * cs.y);
         row[f + half] = la_f2bf(y * cs.x + x * cs.y);
+    }
+}
+
+/* Merge one output row split over the KV length and write it, bf16, to out[0, hd): the
+ * flash-decoding reduction of attn_combine.cu's top comment,
+ *
+ *     M = max_s m_s,   out = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s,
+ *
+ * over n_splits partial rows, split s at row row0 + s * stride of part_o [rows][hd] f32 and
+ * part_ml [rows] (m, l). A row no split saw (every m = -inf) is written as zeros. One warp,
+ * every lane calls; lane l owns dims 4l..4l+3 (hd <= 128, a multiple of 4). Lane s holds
+ * split s's (m, l) (the first 32 are loaded once), the weights reach the other lanes by
+ * shuffle, and the partial rows' loads do not wait on one another: two dependent trips to
+ * L2 for up to 32 splits. Loads go through L2 only (ld.global.cg): the partial rows may
+ * have been written by other CTAs of the running grid (attn_decode.cu's in-kernel merge). */
+__device__ __forceinline__ void la_attn_merge_row(const float *part_o, const float2 *part_ml, int64_t row0,
+                                                  int64_t stride, int n_splits, int hd, la_bf16_t *out) {
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31, d = lane * 4;
+    const bool active = d < hd;
+    const float2 none = make_float2(-INFINITY, 0.f);
+    const float2 ml0 = lane < n_splits ? __ldcg(part_ml + row0 + lane * stride) : none;
+    float M = ml0.x;
+    for (int s = lane + 32; s < n_splits; s += 32) M = fmaxf(M, __ldcg(part_ml + row0 + s * stride).x);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(full, M, o));
+    float den = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (M != -INFINITY)
+        for (int s0 = 0; s0 < n_splits; s0 += 32) {
+            const int s = s0 + lane, n = n_splits - s0 < 32 ? n_splits - s0 : 32;
+            const float2 ml = s0 == 0 ? ml0 : (s < n_splits ? __ldcg(part_ml + row0 + s * stride) : none);
+            const float w_lane = la_exp2(ml.x - M); /* 0 for m = -inf and past the splits */
+            den += w_lane * ml.y;
+            const float *po = part_o + (row0 + (int64_t)s0 * stride) * hd + d;
+#pragma unroll 16
+            for (int j = 0; j < n; j++) {
+                const float w = __shfl_sync(full, w_lane, j);
+                if (active) {
+                    const float4 v = __ldcg(reinterpret_cast<const float4 *>(po + (int64_t)j * stride * hd));
+                    acc.x += w * v.x;
+                    acc.y += w * v.y;
+                    acc.z += w * v.z;
+                    acc.w += w * v.w;
+                }
+            }
+        }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(full, den, o);
+    const float inv = den > 0.f ? 1.f / den : 0.f;
+    if (active) {
+        uint2 o;
+        o.x = la_pack_bf16x2(acc.x * inv, acc.y * inv);
+        o.y = la_pack_bf16x2(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<uint2 *>(out + d) = o;
     }
 }
 

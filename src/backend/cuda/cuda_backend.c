@@ -23,12 +23,15 @@
  *     into balanced chunks of at least 2 key tiles (8 in a step of decode rows only) so
  *     the total reaches about 2 CTAs per SM (flash-decoding;
  *     LA_ATTN_SPLIT_CTAS=N at create sets another target, 1..16 CTAs per SM, for
- *     benchmarks); split tiles write partial rows that attn_combine merges.
+ *     benchmarks); split tiles write partial rows that attn_combine merges, except split
+ *     decode rows under decode v2 with LA_CUDA_FUSED_MERGE (on by default): the last CTA
+ *     of each split set merges them inside attn_decode (la_cuda_attn_item.merge).
  *
  * Decode items run on attn_decode's kernel of c->decode_variant (LA_ATTN_DECODE=v1|v2 at create
  * or la_cuda_attn_decode_variant_set; v2, the default, streams each warp's own key range
- * through tensor cores); both take the same items and write the same partial rows, so the
- * schedule above does not depend on it. Switching frees the cached graphs.
+ * through tensor cores); both take the same items and write the same partial rows; only
+ * who merges them depends on it (the step keeps the variant it was scheduled for).
+ * Switching frees the cached graphs.
  *
  * Block copies (kv_copy_rotate, BlockAttention) are queued on the host and run as one
  * kernel at the next operation that reads the pool (a request copies hundreds of blocks;
@@ -79,8 +82,8 @@
  *
  * Keys repeat from step to step because (1) the attention work lists of a split graph
  * step have a fixed length per batch size: decode items are padded to the split target
- * (LA_ATTN_SPLIT_CTAS x n_sm) / groups with empty items (no keys; they write spare partial rows nobody reads) and combine items
- * to one per sequence with empty items (no rows: they write nothing); (2) with graphs on,
+ * (LA_ATTN_SPLIT_CTAS x n_sm) / groups with empty items (no tokens: they return at once), and
+ * combine items and in-kernel merge sets to one per sequence with empty ones (never read); (2) with graphs on,
  * the activation cache breaks ties between equal sizes by address, so the forward pass's
  * eleven allocations get the same buffers every step. A call that needs the queue in
  * order mid-step (kv_read_slot, kv_copy_rotate, la_cuda_synchronize, a new batch_begin,
@@ -188,10 +191,10 @@ typedef struct op_rec {
  * arguments; weights, the fused-GEMM scratch and head geometry are fixed between
  * load_weights calls, which empty the cache. 8-byte fields only (memcmp). */
 typedef struct step_sig {
-    int64_t n_tokens, n_logit_rows, n_items_prefill, n_items_decode, n_combine;
+    int64_t n_tokens, n_logit_rows, n_items_prefill, n_items_decode, n_combine, n_merge;
     int64_t rope_len, n_pool_blocks, block_size;
     const void *tokens, *pos, *kpos, *slots, *seqs, *blocks, *logit_rows;
-    const void *items_prefill, *items_decode, *combine;
+    const void *items_prefill, *items_decode, *combine, *merge, *merge_count;
     const void *rope, *part_o, *part_ml, *k_pool, *v_pool, *f32_dev, *host_pinned;
 } step_sig;
 
@@ -252,9 +255,10 @@ typedef struct cuda_backend {
     const la_batch_seq *d_seqs;
     const la_attn_block *d_blocks;
     const la_cuda_attn_item *d_items_prefill, *d_items_decode;
-    const la_cuda_attn_combine_item *d_combine;
-    int32_t n_items_prefill, n_items_decode, n_combine;
+    const la_cuda_attn_combine_item *d_combine, *d_merge;
+    int32_t n_items_prefill, n_items_decode, n_combine, n_merge;
     int32_t step_prefill_variant; /* the variant the step's prefill items were cut for */
+    int32_t step_decode_variant;  /* the decode kernel the step's items were cut for */
     int32_t combine_rows;         /* the largest rows of the step's combine items */
     /* host scratch of the scheduler */
     tile_plan *tiles;
@@ -265,10 +269,14 @@ typedef struct cuda_backend {
     int64_t cap_items_prefill, cap_items_decode;
     la_cuda_attn_combine_item *combine;
     int64_t cap_combine;
+    la_cuda_attn_combine_item *merge; /* split sets attn_decode v2 merges in the kernel */
+    int64_t cap_merge;
     /* partial rows of split attention items */
     float *part_o;
     float2 *part_ml;
     int64_t cap_part_rows;
+    int32_t *merge_count; /* [cap_merge_count] arrival counters of in-kernel merges, zero */
+    int64_t cap_merge_count;
 
     /* queued block copies */
     la_cuda_copy_job *jobs;
@@ -956,30 +964,33 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
 
 /* Graph steps (all decode) whose tiles were split: pad the decode items to the most a
  * split schedule can produce, slots / n_groups (the split loop stops once the items x
- * groups fit in the slots), and the combine items to one per tile, so the grids of the
- * attention kernels depend on the batch size only. A padded decode item covers no keys
- * (kv0 = kv1 = 0) and writes its partial rows (m = -inf, l = 0, zeros) to spare rows past
- * every real one, one set per item; a padded combine item has no tokens and writes
- * nothing (attn_combine.cu returns before any access). Sets *part_rows to the partial
- * rows the padded lists need. */
+ * groups fit in the slots), and the combine items and in-kernel merge sets in use to one
+ * per tile, so the grids and metadata layout of the attention kernels depend on the batch
+ * size only. A padded decode item has no tokens and returns at once (attn_decode.cu); a
+ * padded combine item has no tokens and writes nothing (attn_combine.cu); no item names a
+ * padded merge set. Sets *part_rows to a size fixed per batch size (the partial buffers
+ * are then not regrown from step to step). */
 static la_status pad_split_schedule(cuda_backend *c, const la_batch *b, int64_t slots, int64_t n_groups,
-                                    int64_t n_tiles, int64_t *n_d, int64_t *n_c, int64_t *part_rows,
-                                    la_err *err) {
+                                    int64_t n_tiles, int64_t *n_d, int64_t *n_c, int64_t *n_m,
+                                    int64_t *part_rows, la_err *err) {
     const int64_t cap_d = slots / n_groups, R = c->heads_per_cta;
-    if (*n_d > cap_d || *n_c > n_tiles) /* cannot happen (see above); if it did, the real lists */
-        return LA_OK;                    /* stay: still correct, only the graph key varies */
+    if (*n_d > cap_d || *n_c > n_tiles || *n_m > n_tiles) /* cannot happen (see above); if it did, */
+        return LA_OK; /* the real lists stay: still correct, only the graph key varies */
     LA_TRY(grow((void **)&c->items_decode, &c->cap_items_decode, cap_d, sizeof(la_cuda_attn_item), err));
-    LA_TRY(grow((void **)&c->combine, &c->cap_combine, n_tiles, sizeof(la_cuda_attn_combine_item), err));
     const int32_t row = b->seqs[0].row0;
-    const int64_t spare0 = cap_d * n_groups * R;
     for (int64_t i = *n_d; i < cap_d; i++)
-        c->items_decode[i] = (la_cuda_attn_item){0, row, 1, b->pos[row], 0, 0,
-                                                 (int32_t)(spare0 + (i - *n_d) * n_groups * R), 0};
-    for (int64_t i = *n_c; i < n_tiles; i++)
-        c->combine[i] = (la_cuda_attn_combine_item){row, 0, 0, 0, (int32_t)R, {0}};
+        c->items_decode[i] = (la_cuda_attn_item){0, row, 0, b->pos[row], 0, 0, -1, -1};
     *n_d = cap_d;
-    *n_c = n_tiles;
-    *part_rows = 2 * spare0; /* fixed per batch size: the buffers are not regrown */
+    la_cuda_attn_combine_item **lists[2] = {&c->combine, &c->merge};
+    int64_t *caps[2] = {&c->cap_combine, &c->cap_merge}, *ns[2] = {n_c, n_m};
+    for (int l = 0; l < 2; l++) {
+        if (*ns[l] == 0) continue;
+        LA_TRY(grow((void **)lists[l], caps[l], n_tiles, sizeof(la_cuda_attn_combine_item), err));
+        for (int64_t i = *ns[l]; i < n_tiles; i++)
+            (*lists[l])[i] = (la_cuda_attn_combine_item){row, 0, 0, 0, (int32_t)R, {0}};
+        *ns[l] = n_tiles;
+    }
+    *part_rows = cap_d * n_groups * R;
     if (*part_rows > INT32_MAX) return la_err_set(err, LA_ERR_UNSUPPORTED, "attention: too many partial rows");
     return LA_OK;
 }
@@ -1053,14 +1064,16 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
             chunk++;
         }
     }
-    int64_t n_p = 0, n_d = 0, n_c = 0, part_rows = 0;
+    /* split decode tiles under decode v2 merge in attn_decode's last CTA (LA_CUDA_FUSED_MERGE) */
+    const bool merge_decode = c->decode_variant == 2 && (c->fused & LA_CUDA_FUSED_MERGE);
+    int64_t n_p = 0, n_d = 0, n_c = 0, n_m = 0, part_rows = 0;
     int32_t combine_rows = hpc;
     for (int64_t t = 0; t < n_tiles; t++) {
         const tile_plan *tp = &c->tiles[t];
         int64_t ntk = ceil_div64(tp->kv_len, KT);
         int64_t n_split = (chunk == INT64_MAX || ntk <= 1) ? 1 : ceil_div64(ntk, chunk);
         int32_t R = tp->decode ? hpc : rows;
-        la_cuda_attn_item item = {tp->seq_id, tp->row0, tp->n_tokens, tp->pos_max, 0, tp->kv_len, -1, 0};
+        la_cuda_attn_item item = {tp->seq_id, tp->row0, tp->n_tokens, tp->pos_max, 0, tp->kv_len, -1, -1};
         int64_t *n_items = tp->decode ? &n_d : &n_p;
         la_cuda_attn_item **items = tp->decode ? &c->items_decode : &c->items_prefill;
         int64_t *cap = tp->decode ? &c->cap_items_decode : &c->cap_items_prefill;
@@ -1071,8 +1084,17 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         }
         int64_t base = part_rows, per = ntk / n_split, extra = ntk % n_split, t0 = 0;
         part_rows += n_split * n_groups * R;
-        if (R > combine_rows) combine_rows = R;
         if (part_rows > INT32_MAX) return la_err_set(err, LA_ERR_UNSUPPORTED, "attention: too many partial rows");
+        const la_cuda_attn_combine_item ci = {tp->row0, tp->n_tokens, (int32_t)base, (int32_t)n_split, R, {0}};
+        if (tp->decode && merge_decode) {
+            LA_TRY(grow((void **)&c->merge, &c->cap_merge, n_m + 1, sizeof(la_cuda_attn_combine_item), err));
+            item.merge = (int32_t)n_m;
+            c->merge[n_m++] = ci;
+        } else {
+            LA_TRY(grow((void **)&c->combine, &c->cap_combine, n_c + 1, sizeof(la_cuda_attn_combine_item), err));
+            c->combine[n_c++] = ci;
+            if (R > combine_rows) combine_rows = R;
+        }
         for (int64_t s = 0; s < n_split; s++) {
             int64_t nt = per + (s < extra ? 1 : 0);
             item.kv0 = (int32_t)(t0 * KT);
@@ -1081,12 +1103,21 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
             t0 += nt;
             (*items)[(*n_items)++] = item;
         }
-        LA_TRY(grow((void **)&c->combine, &c->cap_combine, n_c + 1, sizeof(la_cuda_attn_combine_item), err));
-        c->combine[n_c++] = (la_cuda_attn_combine_item){tp->row0, tp->n_tokens, (int32_t)base, (int32_t)n_split, R, {0}};
     }
     if (n_p > 1) qsort(c->items_prefill, (size_t)n_p, sizeof(la_cuda_attn_item), cmp_items_longest_first);
-    if (fixed_grid && n_c > 0)
-        LA_TRY(pad_split_schedule(c, b, slots, n_groups, n_tiles, &n_d, &n_c, &part_rows, err));
+    if (fixed_grid && n_c + n_m > 0)
+        LA_TRY(pad_split_schedule(c, b, slots, n_groups, n_tiles, &n_d, &n_c, &n_m, &part_rows, err));
+    if (n_m * n_groups > c->cap_merge_count) { /* counters: zero, and left zero by every launch */
+        int64_t cap = n_m * n_groups * 2;
+        cudaStreamSynchronize(c->stream);
+        dev_free(c->merge_count);
+        c->merge_count = NULL;
+        c->cap_merge_count = 0;
+        LA_TRY(dev_alloc((void **)&c->merge_count, (size_t)cap * sizeof(int32_t), "attention merge counters", err));
+        cudaError_t e = cudaMemsetAsync(c->merge_count, 0, (size_t)cap * sizeof(int32_t), c->stream);
+        if (e != cudaSuccess) return cuda_fail(err, e, "attention merge counters");
+        c->cap_merge_count = cap;
+    }
     if (part_rows > c->cap_part_rows) {
         int64_t cap = part_rows * 2;
         cudaStreamSynchronize(c->stream);
@@ -1102,7 +1133,9 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     c->n_items_prefill = (int32_t)n_p;
     c->n_items_decode = (int32_t)n_d;
     c->n_combine = (int32_t)n_c;
+    c->n_merge = (int32_t)n_m;
     c->step_prefill_variant = c->prefill_variant;
+    c->step_decode_variant = c->decode_variant;
     c->combine_rows = combine_rows;
     return LA_OK;
 }
@@ -1147,6 +1180,7 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
     size_t o_ip = pack_at(&off, (size_t)c->n_items_prefill * sizeof(la_cuda_attn_item));
     size_t o_id = pack_at(&off, (size_t)c->n_items_decode * sizeof(la_cuda_attn_item));
     size_t o_cb = pack_at(&off, (size_t)c->n_combine * sizeof(la_cuda_attn_combine_item));
+    size_t o_mg = pack_at(&off, (size_t)c->n_merge * sizeof(la_cuda_attn_combine_item));
     if (record) o_blocks = pack_at(&off, blocks_bytes); /* last: the only length that changes */
     LA_TRY(staging_reserve(c, &c->meta, off, err));
     char *h = c->meta.host, *d = c->meta.dev;
@@ -1164,6 +1198,7 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
     if (c->n_items_decode)
         memcpy(h + o_id, c->items_decode, (size_t)c->n_items_decode * sizeof(la_cuda_attn_item));
     if (c->n_combine) memcpy(h + o_cb, c->combine, (size_t)c->n_combine * sizeof(la_cuda_attn_combine_item));
+    if (c->n_merge) memcpy(h + o_mg, c->merge, (size_t)c->n_merge * sizeof(la_cuda_attn_combine_item));
     LA_TRY(staging_send(c, &c->meta, off, err));
     c->d_tokens = (const int32_t *)(d + o_tok);
     c->d_pos = (const int32_t *)(d + o_pos);
@@ -1175,6 +1210,7 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
     c->d_items_prefill = (const la_cuda_attn_item *)(d + o_ip);
     c->d_items_decode = (const la_cuda_attn_item *)(d + o_id);
     c->d_combine = (const la_cuda_attn_combine_item *)(d + o_cb);
+    c->d_merge = (const la_cuda_attn_combine_item *)(d + o_mg);
     c->n_tokens = b->n_tokens;
     c->n_seqs = b->n_seqs;
     c->n_logit_rows = b->n_logit_rows;
@@ -1411,12 +1447,13 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
     la_cuda_attn_params p = {
         .q = q->data, .out = out->data, .k_pool = c->k_pool + slab, .v_pool = c->v_pool + slab,
         .pos = c->d_pos, .seqs = c->d_seqs, .blocks = c->d_blocks, .rope = c->rope, .rope_len = c->rope_len,
-        .combine = c->d_combine, .n_combine = c->n_combine, .part_o = c->part_o, .part_ml = c->part_ml,
+        .combine = c->d_combine, .n_combine = c->n_combine, .merge = c->d_merge, .merge_count = c->merge_count,
+        .part_o = c->part_o, .part_ml = c->part_ml,
         .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads, .head_dim = m->head_dim,
         .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
         .prefill_variant = c->step_prefill_variant, .combine_rows = c->combine_rows,
-        .decode_variant = c->decode_variant,
+        .decode_variant = c->step_decode_variant,
     };
     prof_begin(c);
     p.items = c->d_items_prefill;
@@ -1678,6 +1715,7 @@ static void step_signature(const cuda_backend *c, step_sig *s) {
     s->n_items_prefill = c->n_items_prefill;
     s->n_items_decode = c->n_items_decode;
     s->n_combine = c->n_combine;
+    s->n_merge = c->n_merge;
     s->rope_len = c->rope_len;
     s->n_pool_blocks = c->n_blocks;
     s->block_size = c->block_size;
@@ -1691,6 +1729,8 @@ static void step_signature(const cuda_backend *c, step_sig *s) {
     s->items_prefill = c->d_items_prefill;
     s->items_decode = c->d_items_decode;
     s->combine = c->d_combine;
+    s->merge = c->d_merge;
+    s->merge_count = c->merge_count;
     s->rope = c->rope;
     s->part_o = c->part_o;
     s->part_ml = c->part_ml;
@@ -1835,8 +1875,10 @@ static void cuda_destroy(la_backend *be) {
     free(c->items_prefill);
     free(c->items_decode);
     free(c->combine);
+    free(c->merge);
     dev_free(c->part_o);
     dev_free(c->part_ml);
+    dev_free(c->merge_count);
     free(c->jobs);
     dev_free(c->f32_dev);
     if (c->host_pinned) cudaFreeHost(c->host_pinned);

@@ -49,7 +49,10 @@ typedef uint16_t la_bf16_t;
  * multiple of LA_ATTN_KEYS_PER_TILE. part_row0 < 0: write the normalised output; else
  * write unnormalised partial rows (combined by la_cuda_attn_combine): group g's row r
  * goes to partial row part_row0 + g * rows + r, rows = the prefill variant's rows per CTA
- * (la_cuda_attn_prefill_rows) for prefill items and heads_per_cta for decode items. */
+ * (la_cuda_attn_prefill_rows) for prefill items and heads_per_cta for decode items.
+ * merge >= 0 (split decode items under decode v2 only): the split set's last CTA to finish
+ * merges the partial rows itself (la_cuda_attn_params.merge[merge]); -1: attn_combine
+ * merges them, or the item is not split. n_tokens 0: a padding item that does nothing. */
 typedef struct la_cuda_attn_item {
     int32_t seq_id;
     int32_t row0;
@@ -57,7 +60,7 @@ typedef struct la_cuda_attn_item {
     int32_t pos_max;   /* largest logical position among the tokens */
     int32_t kv0, kv1;
     int32_t part_row0;
-    int32_t pad_;
+    int32_t merge;
 } la_cuda_attn_item;
 
 /* One split tile to combine: tokens [row0, row0 + n_tokens); split s of group g row r
@@ -84,6 +87,11 @@ typedef struct la_cuda_attn_params {
     int32_t n_items;
     const la_cuda_attn_combine_item *combine;
     int32_t n_combine;
+    /* split sets merged in the kernel by their last CTA (la_cuda_attn_item.merge): their
+     * combine items, and one arrival counter per (set, KV-head group), index merge *
+     * gridDim.y + group, zero before the launch; the last CTA leaves it zero again */
+    const la_cuda_attn_combine_item *merge;
+    int32_t *merge_count;
     float *part_o;                /* [partial rows][head_dim] f32, unnormalised */
     float2 *part_ml;              /* [partial rows] (running max in log2 units, sum) */
     int32_t n_heads, n_kv_heads, head_dim, block_size;
