@@ -5,7 +5,7 @@
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
  *             [--prefill-variants v1,v2] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
  *             [--readback argmax,logits] [--out FILE]
- *             [--commit SHA] [--no-engine]
+ *             [--commit SHA] [--no-engine] [--no-ttft]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
  * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
@@ -53,7 +53,8 @@
  *
  * Per-kernel device times (la_cuda_profile_*) for recompute and lazy at 8K and decode.
  * An engine-level cross-check (public API, --random-weights) times lazy / prefix /
- * recompute TTFT at 8K through la_engine_step with its scheduler.
+ * recompute TTFT at 8K through la_engine_step with its scheduler (--no-engine skips it;
+ * --no-ttft skips the TTFT rows, e.g. to profile the decode steps alone under ncu).
  * Prints a table on stderr, writes JSON to --out (or stdout).
  */
 #include <math.h>
@@ -768,7 +769,7 @@ int main(int argc, char **argv) {
     const char *shapes = "llama3-8b,llama3.2-1b", *out_path = NULL, *commit = "unknown";
     int32_t ctxs[8] = {2048, 8192, 32768};
     int n_ctx = 3, reps = 5;
-    bool engine = true;
+    bool engine = true, ttft = true;
     int32_t variants[2] = {0, 0}; /* 0: the backend's default */
     int n_variants = 1;
     int32_t dvariants[2] = {0, 0}; /* 0: the backend's default */
@@ -784,6 +785,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
+        else if (!strcmp(argv[i], "--no-ttft")) ttft = false;
         else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
             if (!parse_variants(argv[i], argv[i + 1], variants, &n_variants)) return 2;
             i++;
@@ -828,7 +830,7 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
                             "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge|both] [--readback argmax,logits] "
-                            "[--out FILE] [--commit SHA] [--no-engine]\n");
+                            "[--out FILE] [--commit SHA] [--no-engine] [--no-ttft]\n");
             return 2;
         }
     }
@@ -894,7 +896,7 @@ int main(int argc, char **argv) {
         peaks(&bn);
         bb b = {0};
         jprintf(&out, "\n    \"ttft\": [");
-        for (int c = 0; c < n_ctx; c++) ttft_context(&bn, ctxs[c], &b);
+        for (int c = 0; ttft && c < n_ctx; c++) ttft_context(&bn, ctxs[c], &b);
         jprintf(&out, "\n    ],\n    \"tpot\": [");
         bn.first_row = true;
         la_err ferr = {0};
