@@ -318,8 +318,10 @@ constexpr int W_WARPS = 4;
 constexpr int W_THREADS = W_WARPS * 32;
 constexpr int W_KEYS = 16; /* keys per warp stage: one 16-key group, inside one block */
 
-template <int HD> struct decode_v2_layout {
-    static constexpr int STAGES = HD >= 128 ? 3 : 4;                /* cp.async stages per warp */
+/* DEEP: the instance for launches whose CTAs each have an SM to themselves
+ * (la_cuda_attn_params.decode_deep): twice the stages, most of the SM's shared memory. */
+template <int HD, bool DEEP> struct decode_v2_layout {
+    static constexpr int STAGES = (HD >= 128 ? 3 : 4) * (DEEP ? 2 : 1); /* cp.async stages per warp */
     static constexpr int STRIDE = HD + 8;                            /* bf16 per shared row */
     static constexpr int TILE_ELEMS = W_KEYS * STRIDE;               /* K or V of one stage */
     static constexpr int WARP_ELEMS = STAGES * 2 * TILE_ELEMS;       /* a warp's K, V stages */
@@ -436,9 +438,9 @@ __device__ __forceinline__ void decode_v2_merge_if_last(const la_cuda_attn_param
                           p.out + (int64_t)ci.row0 * qstride + (int64_t)(head0 + h) * hd);
 }
 
-template <int HD>
-__global__ void __launch_bounds__(W_THREADS, 2) attn_decode_v2_kernel(const la_cuda_attn_params p) {
-    using L = decode_v2_layout<HD>;
+template <int HD, bool DEEP>
+__global__ void __launch_bounds__(W_THREADS, DEEP ? 1 : 2) attn_decode_v2_kernel(const la_cuda_attn_params p) {
+    using L = decode_v2_layout<HD, DEEP>;
     constexpr int S = L::STAGES, STRIDE = L::STRIDE, TILE = L::TILE_ELEMS, CH = HD / 8, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
@@ -500,6 +502,14 @@ __global__ void __launch_bounds__(W_THREADS, 2) attn_decode_v2_kernel(const la_c
     float m_run = -INFINITY, l_run = 0.f; /* row g; l_run over this lane's keys until the end */
     bool have_q = false;
     int32_t q_delta = 0;
+    if (n_g > 0) { /* the first group's rotation now, while its keys are in flight */
+        const int4 mt0 = wmeta[0];
+        if (mt0.x > 0) {
+            decode_v2_rotate_q<HD>(qf, Qu, g, c4, hpc, (int64_t)pos - mt0.y, p);
+            q_delta = mt0.y;
+            have_q = true;
+        }
+    }
 
     /* 3. the groups: issue group t + S - 1, wait for group t, use it; no CTA barrier */
     int st = 0, st_issue = S - 1;
@@ -622,14 +632,19 @@ __global__ void __launch_bounds__(W_THREADS, 2) attn_decode_v2_kernel(const la_c
     if (it.part_row0 >= 0 && it.merge >= 0) decode_v2_merge_if_last(p, it, grp, head0, qstride);
 }
 
+template <int HD, bool DEEP>
+la_status launch_decode_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
+    const size_t bytes = decode_v2_layout<HD, DEEP>::BYTES;
+    static bool attr_done = false;
+    LA_TRY(la_cuda_allow_smem((const void *)attn_decode_v2_kernel<HD, DEEP>, bytes, &attr_done, "attn_decode v2", err));
+    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
+    attn_decode_v2_kernel<HD, DEEP><<<grid, W_THREADS, bytes, stream>>>(*p);
+    return la_cuda_launched("attn_decode", err);
+}
+
 template <int HD>
 la_status launch_decode_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    const size_t bytes = decode_v2_layout<HD>::BYTES;
-    static bool attr_done = false;
-    LA_TRY(la_cuda_allow_smem((const void *)attn_decode_v2_kernel<HD>, bytes, &attr_done, "attn_decode v2", err));
-    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_decode_v2_kernel<HD><<<grid, W_THREADS, bytes, stream>>>(*p);
-    return la_cuda_launched("attn_decode", err);
+    return p->decode_deep ? launch_decode_v2<HD, true>(p, stream, err) : launch_decode_v2<HD, false>(p, stream, err);
 }
 
 } /* namespace */

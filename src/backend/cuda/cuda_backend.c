@@ -20,10 +20,13 @@
  *     minimum of pos0, so blocks after the question are never staged);
  *   - when tiles x KV-head groups would leave SMs idle (fewer CTAs than 2 per SM: a
  *     64-token question, a small decode batch), every tile is split over its key range
- *     into balanced chunks of at least 2 key tiles (8 in a step of decode rows only) so
- *     the total reaches about 2 CTAs per SM (flash-decoding;
- *     LA_ATTN_SPLIT_CTAS=N at create sets another target, 1..16 CTAs per SM, for
- *     benchmarks); split tiles write partial rows that attn_combine merges, except split
+ *     into balanced chunks of at least 2 key tiles so the total reaches about 2 CTAs per
+ *     SM (flash-decoding). A step of decode rows only targets 1 CTA per SM, at most one
+ *     wave, in chunks of at least 8 key tiles: a decode CTA is bound by memory latency,
+ *     one SM holding two of them while another idles costs more than it gains, and a
+ *     grid that fits one wave runs attn_decode v2's deep-pipeline instance
+ *     (c->step_decode_deep). LA_ATTN_SPLIT_CTAS=N at create sets both targets, 1..16
+ *     CTAs per SM, for benchmarks. Split tiles write partial rows that attn_combine merges, except split
  *     decode rows under decode v2 with LA_CUDA_FUSED_MERGE (on by default): the last CTA
  *     of each split set merges them inside attn_decode (la_cuda_attn_item.merge).
  *
@@ -216,6 +219,7 @@ typedef struct cuda_backend {
     char device_name[256];
     int n_sm;
     int32_t split_ctas;                      /* split target: CTAs per SM (LA_ATTN_SPLIT_CTAS) */
+    int32_t split_ctas_decode;               /* the same in steps of decode rows only */
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws;
@@ -259,6 +263,7 @@ typedef struct cuda_backend {
     int32_t n_items_prefill, n_items_decode, n_combine, n_merge;
     int32_t step_prefill_variant; /* the variant the step's prefill items were cut for */
     int32_t step_decode_variant;  /* the decode kernel the step's items were cut for */
+    bool step_decode_deep;        /* its decode CTAs fit in one wave at one per SM */
     int32_t combine_rows;         /* the largest rows of the step's combine items */
     /* host scratch of the scheduler */
     tile_plan *tiles;
@@ -1038,7 +1043,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         }
     }
     /* split over the key range when the tiles alone leave SMs idle */
-    const int64_t slots = (int64_t)c->split_ctas * c->n_sm, KT = LA_ATTN_KEYS_PER_TILE;
+    const int64_t KT = LA_ATTN_KEYS_PER_TILE;
     int64_t key_tiles = 0;
     bool all_decode = true;
     for (int64_t t = 0; t < n_tiles; t++) {
@@ -1046,6 +1051,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         all_decode = all_decode && c->tiles[t].decode;
     }
     key_tiles *= n_groups;
+    const int64_t slots = (int64_t)(all_decode ? c->split_ctas_decode : c->split_ctas) * c->n_sm;
     int64_t chunk = INT64_MAX;
     if (n_tiles * n_groups < slots && key_tiles > 0) {
         chunk = ceil_div64(key_tiles, slots);
@@ -1136,6 +1142,9 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     c->n_merge = (int32_t)n_m;
     c->step_prefill_variant = c->prefill_variant;
     c->step_decode_variant = c->decode_variant;
+    /* a decode-only grid within one wave at one CTA per SM: every CTA has an SM to itself,
+     * so attn_decode v2 takes its deep-pipeline instance (attn_decode.cu) */
+    c->step_decode_deep = all_decode && n_d * n_groups <= c->n_sm;
     c->combine_rows = combine_rows;
     return LA_OK;
 }
@@ -1453,7 +1462,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
         .prefill_variant = c->step_prefill_variant, .combine_rows = c->combine_rows,
-        .decode_variant = c->step_decode_variant,
+        .decode_variant = c->step_decode_variant, .decode_deep = c->step_decode_deep,
     };
     prof_begin(c);
     p.items = c->d_items_prefill;
@@ -1980,14 +1989,16 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_FUSED_GEMM=%s: expected 0, 1, qkv, gate_up or gemm",
                               fused_env);
     }
-    int32_t split_ctas = 2; /* the split target, CTAs per SM */
+    /* the split targets, CTAs per SM: 2 in steps with prefill rows, 1 in decode-only steps;
+     * LA_ATTN_SPLIT_CTAS sets both (sweeps) */
+    int32_t split_ctas = 2, split_ctas_decode = 1;
     const char *split_env = getenv("LA_ATTN_SPLIT_CTAS");
     if (split_env && *split_env) {
         char *end;
         long v = strtol(split_env, &end, 10);
         if (*end || v < 1 || v > 16)
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
-        split_ctas = (int32_t)v;
+        split_ctas = split_ctas_decode = (int32_t)v;
     }
     const char *graphs_env = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: on by default */
     bool graphs = true;
@@ -2000,6 +2011,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->fused = fused;
     c->split_ctas = split_ctas;
+    c->split_ctas_decode = split_ctas_decode;
     c->base.ops = &k_cuda_ops;
     c->bad_token_row = -1;
     c->graphs = graphs;
