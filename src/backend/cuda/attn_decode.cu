@@ -82,6 +82,13 @@
  *
  * The split schedule (cuda_backend.c) is the same for both kernels: a CTA still covers a
  * contiguous key range of one item; with 4 independent streams it finishes ~4x sooner.
+ *
+ * Deep instance (la_cuda_attn_params.decode_deep: a decode-only step whose grid fits one
+ * wave at one CTA per SM, e.g. batch 1 or 8 at 8K split into ~128 CTAs): 8 warps per CTA,
+ * same stages, 208 KiB of stages at head_dim 128, one CTA per SM. Measured with ncu
+ * (Llama-3-8B, batch 1 at 8K, 4-warp CTAs, one per SM): the keys came from L2 (98% hits)
+ * at ~1.2 TB/s, one warp per scheduler issuing every ~4 cycles: issue-bound, not bound by
+ * bytes in flight, so the deep instance doubles the warps rather than the stages.
  */
 #include "backend/cuda/attn_tile.cuh"
 
@@ -314,25 +321,28 @@ la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_er
 
 /* ---- v2: tensor cores, one key stream per warp (top of this file) ----------------------- */
 
-constexpr int W_WARPS = 4;
-constexpr int W_THREADS = W_WARPS * 32;
 constexpr int W_KEYS = 16; /* keys per warp stage: one 16-key group, inside one block */
 
 /* DEEP: the instance for launches whose CTAs each have an SM to themselves
- * (la_cuda_attn_params.decode_deep): twice the stages, most of the SM's shared memory. */
+ * (la_cuda_attn_params.decode_deep): 8 warps instead of 4, most of the SM's shared memory.
+ * A decode CTA is bound by instruction issue more than by bytes in flight (ncu, Llama-3-8B
+ * batch 1 at 8K: one warp per scheduler issuing every ~4 cycles, ~1.2 TB/s), so the SM's
+ * second half of warps does the work of the second CTA it no longer holds. */
 template <int HD, bool DEEP> struct decode_v2_layout {
-    static constexpr int STAGES = (HD >= 128 ? 3 : 4) * (DEEP ? 2 : 1); /* cp.async stages per warp */
+    static constexpr int WARPS = DEEP ? 8 : 4;
+    static constexpr int THREADS = WARPS * 32;
+    static constexpr int STAGES = HD >= 128 ? 3 : 4;                 /* cp.async stages per warp */
     static constexpr int STRIDE = HD + 8;                            /* bf16 per shared row */
     static constexpr int TILE_ELEMS = W_KEYS * STRIDE;               /* K or V of one stage */
     static constexpr int WARP_ELEMS = STAGES * 2 * TILE_ELEMS;       /* a warp's K, V stages */
     /* byte offsets */
-    static constexpr size_t META = (size_t)W_WARPS * WARP_ELEMS * 2; /* int4 [W_WARPS][STAGES] */
-    static constexpr size_t QU = META + (size_t)W_WARPS * STAGES * 16; /* f32 [D_MAXH][HD] */
+    static constexpr size_t META = (size_t)WARPS * WARP_ELEMS * 2; /* int4 [WARPS][STAGES] */
+    static constexpr size_t QU = META + (size_t)WARPS * STAGES * 16; /* f32 [D_MAXH][HD] */
     static constexpr size_t BYTES = QU + (size_t)D_MAXH * HD * 4;
     /* after the key loop the K/V stages hold the warps' partial results */
-    static constexpr size_t MERGE_O = 0;                                      /* f32 [W_WARPS][D_MAXH][HD] */
-    static constexpr size_t MERGE_ML = MERGE_O + (size_t)W_WARPS * D_MAXH * HD * 4; /* float2 [W_WARPS][D_MAXH] */
-    static_assert(MERGE_ML + (size_t)W_WARPS * D_MAXH * 8 <= META, "the merge fits in the K/V stages");
+    static constexpr size_t MERGE_O = 0;                                      /* f32 [WARPS][D_MAXH][HD] */
+    static constexpr size_t MERGE_ML = MERGE_O + (size_t)WARPS * D_MAXH * HD * 4; /* float2 [WARPS][D_MAXH] */
+    static_assert(MERGE_ML + (size_t)WARPS * D_MAXH * 8 <= META, "the merge fits in the K/V stages");
 };
 
 /* Issue the cp.async copies of one 16-key group (flat slots [f0, f0 + 16) of the sequence,
@@ -432,15 +442,17 @@ __device__ __forceinline__ void decode_v2_merge_if_last(const la_cuda_attn_param
     if (!last) return;
     __threadfence();
     const int hd = p.head_dim, warp = threadIdx.x >> 5;
-    for (int h = warp; h < p.heads_per_cta; h += W_WARPS)
+    for (int h = warp; h < p.heads_per_cta; h += (int)(blockDim.x >> 5))
         la_attn_merge_row(p.part_o, p.part_ml, ci.part_row0 + (int64_t)grp * ci.rows + h,
                           (int64_t)gridDim.y * ci.rows, ci.n_splits, hd,
                           p.out + (int64_t)ci.row0 * qstride + (int64_t)(head0 + h) * hd);
 }
 
 template <int HD, bool DEEP>
-__global__ void __launch_bounds__(W_THREADS, DEEP ? 1 : 2) attn_decode_v2_kernel(const la_cuda_attn_params p) {
+__global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2)
+    attn_decode_v2_kernel(const la_cuda_attn_params p) {
     using L = decode_v2_layout<HD, DEEP>;
+    constexpr int W_WARPS = L::WARPS, W_THREADS = L::THREADS;
     constexpr int S = L::STAGES, STRIDE = L::STRIDE, TILE = L::TILE_ELEMS, CH = HD / 8, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
@@ -638,7 +650,7 @@ la_status launch_decode_v2(const la_cuda_attn_params *p, cudaStream_t stream, la
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_decode_v2_kernel<HD, DEEP>, bytes, &attr_done, "attn_decode v2", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_decode_v2_kernel<HD, DEEP><<<grid, W_THREADS, bytes, stream>>>(*p);
+    attn_decode_v2_kernel<HD, DEEP><<<grid, decode_v2_layout<HD, DEEP>::THREADS, bytes, stream>>>(*p);
     return la_cuda_launched("attn_decode", err);
 }
 
