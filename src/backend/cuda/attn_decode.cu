@@ -346,28 +346,35 @@ template <int HD, bool DEEP> struct decode_v2_layout {
 };
 
 /* Issue the cp.async copies of one 16-key group (flat slots [f0, f0 + 16) of the sequence,
- * all in block b) into this warp's stage, and return its metadata (nv, q_delta, k_rope,
- * kpos0): the visible keys are the prefix r < nv (slots are valid as a prefix of a block and
- * positions grow with the slot, so padding, the item's end kv1 and the causal mask all cut
- * the group at one point); key r sits at logical position kpos0 + r. Keys r >= nv are not
- * read: cp.async zero-fills them (no stale pool value, NaN included, reaches P V). */
+ * slots [j0, j0 + 16) of block b) into this warp's stage, and return its metadata (nv,
+ * q_delta, k_rope, kpos0): the visible keys are the prefix r < nv (slots are valid as a
+ * prefix of a block and positions grow with the slot, so padding, the item's end kv1 and
+ * the causal mask all cut the group at one point); key r sits at logical position kpos0 +
+ * r. Keys r >= nv are not read: cp.async zero-fills them (no stale pool value, NaN
+ * included, reaches P V). Lane l copies column chunk l % CH of rows l / CH + RPI j: one
+ * 64-bit address per call, stepped by RPI rows (a decode CTA is issue-bound: ncu counted
+ * ~25 integer instructions per copy when each copy formed its own address). */
 template <int HD>
 __device__ __forceinline__ int4 decode_v2_issue(const la_cuda_attn_params &p, const la_attn_block &b, int kvh,
-                                                int f0, int kv1, int pos, la_bf16_t *Ks, la_bf16_t *Vs,
+                                                int j0, int f0, int kv1, int pos, la_bf16_t *Ks, la_bf16_t *Vs,
                                                 int lane) {
-    constexpr int CH = HD / 8, STRIDE = HD + 8;
-    const int B = p.block_size, hd = p.head_dim, chunks = hd / 8, j0 = f0 % B, kpos0 = b.pos0 + j0;
+    constexpr int CH = HD / 8, STRIDE = HD + 8, RPI = 32 / CH; /* rows per pass of the warp */
+    static_assert(32 % CH == 0 && W_KEYS % RPI == 0, "a warp pass covers whole rows");
+    const int hd = p.head_dim, kpos0 = b.pos0 + j0;
     int nv = min(min(b.n_valid - j0, W_KEYS), kv1 - f0);
     nv = max(min(nv, pos - kpos0 + 1), 0);
-    const int64_t base = (((int64_t)b.block_id * p.n_kv_heads + kvh) * B + j0) * hd;
+    const int r0 = lane / CH, c = lane - r0 * CH;
+    if (c * 8 < hd) {
+        const int64_t off = (((int64_t)b.block_id * p.n_kv_heads + kvh) * p.block_size + j0 + r0) * hd + c * 8;
+        const int64_t step = (int64_t)RPI * hd;
+        const la_bf16_t *k = p.k_pool + off, *v = p.v_pool + off;
+        la_bf16_t *ks = Ks + r0 * STRIDE + c * 8, *vs = Vs + r0 * STRIDE + c * 8;
 #pragma unroll
-    for (int i = lane; i < W_KEYS * CH; i += 32) {
-        const int r = i / CH, c = i - r * CH;
-        if (c >= chunks) continue;
-        const bool ok = r < nv;
-        const int64_t off = ok ? base + (int64_t)r * hd + c * 8 : 0;
-        la_cp_async16(Ks + r * STRIDE + c * 8, p.k_pool + off, ok);
-        la_cp_async16(Vs + r * STRIDE + c * 8, p.v_pool + off, ok);
+        for (int j = 0; j < W_KEYS / RPI; j++) {
+            const bool ok = r0 + j * RPI < nv;
+            la_cp_async16(ks + j * RPI * STRIDE, ok ? k + j * step : p.k_pool, ok);
+            la_cp_async16(vs + j * RPI * STRIDE, ok ? v + j * step : p.v_pool, ok);
+        }
     }
     return make_int4(nv, b.q_delta, nv > 0 ? b.k_rope : 0, kpos0);
 }
@@ -486,18 +493,21 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
             const int r = i / CH, c = i - r * CH;
             if (c * 8 >= hd) *reinterpret_cast<uint4 *>(Kw + r * STRIDE + c * 8) = make_uint4(0, 0, 0, 0);
         }
+    /* the next group to issue: block ib of the list, slots [jb, jb + 16) (one division) */
+    int ib = g_lo * W_KEYS / B, jb = g_lo * W_KEYS - ib * B;
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_g) {
-            const int f0 = (g_lo + s) * W_KEYS;
-            const int4 mt = decode_v2_issue<HD>(p, blocks[f0 / B], kvh, f0, it.kv1, pos, Kw + s * 2 * TILE,
-                                                Kw + s * 2 * TILE + TILE, lane);
+            const int4 mt = decode_v2_issue<HD>(p, blocks[ib], kvh, jb, (g_lo + s) * W_KEYS, it.kv1, pos,
+                                                Kw + s * 2 * TILE, Kw + s * 2 * TILE + TILE, lane);
             if (lane == 0) wmeta[s] = mt;
+            jb += W_KEYS;
+            if (jb == B) jb = 0, ib++;
         }
         la_cp_async_commit();
     }
-    la_attn_block nb = {0, 0, 0, 0, 0}; /* block of the next group to issue, loaded a group ahead */
-    if (S - 1 < n_g) nb = blocks[(g_lo + S - 1) * W_KEYS / B];
+    la_attn_block nb = {0, 0, 0, 0, 0}; /* block ib, loaded a group ahead of its issue */
+    if (S - 1 < n_g) nb = blocks[ib];
     const la_bf16_t *qrow = p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd;
     for (int i = tid; i < D_MAXH * HD; i += W_THREADS) {
         const int h = i / HD, d = i - h * HD;
@@ -527,11 +537,13 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
     int st = 0, st_issue = S - 1;
     for (int t = 0; t < n_g; t++) {
         if (t + S - 1 < n_g) {
-            const int f0 = (g_lo + t + S - 1) * W_KEYS;
             la_bf16_t *Ki = Kw + st_issue * 2 * TILE;
-            const int4 mt = decode_v2_issue<HD>(p, nb, kvh, f0, it.kv1, pos, Ki, Ki + TILE, lane);
+            const int4 mt = decode_v2_issue<HD>(p, nb, kvh, jb, (g_lo + t + S - 1) * W_KEYS, it.kv1, pos, Ki,
+                                                Ki + TILE, lane);
             if (lane == 0) wmeta[st_issue] = mt;
-            if (t + S < n_g) nb = blocks[(f0 + W_KEYS) / B];
+            jb += W_KEYS;
+            if (jb == B) jb = 0, ib++;
+            if (t + S < n_g) nb = blocks[ib];
         }
         la_cp_async_commit();
         la_cp_async_wait<S - 1>();
