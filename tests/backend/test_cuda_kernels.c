@@ -512,6 +512,9 @@ static void row_ops(int hidden, int n_heads, int n_kv, int hd, int inter, int vo
 
 Test(cuda_kernels, row_ops_and_gemms_match_cpu_llama8b_head_geometry) { row_ops(512, 8, 2, 128, 1024, 1000); }
 Test(cuda_kernels, row_ops_and_gemms_match_cpu_odd_widths) { row_ops(64, 4, 1, 24, 160, 512); }
+/* hidden 8448: RMSNorm rows wider than the 8192 columns its kernel keeps in registers take
+ * the two-pass path */
+Test(cuda_kernels, row_ops_and_gemms_match_cpu_wide_hidden) { row_ops(8448, 66, 33, 128, 256, 512); }
 
 /* argmax_to_host (greedy decoding on the device) against la_argmax (engine/sampling.c) on
  * the same bf16 values, at Llama-3's vocabulary width and an odd one: random rows, equal
