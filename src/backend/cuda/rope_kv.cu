@@ -37,7 +37,7 @@ __global__ void rope_table_kernel(const la_cuda_rope_table_params p) {
     }
 }
 
-__global__ void __launch_bounds__(128) kv_write_kernel(const la_cuda_kv_write_params p) {
+__global__ void __launch_bounds__(1024) kv_write_kernel(const la_cuda_kv_write_params p) {
     const int t = blockIdx.x, hd = p.head_dim, half = hd / 2, nkv = p.n_kv_heads;
     const int32_t kp = p.k_pos[t];
     const int64_t slot = p.slots[t];
@@ -113,7 +113,11 @@ extern "C" la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStre
     if (p->head_dim % 8 != 0 || p->n_kv_heads < 1 || p->block_size < 1 || !p->rope)
         return la_err_set(err, LA_ERR_INTERNAL, "kv_write: bad geometry (head_dim %d, n_kv_heads %d)",
                           p->head_dim, p->n_kv_heads);
-    kv_write_kernel<<<(unsigned)p->n_tokens, 128, 0, stream>>>(*p);
+    /* one thread per (KV head, rotation pair), so a decode row's loads are all in flight at
+     * once (ncu, Llama-3-8B batch 1: 4 us per layer with 128 threads looping over 512 pairs) */
+    const int pairs = p->n_kv_heads * (p->head_dim / 2);
+    const int threads = pairs < 128 ? 128 : pairs > 1024 ? 1024 : (pairs + 31) / 32 * 32;
+    kv_write_kernel<<<(unsigned)p->n_tokens, (unsigned)threads, 0, stream>>>(*p);
     return la_cuda_launched("kv_write", err);
 }
 
