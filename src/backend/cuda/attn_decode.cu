@@ -128,8 +128,7 @@ __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda
     const la_cuda_attn_item it = p.items[blockIdx.x];
     if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
     const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
-    const la_batch_seq sq = p.seqs[it.seq_id];
-    const la_attn_block *blocks = p.blocks + sq.block0;
+    const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, half = hd / 2, hpc = p.heads_per_cta;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;
@@ -379,12 +378,30 @@ __device__ __forceinline__ int4 decode_v2_issue(const la_cuda_attn_params &p, co
     return make_int4(nv, b.q_delta, nv > 0 ? b.k_rope : 0, kpos0);
 }
 
+/* The (cos, sin) pairs decode_v2_rotate_q needs in this lane at rpos = p - q_delta:
+ * cs[ks][hi] for columns i = 16 ks + 8 hi + 2 c4, i + 1 (frequency i mod half). Fetched
+ * apart from the rotation so that the first group's fetch overlaps the prologue's loads. */
+template <int HD>
+__device__ __forceinline__ void decode_v2_rope_fetch(float4 (&cs)[HD / 16][2], int g, int c4, int hpc, int64_t rpos,
+                                                     const la_cuda_attn_params &p) {
+    const int hd = p.head_dim, half = hd / 2;
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++)
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            const int i = ks * 16 + hi * 8 + 2 * c4;
+            cs[ks][hi] = g < hpc && i < hd ? la_rope_cs2(p.rope, p.rope_len, half, rpos, i < half ? i : i - half)
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+}
+
 /* This lane's A fragments of the query tile (rows = the CTA's query heads; PTX m16n8k16:
  * reg 0 row g columns 2 c4 + {0, 1}, reg 2 the same + 8; regs 1, 3 are rows g + 8, padding,
- * left zero by the caller) rotated at rpos = p - q_delta, from the unrotated f32 heads. */
+ * left zero by the caller) rotated by cs (decode_v2_rope_fetch) from the unrotated f32 heads. */
 template <int HD>
 __device__ __forceinline__ void decode_v2_rotate_q(uint32_t (&qf)[HD / 16][4], const float *Qu, int g, int c4,
-                                                   int hpc, int64_t rpos, const la_cuda_attn_params &p) {
+                                                   int hpc, const float4 (&cs_all)[HD / 16][2],
+                                                   const la_cuda_attn_params &p) {
     const int hd = p.head_dim, half = hd / 2;
     const float *q = Qu + g * HD;
 #pragma unroll
@@ -395,8 +412,8 @@ __device__ __forceinline__ void decode_v2_rotate_q(uint32_t (&qf)[HD / 16][4], c
             float v0 = 0.f, v1 = 0.f;
             if (g < hpc && i < hd) {
                 const bool lo = i < half;
-                const int f = lo ? i : i - half, j = lo ? i + half : i - half;
-                const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, rpos, f);
+                const int j = lo ? i + half : i - half;
+                const float4 cs = cs_all[ks][hi];
                 const float x0 = q[i], x1 = q[i + 1], y0 = q[j], y1 = q[j + 1];
                 v0 = lo ? x0 * cs.x - y0 * cs.y : x0 * cs.x + y0 * cs.y;
                 v1 = lo ? x1 * cs.z - y1 * cs.w : x1 * cs.z + y1 * cs.w;
@@ -472,13 +489,18 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
     const la_cuda_attn_item it = p.items[blockIdx.x];
     if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
     const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
-    const la_batch_seq sq = p.seqs[it.seq_id];
-    const la_attn_block *blocks = p.blocks + sq.block0;
+    const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta, B = p.block_size;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;
     const int pos = p.pos[it.row0];
     const float sl2 = p.scale_log2;
+    /* the CTA's query heads (adjacent in q), 8 bf16 per thread, loaded before anything
+     * waits: hpc x hd / 8 <= 128 loads whose latency overlaps the block-list loads (ncu: 4
+     * dependent trips of 2-byte loads here were the largest stall of a batch-1 step) */
+    const int q8 = hpc * hd / 8;
+    uint4 qv = make_uint4(0u, 0u, 0u, 0u);
+    if (tid < q8) qv = reinterpret_cast<const uint4 *>(p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd)[tid];
 
     /* 1. this warp's groups: a contiguous share of the item's 16-key groups (contiguous, so
      * a lazy warp re-rotates its query once per document it crosses) */
@@ -495,12 +517,14 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
         }
     /* the next group to issue: block ib of the list, slots [jb, jb + 16) (one division) */
     int ib = g_lo * W_KEYS / B, jb = g_lo * W_KEYS - ib * B;
+    int4 mt0 = make_int4(0, 0, 0, 0); /* the first group's metadata */
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_g) {
             const int4 mt = decode_v2_issue<HD>(p, blocks[ib], kvh, jb, (g_lo + s) * W_KEYS, it.kv1, pos,
                                                 Kw + s * 2 * TILE, Kw + s * 2 * TILE + TILE, lane);
             if (lane == 0) wmeta[s] = mt;
+            if (s == 0) mt0 = mt;
             jb += W_KEYS;
             if (jb == B) jb = 0, ib++;
         }
@@ -508,10 +532,16 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
     }
     la_attn_block nb = {0, 0, 0, 0, 0}; /* block ib, loaded a group ahead of its issue */
     if (S - 1 < n_g) nb = blocks[ib];
-    const la_bf16_t *qrow = p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd;
-    for (int i = tid; i < D_MAXH * HD; i += W_THREADS) {
-        const int h = i / HD, d = i - h * HD;
-        Qu[i] = (h < hpc && d < hd) ? la_bf2f(qrow[h * hd + d]) : 0.f;
+    float4 cs0[HD / 16][2]; /* the first group's rotation, fetched while its keys are in flight */
+    if (mt0.x > 0) decode_v2_rope_fetch<HD>(cs0, g, c4, hpc, (int64_t)pos - mt0.y, p);
+    if (tid < q8) { /* Qu: [D_MAXH][HD] f32; only heads < hpc and dims < hd are read */
+        const int h = tid * 8 / hd, d = tid * 8 - h * hd;
+        const uint32_t w[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            Qu[h * HD + d + 2 * e] = __uint_as_float(w[e] << 16);
+            Qu[h * HD + d + 2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+        }
     }
     __syncthreads();
 
@@ -524,13 +554,10 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
     float m_run = -INFINITY, l_run = 0.f; /* row g; l_run over this lane's keys until the end */
     bool have_q = false;
     int32_t q_delta = 0;
-    if (n_g > 0) { /* the first group's rotation now, while its keys are in flight */
-        const int4 mt0 = wmeta[0];
-        if (mt0.x > 0) {
-            decode_v2_rotate_q<HD>(qf, Qu, g, c4, hpc, (int64_t)pos - mt0.y, p);
-            q_delta = mt0.y;
-            have_q = true;
-        }
+    if (mt0.x > 0) { /* the first group's rotation now, while its keys are in flight */
+        decode_v2_rotate_q<HD>(qf, Qu, g, c4, hpc, cs0, p);
+        q_delta = mt0.y;
+        have_q = true;
     }
 
     /* 3. the groups: issue group t + S - 1, wait for group t, use it; no CTA barrier */
@@ -558,7 +585,9 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
                 __syncwarp();
             }
             if (!have_q || mt.y != q_delta) {
-                decode_v2_rotate_q<HD>(qf, Qu, g, c4, hpc, (int64_t)pos - mt.y, p);
+                float4 cs[HD / 16][2];
+                decode_v2_rope_fetch<HD>(cs, g, c4, hpc, (int64_t)pos - mt.y, p);
+                decode_v2_rotate_q<HD>(qf, Qu, g, c4, hpc, cs, p);
                 q_delta = mt.y;
                 have_q = true;
             }

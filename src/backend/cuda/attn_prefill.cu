@@ -127,8 +127,7 @@ __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cud
 
     const la_cuda_attn_item it = p.items[blockIdx.x];
     const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
-    const la_batch_seq sq = p.seqs[it.seq_id];
-    const la_attn_block *blocks = p.blocks + sq.block0;
+    const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;
@@ -446,8 +445,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
     if (threadIdx.x == 0) it = p.items[blockIdx.x];
     __syncthreads();
     const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
-    const la_batch_seq sq = p.seqs[it.seq_id];
-    const la_attn_block *blocks = p.blocks + sq.block0;
+    const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta, B = p.block_size;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;

@@ -196,7 +196,7 @@ typedef struct op_rec {
 typedef struct step_sig {
     int64_t n_tokens, n_logit_rows, n_items_prefill, n_items_decode, n_combine, n_merge;
     int64_t rope_len, n_pool_blocks, block_size;
-    const void *tokens, *pos, *kpos, *slots, *seqs, *blocks, *logit_rows;
+    const void *tokens, *pos, *kpos, *slots, *blocks, *logit_rows;
     const void *items_prefill, *items_decode, *combine, *merge, *merge_count;
     const void *rope, *part_o, *part_ml, *k_pool, *v_pool, *f32_dev, *host_pinned;
 } step_sig;
@@ -256,7 +256,6 @@ typedef struct cuda_backend {
     staging meta;
     const int32_t *d_tokens, *d_pos, *d_kpos, *d_logit_rows;
     const int64_t *d_slots;
-    const la_batch_seq *d_seqs;
     const la_attn_block *d_blocks;
     const la_cuda_attn_item *d_items_prefill, *d_items_decode;
     const la_cuda_attn_combine_item *d_combine, *d_merge;
@@ -1079,7 +1078,8 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         int64_t ntk = ceil_div64(tp->kv_len, KT);
         int64_t n_split = (chunk == INT64_MAX || ntk <= 1) ? 1 : ceil_div64(ntk, chunk);
         int32_t R = tp->decode ? hpc : rows;
-        la_cuda_attn_item item = {tp->seq_id, tp->row0, tp->n_tokens, tp->pos_max, 0, tp->kv_len, -1, -1};
+        la_cuda_attn_item item = {b->seqs[tp->seq_id].block0, tp->row0, tp->n_tokens, tp->pos_max, 0, tp->kv_len,
+                                  -1, -1};
         int64_t *n_items = tp->decode ? &n_d : &n_p;
         la_cuda_attn_item **items = tp->decode ? &c->items_decode : &c->items_prefill;
         int64_t *cap = tp->decode ? &c->cap_items_decode : &c->cap_items_prefill;
@@ -1182,7 +1182,6 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
     size_t n = (size_t)b->n_tokens, off = 0;
     size_t o_tok = pack_at(&off, n * 4), o_pos = pack_at(&off, n * 4), o_kpos = pack_at(&off, n * 4);
     size_t o_slots = pack_at(&off, n * 8);
-    size_t o_seqs = pack_at(&off, (size_t)b->n_seqs * sizeof(la_batch_seq));
     const size_t blocks_bytes = (size_t)b->n_blocks * sizeof(la_attn_block);
     size_t o_blocks = record ? 0 : pack_at(&off, blocks_bytes);
     size_t o_rows = pack_at(&off, (size_t)b->n_logit_rows * 4);
@@ -1199,7 +1198,6 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
         memcpy(h + o_kpos, b->k_pos, n * 4);
         memcpy(h + o_slots, b->slots, n * 8);
     }
-    if (b->n_seqs) memcpy(h + o_seqs, b->seqs, (size_t)b->n_seqs * sizeof(la_batch_seq));
     if (b->n_blocks) memcpy(h + o_blocks, b->blocks, (size_t)b->n_blocks * sizeof(la_attn_block));
     if (b->n_logit_rows) memcpy(h + o_rows, b->logit_rows, (size_t)b->n_logit_rows * 4);
     if (c->n_items_prefill)
@@ -1213,7 +1211,6 @@ static la_status cuda_batch_begin(la_backend *be, const la_batch *b, la_err *err
     c->d_pos = (const int32_t *)(d + o_pos);
     c->d_kpos = (const int32_t *)(d + o_kpos);
     c->d_slots = (const int64_t *)(d + o_slots);
-    c->d_seqs = (const la_batch_seq *)(d + o_seqs);
     c->d_blocks = (const la_attn_block *)(d + o_blocks);
     c->d_logit_rows = (const int32_t *)(d + o_rows);
     c->d_items_prefill = (const la_cuda_attn_item *)(d + o_ip);
@@ -1455,7 +1452,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
     int64_t slab = (int64_t)layer * kv_slab_elems(c);
     la_cuda_attn_params p = {
         .q = q->data, .out = out->data, .k_pool = c->k_pool + slab, .v_pool = c->v_pool + slab,
-        .pos = c->d_pos, .seqs = c->d_seqs, .blocks = c->d_blocks, .rope = c->rope, .rope_len = c->rope_len,
+        .pos = c->d_pos, .blocks = c->d_blocks, .rope = c->rope, .rope_len = c->rope_len,
         .combine = c->d_combine, .n_combine = c->n_combine, .merge = c->d_merge, .merge_count = c->merge_count,
         .part_o = c->part_o, .part_ml = c->part_ml,
         .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads, .head_dim = m->head_dim,
@@ -1732,7 +1729,6 @@ static void step_signature(const cuda_backend *c, step_sig *s) {
     s->pos = c->d_pos;
     s->kpos = c->d_kpos;
     s->slots = c->d_slots;
-    s->seqs = c->d_seqs;
     s->blocks = c->d_blocks;
     s->logit_rows = c->d_logit_rows;
     s->items_prefill = c->d_items_prefill;

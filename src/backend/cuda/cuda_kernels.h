@@ -44,7 +44,7 @@ typedef uint16_t la_bf16_t;
 #define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
 
 /* One CTA's share of attention (x one KV-head group, the grid's y):
- * tokens [row0, row0 + n_tokens) of sequence seq_id against flat slots [kv0, kv1) of its
+ * tokens [row0, row0 + n_tokens) of one sequence against flat slots [kv0, kv1) of its
  * block list (flat slot f = block f / block_size, offset f % block_size). kv0 is a
  * multiple of LA_ATTN_KEYS_PER_TILE. part_row0 < 0: write the normalised output; else
  * write unnormalised partial rows (combined by la_cuda_attn_combine): group g's row r
@@ -54,7 +54,7 @@ typedef uint16_t la_bf16_t;
  * merges the partial rows itself (la_cuda_attn_params.merge[merge]); -1: attn_combine
  * merges them, or the item is not split. n_tokens 0: a padding item that does nothing. */
 typedef struct la_cuda_attn_item {
-    int32_t seq_id;
+    int32_t block0;    /* the sequence's block list: blocks[block0 ..] of the batch */
     int32_t row0;
     int32_t n_tokens;
     int32_t pos_max;   /* largest logical position among the tokens */
@@ -79,7 +79,6 @@ typedef struct la_cuda_attn_params {
     const la_bf16_t *k_pool;      /* this layer's K slab [n_blocks][n_kv][B][head_dim] */
     const la_bf16_t *v_pool;      /* this layer's V slab */
     const int32_t *pos;           /* [n_tokens] logical positions */
-    const la_batch_seq *seqs;     /* [n_seqs] */
     const la_attn_block *blocks;  /* [n_blocks of the batch] */
     const float2 *rope;           /* [rope_len][head_dim / 2] (cos, sin) */
     int32_t rope_len;             /* positions in the table */
