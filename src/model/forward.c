@@ -67,6 +67,10 @@ static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, floa
     const la_backend_ops *op = be->ops;
     static const la_weight_kind qkv[3] = {LA_W_Q, LA_W_K, LA_W_V};
     const int32_t n_layers = be->cfg.n_layers;
+    /* every row a logit row, in order (a decode step): the last residual add and the final
+     * norm run as one add_rmsnorm, and no rows need gathering (the same values) */
+    bool every_row = b->n_logit_rows == b->n_tokens;
+    for (int32_t i = 0; every_row && i < b->n_logit_rows; i++) every_row = b->logit_rows[i] == i;
     LA_TRY(op->batch_begin(be, b, err));
     LA_TRY(op->embed(be, &a->x, err));
     LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, 0, &a->h, err));
@@ -82,11 +86,14 @@ static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, floa
         LA_TRY(op->matmul(be, &a->gate, LA_W_DOWN, l, &a->h, err));
         /* x += MLP output, then the next layer's attention norm */
         if (l + 1 < n_layers) LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_ATTN_NORM, l + 1, &a->h, err));
+        else if (every_row) LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_FINAL_NORM, 0, &a->last_norm, err));
         else LA_TRY(op->add(be, &a->x, &a->h, err));
     }
     if (b->n_logit_rows == 0) return LA_OK;
-    LA_TRY(op->gather_rows(be, &a->x, &a->last, err));
-    LA_TRY(op->rmsnorm(be, &a->last, LA_W_FINAL_NORM, 0, &a->last_norm, err));
+    if (!every_row) {
+        LA_TRY(op->gather_rows(be, &a->x, &a->last, err));
+        LA_TRY(op->rmsnorm(be, &a->last, LA_W_FINAL_NORM, 0, &a->last_norm, err));
+    }
     LA_TRY(op->matmul(be, &a->last_norm, LA_W_LM_HEAD, 0, &a->logits, err));
     if (ids) return op->argmax_to_host(be, &a->logits, ids, err);
     return op->to_host(be, &a->logits, logits, err);
