@@ -85,7 +85,7 @@
  *
  * Deep instance (la_cuda_attn_params.decode_deep: a decode-only step whose grid fits one
  * wave at one CTA per SM, e.g. batch 1 or 8 at 8K split into ~128 CTAs): 8 warps per CTA,
- * same stages, 208 KiB of stages at head_dim 128, one CTA per SM. Measured with ncu
+ * same stages, 204 KiB of stages at head_dim 128, one CTA per SM. Measured with ncu
  * (Llama-3-8B, batch 1 at 8K, 4-warp CTAs, one per SM): the keys came from L2 (98% hits)
  * at ~1.2 TB/s, one warp per scheduler issuing every ~4 cycles: issue-bound, not bound by
  * bytes in flight, so the deep instance doubles the warps rather than the stages.

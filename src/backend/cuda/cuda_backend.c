@@ -22,13 +22,13 @@
  *     64-token question, a small decode batch), every tile is split over its key range
  *     into balanced chunks of at least 2 key tiles so the total reaches about 2 CTAs per
  *     SM (flash-decoding). A step of decode rows only targets 1 CTA per SM, at most one
- *     wave, in chunks of at least 8 key tiles: a decode CTA is bound by memory latency,
- *     one SM holding two of them while another idles costs more than it gains, and a
- *     grid that fits one wave runs attn_decode v2's deep-pipeline instance
- *     (c->step_decode_deep). LA_ATTN_SPLIT_CTAS=N at create sets both targets, 1..16
- *     CTAs per SM, for benchmarks. Split tiles write partial rows that attn_combine merges, except split
- *     decode rows under decode v2 with LA_CUDA_FUSED_MERGE (on by default): the last CTA
- *     of each split set merges them inside attn_decode (la_cuda_attn_item.merge).
+ *     wave, in chunks of at least 8 key tiles, and a grid that fits that wave runs
+ *     attn_decode v2's deep instance, 8 warps per CTA (c->step_decode_deep; a decode CTA
+ *     is bound by latency and instruction issue: GPU_NOTES.md, versions 11-12).
+ *     LA_ATTN_SPLIT_CTAS=N at create sets both targets, 1..16 CTAs per SM, for benchmarks.
+ *     Split tiles write partial rows that attn_combine merges, except split decode rows
+ *     under decode v2 with LA_CUDA_FUSED_MERGE (on by default): the last CTA of each split
+ *     set merges them inside attn_decode (la_cuda_attn_item.merge).
  *
  * Decode items run on attn_decode's kernel of c->decode_variant (LA_ATTN_DECODE=v1|v2 at create
  * or la_cuda_attn_decode_variant_set; v2, the default, streams each warp's own key range
@@ -1143,7 +1143,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     c->step_prefill_variant = c->prefill_variant;
     c->step_decode_variant = c->decode_variant;
     /* a decode-only grid within one wave at one CTA per SM: every CTA has an SM to itself,
-     * so attn_decode v2 takes its deep-pipeline instance (attn_decode.cu) */
+     * so attn_decode v2 takes its deep instance, 8 warps per CTA (attn_decode.cu) */
     c->step_decode_deep = all_decode && n_d * n_groups <= c->n_sm;
     c->combine_rows = combine_rows;
     return LA_OK;

@@ -102,8 +102,8 @@ typedef struct la_cuda_attn_params {
     int32_t decode_variant;       /* attn_decode kernel: 1 (CUDA cores, 64-key CTA tiles) or
                                      2 (tensor cores, one key stream per warp) */
     int32_t decode_deep;          /* v2: 1 when each decode CTA has an SM to itself (the grid
-                                     fits one wave at one CTA per SM): the instance with twice
-                                     the cp.async stages per warp */
+                                     fits one wave at one CTA per SM): the instance with 8
+                                     warps per CTA instead of 4 */
 } la_cuda_attn_params;
 
 /* Query rows (token x head) of one attn_prefill CTA of the given variant (1 or 2): the
