@@ -69,7 +69,7 @@ static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, floa
     const int32_t n_layers = be->cfg.n_layers;
     /* every row a logit row, in order (a decode step): the last residual add and the final
      * norm run as one add_rmsnorm, and no rows need gathering (the same values) */
-    bool every_row = b->n_logit_rows == b->n_tokens;
+    bool every_row = n_layers > 0 && b->n_logit_rows == b->n_tokens;
     for (int32_t i = 0; every_row && i < b->n_logit_rows; i++) every_row = b->logit_rows[i] == i;
     LA_TRY(op->batch_begin(be, b, err));
     LA_TRY(op->embed(be, &a->x, err));

@@ -14,7 +14,8 @@
  * (la_attn_merge_row, attn_tile.cuh: lanes reduce (m, l) over the splits, then each lane
  * sums 4 dims over the splits, the split weights passed by shuffle; head_dim <= 128).
  * Split decode items under attn_decode v2 merge in their own kernel instead (its last CTA
- * per split set runs the same la_attn_merge_row), so a decode-only step launches no combine.
+ * per split set runs the same la_attn_merge_row), so with LA_CUDA_FUSED_MERGE on (the
+ * default) a decode-only step under decode v2 launches no combine.
  * Bytes per call: 4 x head_dim + 8 per partial row read, 2 x head_dim per row written.
  */
 #include "backend/cuda/attn_tile.cuh"

@@ -61,9 +61,15 @@
  *     O += P V with P straight from the score registers and V by ldmatrix.trans: HD/16 x
  *     2 MMAs.
  * At the end each warp leaves (m, l, O) for its rows in shared memory (over its own spent
- * stages) and the CTA merges the four: M = max m_w, O = sum 2^(m_w - M) O_w, l likewise;
- * then the normalised output, or the unnormalised partial row and (M, l) for attn_combine
- * exactly as v1 writes them.
+ * stages) and the CTA merges its warps': M = max m_w, O = sum 2^(m_w - M) O_w, l likewise;
+ * then the normalised output, or the unnormalised partial row and (M, l) exactly as v1
+ * writes them, merged by attn_combine or, for items with merge >= 0, by the split set's
+ * last CTA right here (decode_v2_merge_if_last).
+ *
+ * The arithmetic below is the design as first written (4-warp CTAs); measured since (ncu,
+ * GPU_NOTES.md versions 11-15) the kernel at batch 1 is bound by latency and issue, not by
+ * memory as it predicts; registers now (ptxas, sm_90): 247 / 145 / 101 at head_dim 128 /
+ * 64 / 32, no spills.
  *
  * Arithmetic, head_dim 128: one group = 16 keys x 128 dims x 2 B x 2 (K, V) = 8 KiB. Each
  * warp keeps S - 1 = 2 groups in flight while computing a third: 16 KiB per warp. Shared
@@ -320,6 +326,9 @@ la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_er
 
 /* ---- v2: tensor cores, one key stream per warp (top of this file) ----------------------- */
 
+/* v1 ignores la_cuda_attn_item.merge: only v2 merges in the kernel, and the scheduler
+ * (cuda_backend.c) sets merge >= 0 for v2 steps only. */
+
 constexpr int W_KEYS = 16; /* keys per warp stage: one 16-key group, inside one block */
 
 /* DEEP: the instance for launches whose CTAs each have an SM to themselves
@@ -498,6 +507,7 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
     /* the CTA's query heads (adjacent in q), 8 bf16 per thread, loaded before anything
      * waits: hpc x hd / 8 <= 128 loads whose latency overlaps the block-list loads (ncu: 4
      * dependent trips of 2-byte loads here were the largest stall of a batch-1 step) */
+    static_assert(D_MAXH * HD / 8 <= W_THREADS, "one 16-byte query load per thread");
     const int q8 = hpc * hd / 8;
     uint4 qv = make_uint4(0u, 0u, 0u, 0u);
     if (tid < q8) qv = reinterpret_cast<const uint4 *>(p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd)[tid];
@@ -701,6 +711,12 @@ la_status launch_decode_v2(const la_cuda_attn_params *p, cudaStream_t stream, la
 }
 
 } /* namespace */
+
+extern "C" size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t deep) {
+    if (head_dim <= 32) return deep ? decode_v2_layout<32, true>::BYTES : decode_v2_layout<32, false>::BYTES;
+    if (head_dim <= 64) return deep ? decode_v2_layout<64, true>::BYTES : decode_v2_layout<64, false>::BYTES;
+    return deep ? decode_v2_layout<128, true>::BYTES : decode_v2_layout<128, false>::BYTES;
+}
 
 extern "C" la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream,
                                          la_err *err) {

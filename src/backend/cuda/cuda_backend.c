@@ -84,9 +84,10 @@
  *     up cuBLAS heuristics and kernel attributes outside any capture).
  *
  * Keys repeat from step to step because (1) the attention work lists of a split graph
- * step have a fixed length per batch size: decode items are padded to the split target
- * (LA_ATTN_SPLIT_CTAS x n_sm) / groups with empty items (no tokens: they return at once), and
- * combine items and in-kernel merge sets to one per sequence with empty ones (never read); (2) with graphs on,
+ * step have a fixed length per batch size: decode items are padded to the decode split
+ * target (split_ctas_decode x n_sm) / groups with empty items (no tokens: they return at
+ * once), and combine items and in-kernel merge sets to one per sequence with empty ones
+ * (never read); (2) with graphs on,
  * the activation cache breaks ties between equal sizes by address, so the forward pass's
  * eleven allocations get the same buffers every step. A call that needs the queue in
  * order mid-step (kv_read_slot, kv_copy_rotate, la_cuda_synchronize, a new batch_begin,
@@ -219,7 +220,8 @@ typedef struct cuda_backend {
     char device_name[256];
     int n_sm;
     int32_t split_ctas;                      /* split target: CTAs per SM (LA_ATTN_SPLIT_CTAS) */
-    int32_t split_ctas_decode;               /* the same in steps of decode rows only */
+    int32_t split_ctas_decode;               /* the same in decode-only steps under decode v2 */
+    size_t smem_optin;                       /* shared memory a CTA may opt in to, bytes */
     cudaStream_t stream;
     cublasHandle_t blas;
     void *blas_ws;
@@ -1050,7 +1052,9 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         all_decode = all_decode && c->tiles[t].decode;
     }
     key_tiles *= n_groups;
-    const int64_t slots = (int64_t)(all_decode ? c->split_ctas_decode : c->split_ctas) * c->n_sm;
+    /* decode v2's target in decode-only steps; v1 keeps the one it was measured with */
+    const bool decode_target = all_decode && c->decode_variant == 2;
+    const int64_t slots = (int64_t)(decode_target ? c->split_ctas_decode : c->split_ctas) * c->n_sm;
     int64_t chunk = INT64_MAX;
     if (n_tiles * n_groups < slots && key_tiles > 0) {
         chunk = ceil_div64(key_tiles, slots);
@@ -1144,7 +1148,8 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     c->step_decode_variant = c->decode_variant;
     /* a decode-only grid within one wave at one CTA per SM: every CTA has an SM to itself,
      * so attn_decode v2 takes its deep instance, 8 warps per CTA (attn_decode.cu) */
-    c->step_decode_deep = all_decode && n_d * n_groups <= c->n_sm;
+    c->step_decode_deep = decode_target && n_d * n_groups <= c->n_sm &&
+                          la_cuda_attn_decode_smem(m->head_dim, 1) <= c->smem_optin;
     c->combine_rows = combine_rows;
     return LA_OK;
 }
@@ -1929,6 +1934,7 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     CUDA_TRY(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
     snprintf(c->device_name, sizeof c->device_name, "%s", prop.name);
     c->n_sm = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    c->smem_optin = prop.sharedMemPerBlockOptin;
     if (prop.major < 8)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda backend: %s has compute capability %d.%d; bf16 "
                           "tensor cores need 8.0 or newer", prop.name, prop.major, prop.minor);

@@ -125,6 +125,10 @@ la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream
  * (1: f32 on the CUDA cores; 2: mma.sync with the heads as rows of an m16 tile, each warp
  * streaming its own share of the item's keys). attn_decode.cu. */
 la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+/* Dynamic shared memory, bytes, of attn_decode v2 at this head_dim (<= 128) for the deep
+ * instance (deep != 0: 8 warps per CTA, ~208 KB at head_dim 128, which needs a GPU that
+ * lets one CTA opt in to that much, as sm_90 does) or the 4-warp one. attn_decode.cu. */
+size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t deep);
 /* Merge the partial rows of split items (p->combine). attn_combine.cu. */
 la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
 

@@ -18,7 +18,7 @@
  * scalars otherwise. split_cols: grid (column chunks of 256 vectors, rows), one 16-byte
  * vector (8 columns) per thread when every part's width is a multiple of 8, one element
  * otherwise. Bytes: embed, gather and split 4 x n_cols per row (read + write); rmsnorm
- * 6 x n_cols per row (x read twice, the second time from L1/L2). FLOPs: ~4 x n_cols per
+ * 6 x n_cols per row (x read once into registers up to 8192 columns, twice above). FLOPs: ~4 x n_cols per
  * row for rmsnorm; none otherwise. argmax: one CTA of 1024 threads per row, 2 x n_cols
  * bytes read, 4 written.
  */
