@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -792,21 +791,9 @@ static cJSON *build_json(const bench *b, int argc, char **argv) {
     return root;
 }
 
-/* Parent directories of path (as la_json_write_file does). */
-static void make_parents(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(dir, 0755);
-            *p = '/';
-        }
-}
-
 static la_status write_plot(const bench *b, la_err *err) {
     const bench_opts *o = b->o;
-    make_parents(o->plot);
+    la_make_parent_dirs(o->plot);
     char title[1024];
     if (o->sweep == SWEEP_NONE) {
         const point *p = &b->points[0];
@@ -904,6 +891,14 @@ int la_cli_bench(int argc, char **argv) {
         fprintf(stderr, "lazyattn bench: %s\n", LA_BENCH_PLOT_MISSING);
         return LA_EXIT_ERROR;
     }
+    /* outputs that cannot be written fail now, not after the whole run */
+    const char *const outs[2][2] = {{"--json", o.json_out}, {"--plot", o.plot}};
+    for (int i = 0; i < 2; i++)
+        if (outs[i][1] && la_output_path_check(outs[i][1]) != 0) {
+            fprintf(stderr, "lazyattn bench: %s %s: cannot write there (%s)\n", outs[i][0], outs[i][1],
+                    strerror(errno));
+            return LA_EXIT_ERROR;
+        }
     bench *b = calloc(1, sizeof *b);
     if (!b) {
         fprintf(stderr, "lazyattn bench: out of memory\n");

@@ -12,6 +12,7 @@
  * stdout: a table; stderr: a progress bar; --json: every number plus per-question answers.
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,10 @@ int la_cli_eval(int argc, char **argv) {
                 optind < argc ? argv[optind] : "");
         usage(stderr);
         return LA_EXIT_USAGE;
+    }
+    if (json_out && la_output_path_check(json_out) != 0) { /* now, not after the whole run */
+        fprintf(stderr, "lazyattn eval: --json %s: cannot write there (%s)\n", json_out, strerror(errno));
+        return LA_EXIT_ERROR;
     }
     la_method methods[LA_METHOD_COUNT];
     int32_t n_methods = 0;

@@ -1,5 +1,6 @@
 #include "cli/machine.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,7 @@ char *la_command_line(int argc, char **argv) {
     return s;
 }
 
-int la_json_write_file(const char *path, const cJSON *root) {
+void la_make_parent_dirs(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     for (char *p = dir + 1; *p; p++)
@@ -88,6 +89,28 @@ int la_json_write_file(const char *path, const cJSON *root) {
             mkdir(dir, 0755);
             *p = '/';
         }
+}
+
+int la_output_path_check(const char *path) {
+    la_make_parent_dirs(path);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return errno = EISDIR, -1;
+        return access(path, W_OK);
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    if (stat(dir, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) return errno = ENOTDIR, -1;
+    return access(dir, W_OK | X_OK);
+}
+
+int la_json_write_file(const char *path, const cJSON *root) {
+    la_make_parent_dirs(path);
     char *text = cJSON_Print(root);
     FILE *f = text ? fopen(path, "w") : NULL;
     int rc = -1;

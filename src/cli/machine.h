@@ -14,4 +14,13 @@ char *la_command_line(int argc, char **argv);
 /* Write root pretty-printed to path, creating parent directories. 0 on success. */
 int la_json_write_file(const char *path, const cJSON *root);
 
+/* Create the parent directories of path (mode 0755; existing ones are fine). */
+void la_make_parent_dirs(const char *path);
+
+/* Before a long run: will writing path work afterwards? Creates its parent directories,
+ * then checks that path is not a directory and can be written if it exists, else that its
+ * parent is a directory this process may create files in. Creates no file. 0 if so; -1
+ * with errno set (EISDIR, ENOTDIR, ENOENT, EACCES, EROFS, ...) if not. */
+int la_output_path_check(const char *path);
+
 #endif

@@ -268,6 +268,33 @@ Test(cli_bench, usage_errors_exit_2_with_one_message) {
     run_free(&r);
 }
 
+/* --json (bench, eval) into a place that cannot take a file fails at once with one line,
+ * before any request runs (nothing on stdout), instead of after the whole run. */
+Test(cli_bench, unwritable_json_fails_before_the_run) {
+    char *dir = la_test_tmpdir();
+    char *file = la_path_join(dir, "a-file"), *bad = la_path_join(file, "out.json");
+    FILE *f = fopen(file, "w");
+    cr_assert(f);
+    fclose(f);
+    char *args = NULL;
+    cr_assert(asprintf(&args, SMALL " --json '%s'", bad) > 0);
+    run_result r = run("", args, 0);
+    cr_assert_eq(r.status, 1, "bench exited %d: %s", r.status, r.err);
+    cr_assert_str_eq(r.out, "");
+    cr_assert(strstr(r.err, "cannot write there (Not a directory)"), "stderr: %s", r.err);
+    cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "more than one line: %s", r.err);
+    run_free(&r);
+    char *out = la_path_join(dir, "eval.out"), *err = la_path_join(dir, "eval.err"), *cmd = NULL;
+    cr_assert(asprintf(&cmd, "'%s/lazyattn' eval -m '%s' --dataset '%s/models/rag-tiny/eval/test.jsonl' --json '%s' "
+                             "</dev/null >'%s' 2>'%s'", LA_BUILD_DIR, MODEL, LA_SOURCE_DIR, bad, out, err) > 0);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "%s: status %d", cmd, st);
+    char *eo = slurp(out), *ee = slurp(err);
+    cr_assert_str_eq(eo, "");
+    cr_assert(strstr(ee, "lazyattn eval: --json") && strstr(ee, "(Not a directory)"), "stderr: %s", ee);
+    free(eo), free(ee), free(cmd), free(out), free(err), free(args), free(bad), free(file), free(dir);
+}
+
 Test(cli_bench, other_errors_exit_1) {
     run_result r = run("", "--dataset /nonexistent.jsonl -m '" MODEL "'", 0);
     cr_assert_eq(r.status, 1);
