@@ -18,8 +18,17 @@ static const struct {
     {"bench", la_cli_bench, "serving benchmark: TTFT, TPOT, throughput, cache hits per method"},
 };
 
+#ifndef LA_VERSION
+#define LA_VERSION "unknown"
+#endif
+#ifdef LA_HAVE_CUDA
+#define LA_BUILD_DEVICES "cpu, cuda"
+#else
+#define LA_BUILD_DEVICES "cpu"
+#endif
+
 static void usage(FILE *out) {
-    fprintf(out, "usage: lazyattn <command> [options]\n\ncommands:\n");
+    fprintf(out, "usage: lazyattn <command> [options]\n       lazyattn --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         fprintf(out, "  %-10s %s\n", k_commands[i].name, k_commands[i].help);
     fprintf(out, "\n`lazyattn <command> --help` describes a command's options.\n");
@@ -32,6 +41,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return LA_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("lazyattn %s (devices: %s)\n", LA_VERSION, LA_BUILD_DEVICES);
         return LA_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
