@@ -47,7 +47,8 @@ static void usage(FILE *f) {
             "      --max-body-bytes N   largest request body (16777216)\n"
             "      --chat-format F      auto | llama3 | tulu (auto: from the chat_template)\n"
             "      --model-id NAME      model id in the API (the directory's name)\n"
-            "      --log-requests       one line per request on stderr\n");
+            "      --log-requests       on stderr, a line when a request arrives and one when it ends\n"
+            "                           (tokens, cache hits, queue, TTFT, TPOT, total ms)\n");
 }
 
 static int g_sig_pipe[2] = {-1, -1};

@@ -45,6 +45,25 @@ static void unlink_call(la_call *c) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* --log-requests: one line when a request ends (its arrival has a line of its own,
+ * generate.c), with the engine's numbers for it. Caller holds c->mu. */
+static void log_done(const la_call *c) {
+    const la_request_stats *st = &c->stats;
+    const unsigned long long id = (unsigned long long)c->request_id;
+    if (c->finish == LA_FINISH_ERROR) {
+        fprintf(stderr, "lazyattn serve: request %llu failed: %s\n", id, c->error);
+        return;
+    }
+    const char *why = c->finish == LA_FINISH_STOP     ? "stop"
+                      : c->finish == LA_FINISH_LENGTH ? "length"
+                                                      : "cancelled";
+    fprintf(stderr,
+            "lazyattn serve: request %llu done (%s): %d prompt tokens, %lld of %d document tokens from the "
+            "cache, %d generated; queue %.1f ms, TTFT %.1f ms, TPOT %.2f ms, total %.1f ms\n",
+            id, why, st->n_prompt_tokens, (long long)st->doc_tokens_reused, st->n_doc_tokens, st->n_generated,
+            st->queue_ms, st->ttft_ms, st->tpot_ms, st->e2e_ms);
+}
+
 /* The engine's callback (engine thread). */
 static void on_event(void *user, const la_event *ev) {
     la_call *c = user;
@@ -83,6 +102,7 @@ static void on_event(void *user, const la_event *ev) {
     }
     /* counted before the handler can answer, so /metrics never lags a response */
     if (done && c->observe) la_metrics_observe(c->srv->metrics, &c->stats, c->finish);
+    if (done && c->observe && c->srv->opts.log_requests) log_done(c);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     if (done) call_unref(c); /* the engine's reference */

@@ -24,6 +24,21 @@ Test(serve_cli, answers_on_loopback_and_exits_0_on_sigterm) {
     cr_assert(strstr(p.log, "stopped"), "%s", p.log);
 }
 
+/* --log-requests: a line when a request arrives and one when it ends, with its numbers. */
+Test(serve_cli, log_requests_logs_arrival_and_completion) {
+    static const char *const args[] = {"-m", TS_MODEL, "--threads", "1", "--log-requests", NULL};
+    la_serve_proc p;
+    cr_assert(la_serve_start(&p, args) == 0, "serve did not start: %s", p.log);
+    cJSON *j = ts_post(p.port, "/v1/completions", "{\"prompt\": \"hi\", \"max_tokens\": 3, \"ignore_eos\": true}",
+                       200);
+    cJSON_Delete(j);
+    int rc = la_serve_stop(&p, SIGTERM, 60);
+    cr_assert_eq(rc, 0, "exit status %d: %s", rc, p.log);
+    cr_assert(strstr(p.log, "/v1/completions request 1 ("), "no arrival line: %s", p.log);
+    cr_assert(strstr(p.log, "request 1 done (length): "), "no completion line: %s", p.log);
+    cr_assert(strstr(p.log, ", 3 generated; queue "), "%s", p.log);
+}
+
 Test(serve_cli, sigint_with_a_stream_in_flight_ends_it_and_exits_0) {
     la_serve_proc p;
     cr_assert(la_serve_start(&p, k_model_args) == 0, "serve did not start: %s", p.log);
