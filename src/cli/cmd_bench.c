@@ -255,8 +255,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             bad = la_cli_parse_i32(optarg, "--max-tokens", &o->max_tokens);
             break;
         case O_MAX_DOCS: bad = la_cli_parse_i32(optarg, "--max-docs", &o->wo.max_docs); break;
-        case O_JSON: o->json_out = optarg; break;
-        case O_PLOT: o->plot = optarg; break;
+        case O_JSON:
+            o->json_out = optarg;
+            if (!*optarg) bad = usage_error("--json needs a file path%s", "");
+            break;
+        case O_PLOT:
+            o->plot = optarg;
+            if (!*optarg) bad = usage_error("--plot needs a file path%s", "");
+            break;
         case O_SWEEP:
             o->sweep = SWEEP_NONE;
             for (int k = 1; k < 5; k++)
@@ -991,7 +997,7 @@ int la_cli_bench(int argc, char **argv) {
     if (s == LA_OK && o.json_out) {
         cJSON *root = build_json(b, argc + 1, argv - 1);
         if (la_json_write_file(o.json_out, root) != 0)
-            s = la_err_set(&err, LA_ERR_IO, "--json %s: cannot write the file", o.json_out);
+            s = la_err_set(&err, LA_ERR_IO, "--json %s: cannot write the file (%s)", o.json_out, strerror(errno));
         else
             fprintf(stderr, "lazyattn bench: wrote %s\n", o.json_out);
         cJSON_Delete(root);

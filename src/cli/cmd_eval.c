@@ -165,6 +165,7 @@ int la_cli_eval(int argc, char **argv) {
                           : max_tokens < 1  ? "--max-tokens must be >= 1"
                           : limit < 0       ? "--limit must be >= 0 (0: every question)"
                           : eo.n_threads < 0 ? "--threads must be >= 0 (0: all cores)"
+                          : json_out && !*json_out ? "--json needs a file path"
                                             : NULL;
     if (bad_arg) {
         fprintf(stderr, "lazyattn eval: %s%s%s\n", bad_arg, optind < argc ? " " : "",
@@ -307,9 +308,11 @@ int la_cli_eval(int argc, char **argv) {
             cJSON *jo = cJSON_CreateObject();
             cJSON_AddStringToObject(jo, "method", la_method_name(methods[m]));
             cJSON_AddNumberToObject(jo, "exact_match", pem / 100);
-            cJSON_AddNumberToObject(jo, "exact_match_1hop", n1 ? p1 / 100 : -1);
+            if (n1) cJSON_AddNumberToObject(jo, "exact_match_1hop", p1 / 100); /* null: no such question */
+            else cJSON_AddNullToObject(jo, "exact_match_1hop");
             cJSON_AddNumberToObject(jo, "n_1hop", (double)n1);
-            cJSON_AddNumberToObject(jo, "exact_match_2hop", n2 ? p2 / 100 : -1);
+            if (n2) cJSON_AddNumberToObject(jo, "exact_match_2hop", p2 / 100);
+            else cJSON_AddNullToObject(jo, "exact_match_2hop");
             cJSON_AddNumberToObject(jo, "n_2hop", (double)n2);
             cJSON_AddNumberToObject(jo, "same_answer_as_first_method", (double)agree / nq);
             if (orders > 1) cJSON_AddNumberToObject(jo, "same_answer_across_orders", (double)stable / nq);
@@ -323,7 +326,7 @@ int la_cli_eval(int argc, char **argv) {
             cJSON_AddItemToArray(jm, jo);
         }
         if (json_out && la_json_write_file(json_out, root) != 0) {
-            fprintf(stderr, "lazyattn eval: cannot write %s\n", json_out);
+            fprintf(stderr, "lazyattn eval: --json %s: cannot write the file (%s)\n", json_out, strerror(errno));
             rc = LA_EXIT_ERROR;
         }
         cJSON_Delete(root);

@@ -1,6 +1,7 @@
 #include "cli/machine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,33 +93,37 @@ void la_make_parent_dirs(const char *path) {
 }
 
 int la_output_path_check(const char *path) {
+    if (!path || !*path) return errno = ENOENT, -1;
     la_make_parent_dirs(path);
     struct stat st;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return errno = EISDIR, -1;
-        return access(path, W_OK);
+        int fd = open(path, O_WRONLY | O_APPEND); /* opened, not truncated: the file stays as it is */
+        if (fd < 0) return -1;
+        close(fd);
+        return 0;
     }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    if (stat(dir, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) return errno = ENOTDIR, -1;
-    return access(dir, W_OK | X_OK);
+    /* a new file: create it and take it away again (access() trusts root everywhere, even
+     * on /proc, where creating fails) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return -1;
+    close(fd);
+    unlink(path);
+    return 0;
 }
 
 int la_json_write_file(const char *path, const cJSON *root) {
     la_make_parent_dirs(path);
     char *text = cJSON_Print(root);
-    FILE *f = text ? fopen(path, "w") : NULL;
-    int rc = -1;
+    if (!text) return errno = ENOMEM, -1;
+    FILE *f = fopen(path, "w");
+    int rc = -1, saved = errno;
     if (f) {
-        rc = fputs(text, f) < 0 ? -1 : 0;
-        fputc('\n', f);
-        if (fclose(f) != 0) rc = -1;
+        rc = fputs(text, f) < 0 || fputc('\n', f) == EOF ? -1 : 0;
+        if (rc) saved = errno;
+        if (fclose(f) != 0 && rc == 0) rc = -1, saved = errno;
     }
     free(text);
+    errno = saved;
     return rc;
 }

@@ -11,16 +11,17 @@ cJSON *la_machine_json(void);
 /* argv joined with spaces (shell-quoted where needed). Heap string. */
 char *la_command_line(int argc, char **argv);
 
-/* Write root pretty-printed to path, creating parent directories. 0 on success. */
+/* Write root pretty-printed to path, creating parent directories. 0 on success; -1 with
+ * errno set. */
 int la_json_write_file(const char *path, const cJSON *root);
 
 /* Create the parent directories of path (mode 0755; existing ones are fine). */
 void la_make_parent_dirs(const char *path);
 
-/* Before a long run: will writing path work afterwards? Creates its parent directories,
- * then checks that path is not a directory and can be written if it exists, else that its
- * parent is a directory this process may create files in. Creates no file. 0 if so; -1
- * with errno set (EISDIR, ENOTDIR, ENOENT, EACCES, EROFS, ...) if not. */
+/* Before a long run: will writing path work afterwards? Creates its parent directories;
+ * an existing path must not be a directory and must open for writing (not truncated); a
+ * new one must be creatable (created, then removed again). 0 if so; -1 with errno set
+ * (ENOENT for an empty path, EISDIR, ENOTDIR, EACCES, EROFS, ...) if not. */
 int la_output_path_check(const char *path);
 
 #endif

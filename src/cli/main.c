@@ -39,11 +39,17 @@ int main(int argc, char **argv) {
         usage(stderr);
         return LA_EXIT_USAGE;
     }
+    if (!strcmp(argv[1], "help") && argc == 3) /* help CMD: the command's own --help */
+        for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+            if (!strcmp(argv[2], k_commands[i].name)) {
+                char *args[] = {argv[2], "--help", NULL};
+                return k_commands[i].fn(2, args);
+            }
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return LA_EXIT_OK;
     }
-    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
         printf("lazyattn %s (devices: %s)\n", LA_VERSION, LA_BUILD_DEVICES);
         return LA_EXIT_OK;
     }

@@ -58,10 +58,12 @@ static void log_done(const la_call *c) {
                       : c->finish == LA_FINISH_LENGTH ? "length"
                                                       : "cancelled";
     fprintf(stderr,
-            "lazyattn serve: request %llu done (%s): %d prompt tokens, %lld of %d document tokens from the "
-            "cache, %d generated; queue %.1f ms, TTFT %.1f ms, TPOT %.2f ms, total %.1f ms\n",
-            id, why, st->n_prompt_tokens, (long long)st->doc_tokens_reused, st->n_doc_tokens, st->n_generated,
-            st->queue_ms, st->ttft_ms, st->tpot_ms, st->e2e_ms);
+            "lazyattn serve: request %llu done (%s): %d prompt tokens, %lld from the cache (%lld of %d "
+            "document tokens, %lld more), %d generated; queue %.1f ms, TTFT %.1f ms, TPOT %.2f ms, total "
+            "%.1f ms\n",
+            id, why, st->n_prompt_tokens, (long long)(st->doc_tokens_reused + st->prefix_tokens_reused),
+            (long long)st->doc_tokens_reused, st->n_doc_tokens, (long long)st->prefix_tokens_reused,
+            st->n_generated, st->queue_ms, st->ttft_ms, st->tpot_ms, st->e2e_ms);
 }
 
 /* The engine's callback (engine thread). */

@@ -269,7 +269,9 @@ Test(cli_bench, usage_errors_exit_2_with_one_message) {
 }
 
 /* --json (bench, eval) into a place that cannot take a file fails at once with one line,
- * before any request runs (nothing on stdout), instead of after the whole run. */
+ * before any request runs (nothing on stdout), instead of after the whole run: under a
+ * regular file, and on /proc (where access() would let root pass); an empty path is a
+ * usage error. */
 Test(cli_bench, unwritable_json_fails_before_the_run) {
     char *dir = la_test_tmpdir();
     char *file = la_path_join(dir, "a-file"), *bad = la_path_join(file, "out.json");
@@ -283,6 +285,15 @@ Test(cli_bench, unwritable_json_fails_before_the_run) {
     cr_assert_str_eq(r.out, "");
     cr_assert(strstr(r.err, "cannot write there (Not a directory)"), "stderr: %s", r.err);
     cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "more than one line: %s", r.err);
+    run_free(&r);
+    r = run("", SMALL " --json /proc/lazyattn-never.json", 0);
+    cr_assert_eq(r.status, 1, "bench exited %d: %s", r.status, r.err);
+    cr_assert_str_eq(r.out, "");
+    cr_assert(strstr(r.err, "--json /proc/lazyattn-never.json: cannot write there ("), "stderr: %s", r.err);
+    run_free(&r);
+    r = run("", SMALL " --json ''", 0);
+    cr_assert_eq(r.status, 2, "bench exited %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "--json needs a file path"), "stderr: %s", r.err);
     run_free(&r);
     char *out = la_path_join(dir, "eval.out"), *err = la_path_join(dir, "eval.err"), *cmd = NULL;
     cr_assert(asprintf(&cmd, "'%s/lazyattn' eval -m '%s' --dataset '%s/models/rag-tiny/eval/test.jsonl' --json '%s' "

@@ -30,3 +30,14 @@ Test(main, no_command_and_unknown_commands_exit_2) {
     cr_assert(strstr(r.out, "lazyattn --version"), "stdout: %s", r.out);
     la_test_cli_free(&r);
 }
+
+Test(main, help_with_a_command_prints_that_commands_help) {
+    la_test_cli_result r = la_test_cli("", "help eval", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(!strncmp(r.out, "usage: lazyattn eval", 20), "stdout: %s", r.out);
+    la_test_cli_free(&r);
+    r = la_test_cli("", "-V", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(!strncmp(r.out, "lazyattn 0.", 11), "stdout: %s", r.out);
+    la_test_cli_free(&r);
+}
