@@ -98,7 +98,7 @@ int la_output_path_check(const char *path) {
     struct stat st;
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) return errno = EISDIR, -1;
-        int fd = open(path, O_WRONLY | O_APPEND); /* opened, not truncated: the file stays as it is */
+        int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK); /* not truncated; a FIFO never blocks */
         if (fd < 0) return -1;
         close(fd);
         return 0;
