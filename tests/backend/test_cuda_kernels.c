@@ -371,6 +371,20 @@ static void add_tail(builder *q, int32_t B, int32_t first_block, int32_t t0, int
         add_block(q, first_block + b, n_q - b * B < B ? n_q - b * B : B, t0 + b * B, 0, 0);
 }
 
+/* One plain causal sequence of n tokens at positions 0.. in blocks from first_block: the
+ * first n_cached go to the cache batch, the rest are the query batch's rows (n_cached =
+ * n - 1: a decode row). Returns the next free block. */
+static int32_t plain_seq(builder *cache, builder *q, int32_t B, int32_t first_block, int32_t n_cached, int32_t n) {
+    const int32_t row0 = q->n, block0 = q->n_blocks;
+    for (int32_t t = 0; t < n; t++) {
+        const int64_t slot = (int64_t)(first_block + t / B) * B + t % B;
+        add_token(t < n_cached ? cache : q, t, t, slot);
+    }
+    for (int32_t b = 0; b * B < n; b++) add_block(q, first_block + b, n - b * B < B ? n - b * B : B, b * B, 0, 0);
+    q->seqs[q->n_seqs++] = (la_batch_seq){row0, n - n_cached, block0, q->n_blocks - block0};
+    return first_block + (n + B - 1) / B;
+}
+
 typedef enum doc_method { DOC_LAZY, DOC_MEPIC } doc_method;
 
 /* Documents of the given lengths cached alone (cache batch), then a question of n_q tokens
@@ -766,26 +780,8 @@ Test(cuda_attention, mixed_decode_and_prefill_batch) {
     builder_init(&q);
     int32_t blk = 1;
     const int32_t ctx[3] = {10, 700, 3000};
-    for (int i = 0; i < 3; i++) {
-        int32_t n = ctx[i], row0 = q.n, block0 = q.n_blocks;
-        for (int32_t t = 0; t < n - 1; t++) add_token(&cache, t, t, (int64_t)(blk + t / g.B) * g.B + t % g.B);
-        add_token(&q, n - 1, n - 1, (int64_t)(blk + (n - 1) / g.B) * g.B + (n - 1) % g.B);
-        for (int32_t b = 0; b * g.B < n; b++)
-            add_block(&q, blk + b, n - b * g.B < g.B ? n - b * g.B : g.B, b * g.B, 0, 0);
-        q.seqs[q.n_seqs++] = (la_batch_seq){row0, 1, block0, q.n_blocks - block0};
-        blk += (n + g.B - 1) / g.B;
-    }
-    { /* prefill chunk: tokens 200..239 of a sequence whose first 200 are cached */
-        int32_t row0 = q.n, block0 = q.n_blocks;
-        for (int32_t t = 0; t < 240; t++) {
-            int64_t slot = (int64_t)(blk + t / g.B) * g.B + t % g.B;
-            if (t < 200) add_token(&cache, t, t, slot);
-            else add_token(&q, t, t, slot);
-        }
-        for (int32_t b = 0; b * g.B < 240; b++) add_block(&q, blk + b, 240 - b * g.B < g.B ? 240 - b * g.B : g.B, b * g.B, 0, 0);
-        q.seqs[q.n_seqs++] = (la_batch_seq){row0, 40, block0, q.n_blocks - block0};
-        blk += 15;
-    }
+    for (int i = 0; i < 3; i++) blk = plain_seq(&cache, &q, g.B, blk, ctx[i] - 1, ctx[i]);
+    blk = plain_seq(&cache, &q, g.B, blk, 200, 240); /* prefill chunk: tokens 200..239, 0..199 cached */
     const int32_t lens[] = {30, 64, 9};
     docs_case(&cache, &q, g.B, lens, 3, 25, DOC_LAZY, 0, blk);
     run_case(&p, "mixed batch: 3 decode rows, prefill chunk, lazy question", &cache, &q, 1);
@@ -856,17 +852,8 @@ Test(cuda_attention, ragged_causal_prefills_and_long_lazy_question) {
                                                 (lens[i] + g.B - 1) / g.B};
             blk += (lens[i] + g.B - 1) / g.B;
         }
-        { /* tokens 90..162 of a sequence whose first 90 are cached (last block: 3 of 16 slots) */
-            int32_t row0 = q.n, block0 = q.n_blocks, n = 163;
-            for (int32_t t = 0; t < n; t++) {
-                int64_t slot = (int64_t)(blk + t / g.B) * g.B + t % g.B;
-                if (t < 90) add_token(&cache, t, t, slot);
-                else add_token(&q, t, t, slot);
-            }
-            for (int32_t b = 0; b * g.B < n; b++) add_block(&q, blk + b, n - b * g.B < g.B ? n - b * g.B : g.B, b * g.B, 0, 0);
-            q.seqs[q.n_seqs++] = (la_batch_seq){row0, n - 90, block0, q.n_blocks - block0};
-            blk += (n + g.B - 1) / g.B;
-        }
+        /* tokens 90..162 of a sequence whose first 90 are cached (last block: 3 of 16 slots) */
+        blk = plain_seq(&cache, &q, g.B, blk, 90, 163);
         const int32_t dl[] = {21, 3, 40, 16, 70};
         docs_case(&cache, &q, g.B, dl, 5, 150, DOC_LAZY, 0, blk);
         run_case(&p, gi == 0 ? "ragged prefills + 150-token lazy question, hd 16 hpc 3"
@@ -905,15 +892,7 @@ Test(cuda_attention, decode_rows_of_very_different_lengths) {
     blk = docs_case(&cache, &q, g.B, l700, 3, 1, DOC_MEPIC, 0, blk);
     const int32_t l5000[] = {1500, 1000, 2499};
     blk = docs_case(&cache, &q, g.B, l5000, 3, 1, DOC_LAZY, 100000, blk);
-    { /* a plain sequence: 1999 cached tokens, the decode row at position 1999 */
-        int32_t n = 2000, row0 = q.n, block0 = q.n_blocks;
-        for (int32_t t = 0; t < n - 1; t++) add_token(&cache, t, t, (int64_t)(blk + t / g.B) * g.B + t % g.B);
-        add_token(&q, n - 1, n - 1, (int64_t)(blk + (n - 1) / g.B) * g.B + (n - 1) % g.B);
-        for (int32_t b = 0; b * g.B < n; b++)
-            add_block(&q, blk + b, n - b * g.B < g.B ? n - b * g.B : g.B, b * g.B, 0, 0);
-        q.seqs[q.n_seqs++] = (la_batch_seq){row0, 1, block0, q.n_blocks - block0};
-        blk += (n + g.B - 1) / g.B;
-    }
+    blk = plain_seq(&cache, &q, g.B, blk, 1999, 2000); /* a plain 2000-token sequence's decode row */
     run_case(&p, "decode rows of 1, 17, 700, 5000, 2000 tokens, hd 64 hpc 3", &cache, &q, 1);
     builder_free(&cache);
     builder_free(&q);
