@@ -59,13 +59,10 @@ static double logit_tol(const float *ref, int32_t n) {
  * be[3] (only the decode kernel differs) within DECODE_VARIANT_TOL_REL. */
 static void forward_vs_cpu(const char *name) {
     if (!la_test_have_gpu()) return;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
-    la_err err = {0};
     la_model_config cfg;
-    LA_CHECK_OK(la_model_config_load(dir, &cfg, &err), err);
     la_weights *w = NULL;
-    LA_CHECK_OK(la_weights_load(dir, &cfg, &w, &err), err);
+    la_test_load_fixture_model(name, &cfg, &w);
+    la_err err = {0};
     enum { N_BE = 4 };
     la_backend *be[N_BE];
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be[0], &err), err);
@@ -397,11 +394,8 @@ typedef struct gpair {
 
 static void gpair_init(gpair *g, const char *model) {
     memset(g, 0, sizeof *g);
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, model);
+    la_test_load_fixture_model(model, &g->cfg, &g->w);
     la_err err = {0};
-    LA_CHECK_OK(la_model_config_load(dir, &g->cfg, &err), err);
-    LA_CHECK_OK(la_weights_load(dir, &g->cfg, &g->w, &err), err);
     for (int i = 0; i < 2; i++) {
         LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &g->be[i], &err), err);
         la_cuda_graphs_enable(g->be[i], i == 1);

@@ -283,11 +283,8 @@ typedef struct fpair {
 /* Two CUDA backends on the checkpoint's weights: graphs[i], fused[i] (LA_CUDA_FUSED_*). */
 static void fpair_init(fpair *f, const char *model, const bool graphs[2], const uint32_t fused[2]) {
     memset(f, 0, sizeof *f);
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, model);
+    la_test_load_fixture_model(model, &f->cfg, &f->w);
     la_err err = {0};
-    LA_CHECK_OK(la_model_config_load(dir, &f->cfg, &err), err);
-    LA_CHECK_OK(la_weights_load(dir, &f->cfg, &f->w, &err), err);
     for (int i = 0; i < 2; i++) {
         LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &f->be[i], &err), err);
         la_cuda_graphs_enable(f->be[i], graphs[i]);

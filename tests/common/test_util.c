@@ -6,6 +6,10 @@
 #include <string.h>
 #include <ftw.h>
 #include <sys/wait.h>
+
+#include "base/err.h"
+#include "model/config.h"
+#include "model/weights.h"
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -47,6 +51,15 @@ void la_test_write_text(const char *dir, const char *name, const char *text) {
     char *p = la_path_join(dir, name);
     la_test_write_bytes(p, text, strlen(text));
     free(p);
+}
+
+void la_test_load_fixture_model(const char *name, la_model_config *cfg, la_weights **w) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
+    la_err err = {0};
+    LA_CHECK_OK(la_model_config_load(dir, cfg, &err), err);
+    *w = NULL;
+    LA_CHECK_OK(la_weights_load(dir, cfg, w, &err), err);
 }
 
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at) {

@@ -42,6 +42,13 @@ bool la_test_have_gpu(void);
  * otherwise); the variable is unset afterwards. Call only when la_test_have_gpu(). */
 void la_test_cuda_env_rejected(const char *name, const char *value);
 
+/* The tiny checkpoint tests/fixtures/models/<name>: its config into *cfg and its weights
+ * into *w (the caller frees them with la_weights_destroy); the test fails if either does
+ * not load. */
+struct la_model_config;
+struct la_weights;
+void la_test_load_fixture_model(const char *name, struct la_model_config *cfg, struct la_weights **w);
+
 /* Max |a-b| over n floats; *at receives its index. */
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at);
 

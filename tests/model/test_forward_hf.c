@@ -25,11 +25,9 @@ typedef struct loaded {
 } loaded;
 
 static void load(const char *name, int threads, int32_t n_blocks, int32_t B, loaded *m) {
-    snprintf(m->dir, sizeof m->dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name);
+    snprintf(m->dir, sizeof m->dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, name); /* the oracle's too */
+    la_test_load_fixture_model(name, &m->cfg, &m->w);
     la_err err = {0};
-    LA_CHECK_OK(la_model_config_load(m->dir, &m->cfg, &err), err);
-    m->w = NULL;
-    LA_CHECK_OK(la_weights_load(m->dir, &m->cfg, &m->w, &err), err);
     m->be = NULL;
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, threads, &m->be, &err), err);
     LA_CHECK_OK(m->be->ops->load_weights(m->be, &m->cfg, m->w, &err), err);
