@@ -809,8 +809,8 @@ int main(int argc, char **argv) {
                 else fused[n_fused++] = m;
             }
             if (bad || n_fused == 0) {
-                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, gemm, on, nomerge (or both = off,on)\n",
-                        argv[i]);
+                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, gemm, on, nomerge "
+                                "(or both = off,on)\n", argv[i]);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--readback") && i + 1 < argc) {
