@@ -5,7 +5,8 @@
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
  *             [--prefill-variants v1,v2] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
  *             [--readback argmax,logits] [--out FILE]
- *             [--commit SHA] [--no-engine] [--no-ttft]
+ *             [--commit SHA] [--methods recompute,prefix,block,mepic,lazy] [--no-engine]
+ *             [--no-ttft] [--no-tpot]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
  * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
@@ -54,7 +55,9 @@
  * Per-kernel device times (la_cuda_profile_*) for recompute and lazy at 8K and decode.
  * An engine-level cross-check (public API, --random-weights) times lazy / prefix /
  * recompute TTFT at 8K through la_engine_step with its scheduler (--no-engine skips it;
- * --no-ttft skips the TTFT rows, e.g. to profile the decode steps alone under ncu).
+ * --no-ttft skips the TTFT rows, e.g. to profile the decode steps alone under ncu; --no-tpot
+ * the TPOT rows; --methods times only the TTFT rows of the methods named, e.g. one method's
+ * kernels under ncu; the documents are encoded as always).
  * Prints a table on stderr, writes JSON to --out (or stdout).
  */
 #include <math.h>
@@ -197,7 +200,18 @@ typedef struct bench {
     int n_readbacks;
     bool argmax;             /* this forward's readback: token ids (true) or logits */
     int32_t ids[64];
+    uint32_t methods;        /* TTFT methods to time (--methods), bit i = k_methods[i] */
 } bench;
+
+/* the TTFT methods, in the order they run; --methods picks a subset (profiling one) */
+static const char *const k_methods[] = {"recompute", "prefix", "block", "mepic", "lazy"};
+#define N_METHODS (sizeof k_methods / sizeof k_methods[0])
+
+static bool want(const bench *bn, const char *method) {
+    for (size_t i = 0; i < N_METHODS; i++)
+        if (!strcmp(k_methods[i], method)) return (bn->methods >> i) & 1u;
+    return false;
+}
 
 typedef struct layout {
     int32_t ctx;                 /* documents + question, tokens */
@@ -482,14 +496,16 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
     int32_t full_block = alloc_blocks(bn, &L, ctx);
     build_full(&L, b, full_block, 0);
     la_batch batch = bb_batch(b);
-    ttft_variants(bn, ctx, "recompute", &batch, reps, t, compute_floor, "compute", ctx, ctx == 8192, false);
+    if (want(bn, "recompute"))
+        ttft_variants(bn, ctx, "recompute", &batch, reps, t, compute_floor, "compute", ctx, ctx == 8192, false);
 
     /* prefix: reuse the full blocks of document 0 (same tokens in both orders) */
     int32_t reuse = L.len[0] / BLOCK * BLOCK;
     build_full(&L, b, full_block, reuse);
     batch = bb_batch(b);
     double prefix_floor = prefill_flops(m, ctx) / DATASHEET_BF16 * 1e3 * (double)(ctx - reuse) / ctx;
-    ttft_variants(bn, ctx, "prefix", &batch, reps, t, prefix_floor, "compute (uncached part)", ctx - reuse, false,
+    if (want(bn, "prefix"))
+        ttft_variants(bn, ctx, "prefix", &batch, reps, t, prefix_floor, "compute (uncached part)", ctx - reuse, false,
                   false);
 
     /* block: copies re-rotated by S_d, then the question over the copies */
@@ -497,7 +513,7 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
     for (int d = 0; d < N_DOCS; d++) copy_block[d] = alloc_blocks(bn, &L, L.len[d]);
     build_question(&L, b, VIEW_BLOCK, copy_block, tail);
     batch = bb_batch(b);
-    for (int f = 0; f < bn->n_fused; f++) {
+    for (int f = 0; want(bn, "block") && f < bn->n_fused; f++) {
         la_cuda_fused_gemm_set(bn->be, bn->fused[f]);
         block_request(bn, &L, copy_block, &batch, reps, t);
         emit_ttft(bn, ctx, "block", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, NULL);
@@ -506,11 +522,13 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
 
     build_question(&L, b, VIEW_MEPIC, NULL, tail);
     batch = bb_batch(b);
-    ttft_variants(bn, ctx, "mepic", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, false, true);
+    if (want(bn, "mepic"))
+        ttft_variants(bn, ctx, "mepic", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, false, true);
 
     build_question(&L, b, VIEW_LAZY, NULL, tail);
     batch = bb_batch(b);
-    ttft_variants(bn, ctx, "lazy", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, true, true);
+    if (want(bn, "lazy"))
+        ttft_variants(bn, ctx, "lazy", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, true, true);
     free(t);
     layout_free(&L);
 }
@@ -769,7 +787,8 @@ int main(int argc, char **argv) {
     const char *shapes = "llama3-8b,llama3.2-1b", *out_path = NULL, *commit = "unknown";
     int32_t ctxs[8] = {2048, 8192, 32768};
     int n_ctx = 3, reps = 5;
-    bool engine = true, ttft = true;
+    bool engine = true, ttft = true, tpots = true;
+    uint32_t methods = (1u << N_METHODS) - 1;
     int32_t variants[2] = {0, 0}; /* 0: the backend's default */
     int n_variants = 1;
     int32_t dvariants[2] = {0, 0}; /* 0: the backend's default */
@@ -786,6 +805,21 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
         else if (!strcmp(argv[i], "--no-ttft")) ttft = false;
+        else if (!strcmp(argv[i], "--no-tpot")) tpots = false;
+        else if (!strcmp(argv[i], "--methods") && i + 1 < argc) {
+            char list[128];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            methods = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                size_t j = 0;
+                while (j < N_METHODS && strcmp(tok, k_methods[j])) j++;
+                if (j == N_METHODS) {
+                    fprintf(stderr, "bench_gpu: --methods %s: expected some of recompute,prefix,block,mepic,lazy\n", tok);
+                    return 2;
+                }
+                methods |= 1u << j;
+            }
+        }
         else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
             if (!parse_variants(argv[i], argv[i + 1], variants, &n_variants)) return 2;
             i++;
@@ -830,7 +864,8 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
                             "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge|both] [--readback argmax,logits] "
-                            "[--out FILE] [--commit SHA] [--no-engine] [--no-ttft]\n");
+                            "[--methods recompute,prefix,block,mepic,lazy] [--out FILE] [--commit SHA] [--no-engine] "
+                            "[--no-ttft] [--no-tpot]\n");
             return 2;
         }
     }
@@ -854,7 +889,7 @@ int main(int argc, char **argv) {
     snprintf(list, sizeof list, "%s", shapes);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         bench bn = {.shape = tok, .reps = reps, .out = &out, .first_row = true, .argmax = true,
-                    .readbacks = {readbacks[0], readbacks[1]}, .n_readbacks = n_readbacks};
+                    .readbacks = {readbacks[0], readbacks[1]}, .n_readbacks = n_readbacks, .methods = methods};
         la_err err = {0};
         if (la_model_config_preset(tok, &bn.cfg, &err) != LA_OK ||
             la_backend_create(LA_DEVICE_CUDA, 0, &bn.be, &err) != LA_OK) {
@@ -904,7 +939,7 @@ int main(int argc, char **argv) {
         const int32_t batches[3] = {1, 8, 32};
         const decode_kind kinds[3] = {DEC_PLAIN, DEC_LAZY, DEC_LAZY_SHARED};
         const char *const kind_names[3] = {"plain", "lazy", "lazy_shared"};
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; tpots && i < 3; i++)
             for (int k = 0; k < 3; k++)
                 for (int f = 0; f < bn.n_fused; f++)
                     for (int v = 0; v < bn.n_dvariants; v++)
