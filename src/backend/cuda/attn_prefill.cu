@@ -396,11 +396,13 @@ template <int HD> struct prefill_v2_layout {
 /* Rotate this warp's 32 rows of the query tile at p - delta into shared memory (row r of
  * Qw = CTA row row_base + r), straight from the unrotated q in device memory; rows past
  * the tile become zeros. Lane l handles frequencies 2l and 2l + 1 of every row (hd <= 128:
- * hd / 4 <= 32 lanes busy). Warp-local: the warp's own ldmatrix reads are its only readers. */
+ * hd / 4 <= 32 lanes busy). Warp-local: the warp's own ldmatrix reads are its only readers.
+ * row_pos: the CTA's row positions in shared memory (written by the warp before), so the
+ * RoPE table's loads wait on no device-memory load. */
 template <int HD>
 __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_params &p,
                                             const la_cuda_attn_item &it, int row_base, int n_rows_used,
-                                            int head0, int32_t delta) {
+                                            int head0, int32_t delta, const int32_t *row_pos) {
     constexpr int STRIDE = HD + 8;
     const int lane = threadIdx.x & 31, hd = p.head_dim, half = hd >> 1, hpc = p.heads_per_cta;
     const int64_t qstride = (int64_t)p.n_heads * hd;
@@ -416,7 +418,7 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
                 const la_bf16_t *q = p.q + (int64_t)(it.row0 + tok) * qstride + (int64_t)h * hd;
                 const uint32_t x2 = *reinterpret_cast<const uint32_t *>(q + f);
                 const uint32_t y2 = *reinterpret_cast<const uint32_t *>(q + half + f);
-                const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)p.pos[it.row0 + tok] - delta, f);
+                const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)row_pos[row] - delta, f);
                 const float x0 = __uint_as_float(x2 << 16), x1 = __uint_as_float(x2 & 0xffff0000u);
                 const float y0 = __uint_as_float(y2 << 16), y1 = __uint_as_float(y2 & 0xffff0000u);
                 lo = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
@@ -432,7 +434,7 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
 template <int HD>
 __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la_cuda_attn_params p) {
     using L = prefill_v2_layout<HD>;
-    constexpr int STRIDE = L::STRIDE, CH = HD / 8, NT = LA_KT / 8, DT = HD / 8, KS = HD / 16;
+    constexpr int STRIDE = L::STRIDE, CH = HD / 8, NTH = LA_KT / 16, DT = HD / 8, KS = HD / 16;
     extern __shared__ __align__(16) unsigned char smem[];
     la_bf16_t *Qs = reinterpret_cast<la_bf16_t *>(smem);
     la_bf16_t *Kst = Qs + L::Q_ELEMS;       /* [2][KT][STRIDE] */
@@ -479,19 +481,39 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
             la_cp_async4(reinterpret_cast<int32_t *>(raw + (t & 1) * LA_KT_GROUPS + gi) + w, src, ok);
         }
     };
+    /* K/V(t): thread (k0, c) copies 16-byte chunk c of keys k0, k0 + RPP, ... The four
+     * groups' block entries are read from shared memory first and each group's base
+     * address computed once (a group's 16 keys are consecutive slots of one block), so
+     * the copies wait on no shared-memory load and do no division per key. */
     auto issue_kv = [&](int t) {
+        constexpr int RPP = V2_THREADS / CH; /* key rows per pass */
+        static_assert(V2_THREADS % CH == 0 && LA_KT % RPP == 0, "whole passes over the tile");
+        const int c = tid % CH, k0 = tid / CH;
+        if (c * 8 >= hd) return;
         const la_attn_block *rb = raw + (t & 1) * LA_KT_GROUPS;
-        la_bf16_t *Ks = Kst + (t & 1) * L::KV_ELEMS, *Vs = Vst + (t & 1) * L::KV_ELEMS;
+        const uint32_t ks0 = (uint32_t)__cvta_generic_to_shared(Kst + (t & 1) * L::KV_ELEMS + c * 8);
+        const uint32_t vs0 = ks0 + 2u * (uint32_t)(2 * L::KV_ELEMS);
         const int t0 = it.kv0 + t * LA_KT;
-        for (int i = tid; i < LA_KT * CH; i += V2_THREADS) {
-            const int k = i / CH, c = i - k * CH;
-            if (c * 8 >= hd) continue;
-            const int f = t0 + k, j = f % B;
-            const la_attn_block b = rb[k >> 4];
-            const bool ok = f < it.kv1 && j < b.n_valid; /* padding slots: zeros */
-            const int64_t off = ok ? (((int64_t)b.block_id * p.n_kv_heads + kvh) * B + j) * hd + c * 8 : 0;
-            la_cp_async16(Ks + k * STRIDE + c * 8, p.k_pool + off, ok);
-            la_cp_async16(Vs + k * STRIDE + c * 8, p.v_pool + off, ok);
+        const int64_t blk = (int64_t)p.n_kv_heads * B * hd; /* pool elements per block */
+        const int64_t head_off = (int64_t)kvh * B * hd + c * 8;
+        int64_t goff = 0; /* pool offset of the current group's first key, chunk c */
+        int gnv = 0;      /* its keys to copy; the rest zero-fill */
+#pragma unroll
+        for (int n = 0; n < LA_KT / RPP; n++) {
+            /* k0 < RPP: with RPP <= 16 key k lies in group n * RPP / 16 */
+            const int k = k0 + n * RPP, kk = k & 15;
+            if (RPP >= 16 || n % (16 / RPP) == 0) { /* first key of this thread in its group */
+                const int gi = RPP <= 16 ? n * RPP / 16 : k >> 4;
+                const int32_t bid = rb[gi].block_id, bnv = rb[gi].n_valid;
+                const int f0 = t0 + gi * 16, j0 = (B & (B - 1)) == 0 ? (f0 & (B - 1)) : f0 % B;
+                gnv = f0 < it.kv1 ? max(0, min(16, min(bnv - j0, it.kv1 - f0))) : 0;
+                goff = (int64_t)bid * blk + head_off + j0 * hd;
+            }
+            const bool ok = kk < gnv; /* padding slots: zeros */
+            const int64_t off = ok ? goff + kk * hd : 0;
+            const uint32_t so = 2u * (uint32_t)(k * STRIDE);
+            la_cp_async16_s(ks0 + so, p.k_pool + off, ok);
+            la_cp_async16_s(vs0 + so, p.v_pool + off, ok);
         }
     };
     auto derive_meta = [&](int t) {
@@ -609,138 +631,164 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
                 vis |= 1 << gi;
             }
 
-        /* S = Q K^T: both m16 tiles per K fragment. The visible groups usually share one
-         * q_delta (a tile straddles a document boundary only at a document's first block):
-         * one rotation serves the tile. Otherwise one group at a time, re-rotating Q for
-         * each new q_delta. Groups left out stay zero and are masked below. */
+        /* The visible groups usually share one q_delta (a tile straddles a document
+         * boundary only at a document's first block): one rotation serves the tile.
+         * Otherwise the S step below rotates Q per group. */
         if (uniform && (!have_q || d0 != q_delta)) { /* before S: no accumulators live yet */
-            rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, d0);
+            rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, d0, row_pos);
             q_delta = d0;
             have_q = true;
         }
-        float s[2][NT][4];
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) s[i][nt][0] = s[i][nt][1] = s[i][nt][2] = s[i][nt][3] = 0.f;
-        if (uniform) {
-#pragma unroll
-            for (int ks = 0; ks < KS; ks++) {
-                uint32_t qa[2][4];
-#pragma unroll
-                for (int i = 0; i < 2; i++)
-                    la_ldmatrix_x4_s(qa[i][0], qa[i][1], qa[i][2], qa[i][3], q_lane + 2u * (i * 16 * STRIDE + ks * 16));
-#pragma unroll
-                for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
-                    if (!(vis & (1 << gi))) continue;
-                    uint32_t b0, b1, b2, b3;
-                    la_ldmatrix_x4_s(b0, b1, b2, b3, k_st + 2u * (gi * 16 * STRIDE + ks * 16));
-#pragma unroll
-                    for (int i = 0; i < 2; i++) {
-                        la_mma_bf16(s[i][2 * gi], qa[i], b0, b1);
-                        la_mma_bf16(s[i][2 * gi + 1], qa[i], b2, b3);
-                    }
-                }
-            }
-        } else {
-#pragma unroll
-            for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
-                if (!(vis & (1 << gi))) continue;
-                if (!have_q || gdel[gi] != q_delta) {
-                    rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, gdel[gi]);
-                    q_delta = gdel[gi];
-                    have_q = true;
-                }
-#pragma unroll
-                for (int ks = 0; ks < KS; ks++) {
-                    uint32_t qa[2][4], b0, b1, b2, b3;
-#pragma unroll
-                    for (int i = 0; i < 2; i++)
-                        la_ldmatrix_x4_s(qa[i][0], qa[i][1], qa[i][2], qa[i][3], q_lane + 2u * (i * 16 * STRIDE + ks * 16));
-                    la_ldmatrix_x4_s(b0, b1, b2, b3, k_st + 2u * (gi * 16 * STRIDE + ks * 16));
-#pragma unroll
-                    for (int i = 0; i < 2; i++) {
-                        la_mma_bf16(s[i][2 * gi], qa[i], b0, b1);
-                        la_mma_bf16(s[i][2 * gi + 1], qa[i], b2, b3);
-                    }
-                }
-            }
-        }
-        /* mask (padding, causal) where some key of the tile may be hidden from some row */
-        if (!no_mask) {
-            int32_t rpos[2][2];
+        int32_t rpos[2][2] = {{0, 0}, {0, 0}}; /* this thread's rows' positions, for the mask */
+        if (!no_mask)
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) rpos[i][h] = row_pos[warp * V2_WROWS + i * 16 + h * 8 + g];
+
+        /* The tile in two passes of 32 keys (groups 2hh, 2hh + 1): S for 32 keys is 32
+         * accumulators per thread, not 64, which leaves the registers to load the next
+         * fragments while the MMAs of the current ones run. */
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[nt * 8 + 2 * c4]);
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    if (kp.x > rpos[i][0]) s[i][nt][0] = -INFINITY;
-                    if (kp.y > rpos[i][0]) s[i][nt][1] = -INFINITY;
-                    if (kp.x > rpos[i][1]) s[i][nt][2] = -INFINITY;
-                    if (kp.y > rpos[i][1]) s[i][nt][3] = -INFINITY;
-                }
-            }
-        }
-        /* online softmax in log2 units (p = 2^(s sl2 - m)); a row is spread over a quad */
-        float alpha[2][2];
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[i][nt][2 * h], s[i][nt][2 * h + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
-                const float nm = fmaxf(mr[i][h], mx * sl2);
-                alpha[i][h] = nm == -INFINITY ? 1.f : la_exp2(mr[i][h] - nm);
-                const float bias = nm == -INFINITY ? 0.f : nm;
-                float sum = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    s[i][nt][2 * h] = la_exp2(fmaf(s[i][nt][2 * h], sl2, -bias));
-                    s[i][nt][2 * h + 1] = la_exp2(fmaf(s[i][nt][2 * h + 1], sl2, -bias));
-                    sum += s[i][nt][2 * h] + s[i][nt][2 * h + 1];
-                }
-                lr[i][h] = lr[i][h] * alpha[i][h] + sum;
-                mr[i][h] = nm;
-            }
-        /* rescale O only when some row's maximum moved (rare once the maxima settle) */
-        if (__any_sync(full, alpha[0][0] != 1.f || alpha[0][1] != 1.f || alpha[1][0] != 1.f || alpha[1][1] != 1.f)) {
+        for (int hh = 0; hh < 2; hh++) {
+            const int hvis = (vis >> (2 * hh)) & 3;
+            if (!hvis) continue;
+            float s[2][NTH][4];
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
-                for (int d = 0; d < DT; d++) {
-                    o[i][d][0] *= alpha[i][0];
-                    o[i][d][1] *= alpha[i][0];
-                    o[i][d][2] *= alpha[i][1];
-                    o[i][d][3] *= alpha[i][1];
+                for (int nt = 0; nt < NTH; nt++) s[i][nt][0] = s[i][nt][1] = s[i][nt][2] = s[i][nt][3] = 0.f;
+            if (uniform) {
+                /* S = Q K^T for both groups (an invisible one is masked below), Q and K
+                 * fragments of k-step ks + 1 loaded while the MMAs of ks run */
+                uint32_t qa[2][2][4], kb[2][2][4]; /* [buffer][m16 tile | group][reg] */
+                auto load_s = [&](int ks, int buf) {
+#pragma unroll
+                    for (int i = 0; i < 2; i++)
+                        la_ldmatrix_x4_s(qa[buf][i][0], qa[buf][i][1], qa[buf][i][2], qa[buf][i][3],
+                                         q_lane + 2u * (i * 16 * STRIDE + ks * 16));
+#pragma unroll
+                    for (int gl = 0; gl < 2; gl++)
+                        la_ldmatrix_x4_s(kb[buf][gl][0], kb[buf][gl][1], kb[buf][gl][2], kb[buf][gl][3],
+                                         k_st + 2u * ((2 * hh + gl) * 16 * STRIDE + ks * 16));
+                };
+                load_s(0, 0);
+#pragma unroll
+                for (int ks = 0; ks < KS; ks++) {
+                    const int cur = ks & 1;
+                    if (ks + 1 < KS) load_s(ks + 1, cur ^ 1);
+#pragma unroll
+                    for (int gl = 0; gl < 2; gl++)
+#pragma unroll
+                        for (int i = 0; i < 2; i++) {
+                            la_mma_bf16(s[i][2 * gl], qa[cur][i], kb[cur][gl][0], kb[cur][gl][1]);
+                            la_mma_bf16(s[i][2 * gl + 1], qa[cur][i], kb[cur][gl][2], kb[cur][gl][3]);
+                        }
                 }
-        }
-        /* O += P V: P from the S accumulators as A fragments; each V fragment feeds both tiles */
+            } else {
+                /* one visible group at a time, re-rotating Q for each new q_delta; a group
+                 * left out stays zero and is masked below */
 #pragma unroll
-        for (int kk = 0; kk < LA_KT_GROUPS; kk++) {
-            if (!(vis & (1 << kk))) continue; /* P is zero there */
-            uint32_t a[2][4];
+                for (int gl = 0; gl < 2; gl++) {
+                    const int gi = 2 * hh + gl;
+                    if (!(hvis & (1 << gl))) continue;
+                    if (!have_q || gdel[gi] != q_delta) {
+                        rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, gdel[gi], row_pos);
+                        q_delta = gdel[gi];
+                        have_q = true;
+                    }
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                a[i][0] = la_pack_bf16x2(s[i][2 * kk][0], s[i][2 * kk][1]);
-                a[i][1] = la_pack_bf16x2(s[i][2 * kk][2], s[i][2 * kk][3]);
-                a[i][2] = la_pack_bf16x2(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
-                a[i][3] = la_pack_bf16x2(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+                    for (int ks = 0; ks < KS; ks++) {
+                        uint32_t qa[2][4], b0, b1, b2, b3;
+#pragma unroll
+                        for (int i = 0; i < 2; i++)
+                            la_ldmatrix_x4_s(qa[i][0], qa[i][1], qa[i][2], qa[i][3], q_lane + 2u * (i * 16 * STRIDE + ks * 16));
+                        la_ldmatrix_x4_s(b0, b1, b2, b3, k_st + 2u * (gi * 16 * STRIDE + ks * 16));
+#pragma unroll
+                        for (int i = 0; i < 2; i++) {
+                            la_mma_bf16(s[i][2 * gl], qa[i], b0, b1);
+                            la_mma_bf16(s[i][2 * gl + 1], qa[i], b2, b3);
+                        }
+                    }
+                }
             }
+            /* mask (padding, causal) where some key of the tile may be hidden from some row */
+            if (!no_mask) {
 #pragma unroll
-            for (int dn = 0; dn < KS; dn++) {
-                uint32_t b0, b1, b2, b3;
-                la_ldmatrix_x4_trans_s(b0, b1, b2, b3, v_st + 2u * (kk * 16 * STRIDE + dn * 16));
+                for (int nt = 0; nt < NTH; nt++) {
+                    const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[(hh * NTH + nt) * 8 + 2 * c4]);
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        if (kp.x > rpos[i][0]) s[i][nt][0] = -INFINITY;
+                        if (kp.y > rpos[i][0]) s[i][nt][1] = -INFINITY;
+                        if (kp.x > rpos[i][1]) s[i][nt][2] = -INFINITY;
+                        if (kp.y > rpos[i][1]) s[i][nt][3] = -INFINITY;
+                    }
+                }
+            }
+            /* online softmax in log2 units (p = 2^(s sl2 - m)); a row is spread over a quad */
+            float alpha[2][2];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float mx = -INFINITY;
+#pragma unroll
+                    for (int nt = 0; nt < NTH; nt++) mx = fmaxf(mx, fmaxf(s[i][nt][2 * h], s[i][nt][2 * h + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
+                    const float nm = fmaxf(mr[i][h], mx * sl2);
+                    alpha[i][h] = nm == -INFINITY ? 1.f : la_exp2(mr[i][h] - nm);
+                    const float bias = nm == -INFINITY ? 0.f : nm;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int nt = 0; nt < NTH; nt++) {
+                        s[i][nt][2 * h] = la_exp2(fmaf(s[i][nt][2 * h], sl2, -bias));
+                        s[i][nt][2 * h + 1] = la_exp2(fmaf(s[i][nt][2 * h + 1], sl2, -bias));
+                        sum += s[i][nt][2 * h] + s[i][nt][2 * h + 1];
+                    }
+                    lr[i][h] = lr[i][h] * alpha[i][h] + sum;
+                    mr[i][h] = nm;
+                }
+            /* rescale O only when some row's maximum moved (rare once the maxima settle) */
+            if (__any_sync(full, alpha[0][0] != 1.f || alpha[0][1] != 1.f || alpha[1][0] != 1.f || alpha[1][1] != 1.f)) {
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+#pragma unroll
+                    for (int d = 0; d < DT; d++) {
+                        o[i][d][0] *= alpha[i][0];
+                        o[i][d][1] *= alpha[i][0];
+                        o[i][d][2] *= alpha[i][1];
+                        o[i][d][3] *= alpha[i][1];
+                    }
+            }
+            /* O += P V: P from the S accumulators as A fragments (zero for a masked key);
+             * each V fragment feeds both m16 tiles, the next one loaded during their MMAs */
+            uint32_t a[2][2][4]; /* [group][m16 tile][reg] */
+#pragma unroll
+            for (int gl = 0; gl < 2; gl++)
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
-                    la_mma_bf16(o[i][2 * dn], a[i], b0, b1);
-                    la_mma_bf16(o[i][2 * dn + 1], a[i], b2, b3);
+                    a[gl][i][0] = la_pack_bf16x2(s[i][2 * gl][0], s[i][2 * gl][1]);
+                    a[gl][i][1] = la_pack_bf16x2(s[i][2 * gl][2], s[i][2 * gl][3]);
+                    a[gl][i][2] = la_pack_bf16x2(s[i][2 * gl + 1][0], s[i][2 * gl + 1][1]);
+                    a[gl][i][3] = la_pack_bf16x2(s[i][2 * gl + 1][2], s[i][2 * gl + 1][3]);
+                }
+            uint32_t vb[2][4];
+            auto load_v = [&](int step, int buf) { /* step = gl * KS + dn */
+                const int gl = step / KS, dn = step - gl * KS;
+                la_ldmatrix_x4_trans_s(vb[buf][0], vb[buf][1], vb[buf][2], vb[buf][3],
+                                       v_st + 2u * ((2 * hh + gl) * 16 * STRIDE + dn * 16));
+            };
+            load_v(0, 0);
+#pragma unroll
+            for (int step = 0; step < 2 * KS; step++) {
+                const int cur = step & 1, gl = step / KS, dn = step - gl * KS;
+                if (step + 1 < 2 * KS) load_v(step + 1, cur ^ 1);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    la_mma_bf16(o[i][2 * dn], a[gl][i], vb[cur][0], vb[cur][1]);
+                    la_mma_bf16(o[i][2 * dn + 1], a[gl][i], vb[cur][2], vb[cur][3]);
                 }
             }
         }

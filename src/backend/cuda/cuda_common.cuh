@@ -102,6 +102,12 @@ __device__ __forceinline__ void la_cp_async16(void *smem, const void *gmem, bool
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n)
                  : "memory");
 }
+/* The same at a 32-bit shared-memory address (__cvta_generic_to_shared). */
+__device__ __forceinline__ void la_cp_async16_s(uint32_t s, const void *gmem, bool pred) {
+    int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n)
+                 : "memory");
+}
 __device__ __forceinline__ void la_cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
