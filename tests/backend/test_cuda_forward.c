@@ -34,10 +34,14 @@
  * by O(1) of the scale. */
 #define LOGIT_TOL_REL 8e-2
 /* The two attn_prefill kernels (v1: 64 rows per CTA, v2: 128) against each other: the same
- * bf16 math on the same GPU, tiled differently (rows per CTA, exp2 argument rounding), so
- * they agree far more tightly than GPU against CPU; a wrong mask or rotation in one of them
- * moves attention outputs by O(0.1) and the logits by much more than this. */
-#define VARIANT_TOL_REL 2e-2
+ * bf16 math on the same GPU, tiled differently. v2 takes its softmax maximum per 32-key
+ * pass and raises it only past LA_ATTN_RESCALE_SLACK, so it rounds P (bf16) at other
+ * scales than v1 and the two kernels' errors are no longer correlated: on the H200 they
+ * differ by up to 0.147 on these checkpoints (0.59 of this bound), while each stays
+ * within 0.29 of the CPU (0.55 of LOGIT_TOL_REL's bound), as before. Half of
+ * LOGIT_TOL_REL: the kernels agree at least as well as each agrees with the CPU; a wrong
+ * mask or rotation in one of them moves the logits by O(1) of their scale. */
+#define VARIANT_TOL_REL 4e-2
 /* The two attn_decode kernels (v1: f32 on the CUDA cores; v2: mma.sync, query rotated and
  * P rounded to bf16 like the prefill kernels) on the same prefill: every decode step's
  * logits. v2's extra roundings are the ones attn_prefill already makes against the CPU

@@ -397,28 +397,26 @@ template <int HD> struct prefill_v2_layout {
  * Qw = CTA row row_base + r), straight from the unrotated q in device memory; rows past
  * the tile become zeros. Lane l handles frequencies 2l and 2l + 1 of every row (hd <= 128:
  * hd / 4 <= 32 lanes busy). Warp-local: the warp's own ldmatrix reads are its only readers.
- * row_pos: the CTA's row positions in shared memory (written by the warp before), so the
- * RoPE table's loads wait on no device-memory load. */
+ * row_pos / row_q: each CTA row's position and unrotated query vector (NULL past the tile),
+ * in shared memory (written by the warp before), so no load here waits on a device-memory
+ * load and no row costs a division; 16 rows' loads are in flight at once. */
 template <int HD>
-__device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_params &p,
-                                            const la_cuda_attn_item &it, int row_base, int n_rows_used,
-                                            int head0, int32_t delta, const int32_t *row_pos) {
+__device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_params &p, int row_base,
+                                            int32_t delta, const int32_t *row_pos,
+                                            const la_bf16_t *const *row_q) {
     constexpr int STRIDE = HD + 8;
-    const int lane = threadIdx.x & 31, hd = p.head_dim, half = hd >> 1, hpc = p.heads_per_cta;
-    const int64_t qstride = (int64_t)p.n_heads * hd;
+    const int lane = threadIdx.x & 31, hd = p.head_dim, half = hd >> 1;
     __syncwarp();
     if (lane < (hd >> 2)) {
         const int f = 2 * lane;
-#pragma unroll 8
+#pragma unroll 16
         for (int r = 0; r < V2_WROWS; r++) {
-            const int row = row_base + r;
+            const la_bf16_t *q = row_q[row_base + r];
             uint32_t lo = 0, hi = 0;
-            if (row < n_rows_used) {
-                const int tok = row / hpc, h = head0 + (row - tok * hpc);
-                const la_bf16_t *q = p.q + (int64_t)(it.row0 + tok) * qstride + (int64_t)h * hd;
+            if (q) {
                 const uint32_t x2 = *reinterpret_cast<const uint32_t *>(q + f);
                 const uint32_t y2 = *reinterpret_cast<const uint32_t *>(q + half + f);
-                const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)row_pos[row] - delta, f);
+                const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)row_pos[row_base + r] - delta, f);
                 const float x0 = __uint_as_float(x2 << 16), x1 = __uint_as_float(x2 & 0xffff0000u);
                 const float y0 = __uint_as_float(y2 << 16), y1 = __uint_as_float(y2 & 0xffff0000u);
                 lo = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
@@ -505,7 +503,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
             if (RPP >= 16 || n % (16 / RPP) == 0) { /* first key of this thread in its group */
                 const int gi = RPP <= 16 ? n * RPP / 16 : k >> 4;
                 const int32_t bid = rb[gi].block_id, bnv = rb[gi].n_valid;
-                const int f0 = t0 + gi * 16, j0 = (B & (B - 1)) == 0 ? (f0 & (B - 1)) : f0 % B;
+                const int f0 = t0 + gi * 16, j0 = la_slot_in_block(f0, B);
                 gnv = f0 < it.kv1 ? max(0, min(16, min(bnv - j0, it.kv1 - f0))) : 0;
                 goff = (int64_t)bid * blk + head_off + j0 * hd;
             }
@@ -520,7 +518,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         if (tid < LA_KT) {
             const int k = tid, gi = k >> 4, kk = k & 15, f0 = it.kv0 + t * LA_KT + gi * 16;
             const la_attn_block b = raw[(t & 1) * LA_KT_GROUPS + gi];
-            const int j0 = f0 % B;
+            const int j0 = la_slot_in_block(f0, B);
             const int nvg = f0 < it.kv1 ? max(0, min(16, min(b.n_valid - j0, it.kv1 - f0))) : 0;
             v2_meta *m = meta + (t & 1);
             m->kpos[k] = kk < nvg ? b.pos0 + j0 + kk : INT_MAX;
@@ -537,6 +535,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
     /* 2. this thread's four rows: m16 tile i of the warp, row g (h = 0) or g + 8 (h = 1);
      * their positions (INT_MIN past the tile) wait in shared memory for the masked tiles */
     __shared__ int32_t row_pos[V2_ROWS];
+    __shared__ const la_bf16_t *row_q[V2_ROWS]; /* the row's unrotated query (rotate_q_v2) */
     int wmax = INT_MIN, wmin = INT_MAX; /* over the warp's rows inside the tile */
 #pragma unroll
     for (int i = 0; i < 2; i++)
@@ -544,12 +543,15 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         for (int h = 0; h < 2; h++) {
             const int row = warp * V2_WROWS + i * 16 + h * 8 + g;
             int32_t rp = INT_MIN;
+            const la_bf16_t *rq = NULL;
             if (row < n_rows_used) {
-                rp = p.pos[it.row0 + row / hpc];
+                const int tok = row / hpc;
+                rp = p.pos[it.row0 + tok];
+                rq = p.q + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
                 wmax = max(wmax, rp);
                 wmin = min(wmin, rp);
             }
-            if (c4 == 0) row_pos[row] = rp;
+            if (c4 == 0) row_pos[row] = rp, row_q[row] = rq;
         }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -587,6 +589,21 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         issue_kv(0);
     }
     la_cp_async_commit();
+    /* rotate Q for the first group of tile 0 this warp sees while K/V(0) is in flight, so
+     * the rotation's loads and the first tile's overlap (the loop below re-rotates only if
+     * the tile needs another q_delta) */
+    __syncthreads(); /* meta(0) */
+    if (n_tiles > 0) {
+        int first = -1; /* the first group of tile 0 with a key visible to this warp */
+#pragma unroll
+        for (int gi = LA_KT_GROUPS - 1; gi >= 0; gi--)
+            if (meta[0].gmin[gi] <= wmax) first = gi;
+        if (first >= 0) {
+            q_delta = meta[0].gdelta[first];
+            rotate_q_v2<HD>(Qw, p, warp * V2_WROWS, q_delta, row_pos, row_q);
+            have_q = true;
+        }
+    }
 
     for (int t = 0; t < n_tiles; t++) {
         la_cp_async_wait<0>();
@@ -635,7 +652,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
          * boundary only at a document's first block): one rotation serves the tile.
          * Otherwise the S step below rotates Q per group. */
         if (uniform && (!have_q || d0 != q_delta)) { /* before S: no accumulators live yet */
-            rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, d0, row_pos);
+            rotate_q_v2<HD>(Qw, p, warp * V2_WROWS, d0, row_pos, row_q);
             q_delta = d0;
             have_q = true;
         }
@@ -649,7 +666,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         /* The tile in two passes of 32 keys (groups 2hh, 2hh + 1): S for 32 keys is 32
          * accumulators per thread, not 64, which leaves the registers to load the next
          * fragments while the MMAs of the current ones run. */
-#pragma unroll
+#pragma unroll 1 /* one copy of the pass: the kernel's code stays in the instruction cache */
         for (int hh = 0; hh < 2; hh++) {
             const int hvis = (vis >> (2 * hh)) & 3;
             if (!hvis) continue;
@@ -692,9 +709,10 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
                 for (int gl = 0; gl < 2; gl++) {
                     const int gi = 2 * hh + gl;
                     if (!(hvis & (1 << gl))) continue;
-                    if (!have_q || gdel[gi] != q_delta) {
-                        rotate_q_v2<HD>(Qw, p, it, warp * V2_WROWS, n_rows_used, head0, gdel[gi], row_pos);
-                        q_delta = gdel[gi];
+                    const int32_t dg = m->gdelta[gi]; /* shared memory: gi is not a constant */
+                    if (!have_q || dg != q_delta) {
+                        rotate_q_v2<HD>(Qw, p, warp * V2_WROWS, dg, row_pos, row_q);
+                        q_delta = dg;
                         have_q = true;
                     }
 #pragma unroll
@@ -737,7 +755,11 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
                     for (int nt = 0; nt < NTH; nt++) mx = fmaxf(mx, fmaxf(s[i][nt][2 * h], s[i][nt][2 * h + 1]));
                     mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
                     mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
-                    const float nm = fmaxf(mr[i][h], mx * sl2);
+                    /* the running maximum moves only when the tile's exceeds it by more
+                     * than LA_ATTN_RESCALE_SLACK: below that, p <= 2^slack, exact after the
+                     * final division by l, and O is not rescaled */
+                    const float cand = mx * sl2;
+                    const float nm = cand > mr[i][h] + LA_ATTN_RESCALE_SLACK ? cand : mr[i][h];
                     alpha[i][h] = nm == -INFINITY ? 1.f : la_exp2(mr[i][h] - nm);
                     const float bias = nm == -INFINITY ? 0.f : nm;
                     float sum = 0.f;

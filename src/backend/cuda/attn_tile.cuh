@@ -27,6 +27,19 @@
 #define LA_KT LA_ATTN_KEYS_PER_TILE
 #define LA_KT_GROUPS (LA_ATTN_KEYS_PER_TILE / 16)
 
+/* Online softmax, conditional rescaling: a row's running maximum m (log2 units) is raised
+ * only when a tile's maximum exceeds it by more than this many, so O's rescale by
+ * 2^(m_old - m_new) is rare. Between raises p = 2^(s - m) <= 2^8 = 256: f32 sums and bf16
+ * P stay exact to their usual relative precision, and the result, O / l over the same m, is
+ * the same softmax (the threshold of FlashAttention-4's conditional rescaling). */
+#define LA_ATTN_RESCALE_SLACK 8.0f
+
+/* Offset of flat key slot f inside its block of B slots (f % B), without a division when
+ * B is a power of two (the usual block sizes). */
+__device__ __forceinline__ int la_slot_in_block(int f, int B) {
+    return (B & (B - 1)) == 0 ? (f & (B - 1)) : f % B;
+}
+
 typedef struct la_tile_meta {
     int32_t kpos[LA_KT];
     int32_t gmin[LA_KT_GROUPS];
