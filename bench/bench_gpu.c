@@ -3,7 +3,7 @@
  * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
- *             [--prefill-variants v1,v2] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
+ *             [--prefill-variants v1,v2,v3] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
  *             [--readback argmax,logits] [--out FILE]
  *             [--commit SHA] [--methods recompute,prefix,block,mepic,lazy] [--no-engine]
  *             [--no-ttft] [--no-tpot]
@@ -187,10 +187,10 @@ typedef struct bench {
     jbuf *out;
     bool first_row;
     int failures;
-    int32_t variants[2]; /* attn_prefill variants to time (--prefill-variants) */
+    int32_t variants[3]; /* attn_prefill variants to time (--prefill-variants) */
     int n_variants;
     int32_t default_variant; /* the backend's at create */
-    int32_t dvariants[2];    /* attn_decode variants to time (--decode-variants) */
+    int32_t dvariants[3];    /* attn_decode variants to time (--decode-variants) */
     int n_dvariants;
     int32_t default_dvariant; /* the backend's at create */
     uint32_t fused[4];       /* fused-GEMM settings to time (--fused), LA_CUDA_FUSED_* masks */
@@ -769,17 +769,18 @@ static int parse_list(const char *s, int32_t *out, int max) {
 }
 
 /* "v1", "v2" or "v1,v2" (flag's value) into v[0..*n); false (and a message) otherwise. */
-static bool parse_variants(const char *flag, const char *value, int32_t v[2], int *n) {
+/* --prefill-variants / --decode-variants: up to 3 of v1..v<max> */
+static bool parse_variants(const char *flag, const char *value, int32_t max, int32_t v[3], int *n) {
     char list[32];
     snprintf(list, sizeof list, "%s", value);
     *n = 0;
     bool bad = false;
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        const int32_t k = !strcmp(tok, "v1") ? 1 : !strcmp(tok, "v2") ? 2 : 0;
-        if (k == 0 || *n == 2) bad = true;
+        const int32_t k = tok[0] == 'v' && tok[1] >= '1' && tok[1] <= '0' + max && !tok[2] ? tok[1] - '0' : 0;
+        if (k == 0 || *n == 3) bad = true;
         else v[(*n)++] = k;
     }
-    if (bad || *n == 0) fprintf(stderr, "bench_gpu: %s %s: expected v1, v2 or v1,v2\n", flag, value);
+    if (bad || *n == 0) fprintf(stderr, "bench_gpu: %s %s: expected a list of v1..v%d\n", flag, value, max);
     return !bad && *n > 0;
 }
 
@@ -789,9 +790,9 @@ int main(int argc, char **argv) {
     int n_ctx = 3, reps = 5;
     bool engine = true, ttft = true, tpots = true;
     uint32_t methods = (1u << N_METHODS) - 1;
-    int32_t variants[2] = {0, 0}; /* 0: the backend's default */
+    int32_t variants[3] = {0, 0, 0}; /* 0: the backend's default */
     int n_variants = 1;
-    int32_t dvariants[2] = {0, 0}; /* 0: the backend's default */
+    int32_t dvariants[3] = {0, 0, 0}; /* 0: the backend's default */
     int n_dvariants = 1;
     uint32_t fused[4] = {0};
     int n_fused = 0; /* 0: the backend's default */
@@ -821,10 +822,10 @@ int main(int argc, char **argv) {
             }
         }
         else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
-            if (!parse_variants(argv[i], argv[i + 1], variants, &n_variants)) return 2;
+            if (!parse_variants(argv[i], argv[i + 1], 3, variants, &n_variants)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--decode-variants") && i + 1 < argc) {
-            if (!parse_variants(argv[i], argv[i + 1], dvariants, &n_dvariants)) return 2;
+            if (!parse_variants(argv[i], argv[i + 1], 2, dvariants, &n_dvariants)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--fused") && i + 1 < argc) {
             char list[64];
@@ -862,7 +863,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2] "
+            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2,v3] "
                             "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge|both] [--readback argmax,logits] "
                             "[--methods recompute,prefix,block,mepic,lazy] [--out FILE] [--commit SHA] [--no-engine] "
                             "[--no-ttft] [--no-tpot]\n");

@@ -325,8 +325,10 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
     LA_CHECK_OK(p->be[0]->ops->batch_begin(p->be[0], &b, &err), err);
     LA_CHECK_OK(p->be[0]->ops->kv_write(p->be[0], layer, &k[0], &v[0], &err), err);
     LA_CHECK_OK(p->be[0]->ops->attention(p->be[0], layer, &q[0], &o[0], &err), err);
-    /* v2 first: a state one run leaves behind for the next would show in v1 */
-    for (int32_t variant = 2; variant >= 1; variant--)
+    /* v3 (wgmma, head_dim 128 on a 9.0 GPU; elsewhere it runs v2) where it exists, then v2
+     * and v1: a state one run leaves behind for the next would show in the later ones */
+    const int32_t first = la_cuda_attn_prefill_variant_set(p->be[1], 3, &err) == LA_OK ? 3 : 2;
+    for (int32_t variant = first; variant >= 1; variant--)
         for (int32_t dv = 2; dv >= 1; dv--) {
             char label[160];
             snprintf(label, sizeof label, "%s [v%d, decode v%d]", what, variant, dv);
@@ -926,7 +928,14 @@ Test(cuda_attention, prefill_variant_setter_rejects_unknown_variants) {
         return;
     }
     LA_CHECK_OK(st, err);
-    cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 3, &err), LA_ERR_INVALID_ARG);
+    /* the default: v3 where the GPU and the build allow it, else v2 */
+    const int32_t def = la_cuda_attn_prefill_variant(be);
+    cr_assert(def == 2 || def == 3, "default attn_prefill variant %d", def);
+    cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 4, &err), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 0, &err), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_cuda_attn_prefill_variant(be), def, "a rejected variant changed nothing");
+    st = la_cuda_attn_prefill_variant_set(be, 3, &err);
+    cr_assert(st == (def == 3 ? LA_OK : LA_ERR_UNSUPPORTED), "v3: status %d (%s)", (int)st, err.msg);
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be, 1, &err), err);
     cr_assert_eq(la_cuda_attn_prefill_variant(be), 1);
     la_backend_destroy(be);

@@ -62,6 +62,7 @@
  * per query tile that reads them.
  */
 #include "backend/cuda/attn_tile.cuh"
+#include "backend/cuda/wgmma.cuh"
 
 namespace {
 
@@ -384,6 +385,52 @@ struct v2_meta {
 };
 static_assert(sizeof(v2_meta) % 16 == 0, "v2_meta keeps 16-byte alignment");
 
+/* The v2 / v3 pipeline's raw(t): the block-list entries of tile t's four groups (one per
+ * 16-key group; past the item: a dummy read of zero bytes), cp.async'd into raw slot t & 1
+ * by the first 20 threads. */
+__device__ __forceinline__ void v2_issue_raw(const la_cuda_attn_params &p, const la_cuda_attn_item &it,
+                                             const la_attn_block *blocks, int n_tiles, la_attn_block *raw, int t) {
+    const int tid = threadIdx.x;
+    if (tid < LA_KT_GROUPS * 5) {
+        const int gi = tid / 5, w = tid - gi * 5, f0 = it.kv0 + t * LA_KT + gi * 16;
+        const bool ok = t < n_tiles && f0 < it.kv1;
+        const int32_t *src = ok ? reinterpret_cast<const int32_t *>(blocks + f0 / p.block_size) + w
+                                : reinterpret_cast<const int32_t *>(p.blocks);
+        la_cp_async4(reinterpret_cast<int32_t *>(raw + (t & 1) * LA_KT_GROUPS + gi) + w, src, ok);
+    }
+}
+
+/* meta(t) (v2_meta) from raw(t), by the first 64 threads, one key each. */
+__device__ __forceinline__ void v2_derive_meta(const la_cuda_attn_item &it, int B, const la_attn_block *raw,
+                                               v2_meta *meta, int t) {
+    const int tid = threadIdx.x;
+    if (tid < LA_KT) {
+        const int k = tid, gi = k >> 4, kk = k & 15, f0 = it.kv0 + t * LA_KT + gi * 16;
+        const la_attn_block b = raw[(t & 1) * LA_KT_GROUPS + gi];
+        const int j0 = la_slot_in_block(f0, B);
+        const int nvg = f0 < it.kv1 ? max(0, min(16, min(b.n_valid - j0, it.kv1 - f0))) : 0;
+        v2_meta *m = meta + (t & 1);
+        m->kpos[k] = kk < nvg ? b.pos0 + j0 + kk : INT_MAX;
+        if (kk == 0) {
+            m->gmin[gi] = nvg > 0 ? b.pos0 + j0 : INT_MAX;
+            m->gmax[gi] = nvg > 0 ? b.pos0 + j0 + nvg - 1 : INT_MIN;
+            m->gdelta[gi] = b.q_delta;
+            m->gnv[gi] = nvg;
+            m->gkrope[gi] = nvg > 0 ? b.k_rope : 0;
+        }
+    }
+}
+
+/* RoPE (rotate_half) of frequencies f and f + 1 of one query row: x2 = q[f, f + 1], y2 =
+ * q[half + f, half + f + 1] as bf16 pairs, cs = (cos, sin) of both (la_rope_cs2); lo / hi:
+ * the rotated pairs for columns f and half + f. */
+__device__ __forceinline__ void rope_rotate_pair(uint32_t x2, uint32_t y2, float4 cs, uint32_t &lo, uint32_t &hi) {
+    const float x0 = __uint_as_float(x2 << 16), x1 = __uint_as_float(x2 & 0xffff0000u);
+    const float y0 = __uint_as_float(y2 << 16), y1 = __uint_as_float(y2 & 0xffff0000u);
+    lo = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
+    hi = la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
+}
+
 template <int HD> struct prefill_v2_layout {
     static constexpr int STRIDE = HD + 8;
     static constexpr int Q_ELEMS = V2_ROWS * STRIDE;  /* rotated Q tile, 32 rows per warp */
@@ -417,10 +464,7 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
                 const uint32_t x2 = *reinterpret_cast<const uint32_t *>(q + f);
                 const uint32_t y2 = *reinterpret_cast<const uint32_t *>(q + half + f);
                 const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)row_pos[row_base + r] - delta, f);
-                const float x0 = __uint_as_float(x2 << 16), x1 = __uint_as_float(x2 & 0xffff0000u);
-                const float y0 = __uint_as_float(y2 << 16), y1 = __uint_as_float(y2 & 0xffff0000u);
-                lo = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
-                hi = la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
+                rope_rotate_pair(x2, y2, cs, lo, hi);
             }
             *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + f) = lo;
             *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + half + f) = hi;
@@ -470,15 +514,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
      * Iteration t: wait for every copy in flight (K/V(t), raw(t + 1)), sync, issue K/V(t + 1)
      * and raw(t + 2), derive meta(t + 1), compute tile t. Every slot written in iteration t was
      * last read in iteration t - 1 (or the prologue), before the sync. */
-    auto issue_raw = [&](int t) {
-        if (tid < LA_KT_GROUPS * 5) {
-            const int gi = tid / 5, w = tid - gi * 5, f0 = it.kv0 + t * LA_KT + gi * 16;
-            const bool ok = t < n_tiles && f0 < it.kv1;
-            const int32_t *src = ok ? reinterpret_cast<const int32_t *>(blocks + f0 / B) + w
-                                    : reinterpret_cast<const int32_t *>(p.blocks);
-            la_cp_async4(reinterpret_cast<int32_t *>(raw + (t & 1) * LA_KT_GROUPS + gi) + w, src, ok);
-        }
-    };
+    auto issue_raw = [&](int t) { v2_issue_raw(p, it, blocks, n_tiles, raw, t); };
     /* K/V(t): thread (k0, c) copies 16-byte chunk c of keys k0, k0 + RPP, ... The four
      * groups' block entries are read from shared memory first and each group's base
      * address computed once (a group's 16 keys are consecutive slots of one block), so
@@ -500,7 +536,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
         for (int n = 0; n < LA_KT / RPP; n++) {
             /* k0 < RPP: with RPP <= 16 key k lies in group n * RPP / 16 */
             const int k = k0 + n * RPP, kk = k & 15;
-            if (RPP >= 16 || n % (16 / RPP) == 0) { /* first key of this thread in its group */
+            if (RPP >= 16 || n % (16 / (RPP < 16 ? RPP : 16)) == 0) { /* first key of this thread in its group */
                 const int gi = RPP <= 16 ? n * RPP / 16 : k >> 4;
                 const int32_t bid = rb[gi].block_id, bnv = rb[gi].n_valid;
                 const int f0 = t0 + gi * 16, j0 = la_slot_in_block(f0, B);
@@ -514,23 +550,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
             la_cp_async16_s(vs0 + so, p.v_pool + off, ok);
         }
     };
-    auto derive_meta = [&](int t) {
-        if (tid < LA_KT) {
-            const int k = tid, gi = k >> 4, kk = k & 15, f0 = it.kv0 + t * LA_KT + gi * 16;
-            const la_attn_block b = raw[(t & 1) * LA_KT_GROUPS + gi];
-            const int j0 = la_slot_in_block(f0, B);
-            const int nvg = f0 < it.kv1 ? max(0, min(16, min(b.n_valid - j0, it.kv1 - f0))) : 0;
-            v2_meta *m = meta + (t & 1);
-            m->kpos[k] = kk < nvg ? b.pos0 + j0 + kk : INT_MAX;
-            if (kk == 0) {
-                m->gmin[gi] = nvg > 0 ? b.pos0 + j0 : INT_MAX;
-                m->gmax[gi] = nvg > 0 ? b.pos0 + j0 + nvg - 1 : INT_MIN;
-                m->gdelta[gi] = b.q_delta;
-                m->gnv[gi] = nvg;
-                m->gkrope[gi] = nvg > 0 ? b.k_rope : 0;
-            }
-        }
-    };
+    auto derive_meta = [&](int t) { v2_derive_meta(it, B, raw, meta, t); };
 
     /* 2. this thread's four rows: m16 tile i of the warp, row g (h = 0) or g + 8 (h = 1);
      * their positions (INT_MIN past the tile) wait in shared memory for the masked tiles */
@@ -862,6 +882,387 @@ la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, l
     return la_cuda_launched("attn_prefill", err);
 }
 
+/* ---- v3: v2's tiling on Hopper's warpgroup MMA (wgmma, sm_90a), head_dim 128 ------------ */
+
+/* One CTA = two warpgroups (8 warps) = 128 query rows; warpgroup m owns rows 64 m .. 64 m +
+ * 63 (one 64-row MMA tile), its warp q rows 64 m + 16 q .. + 15 (its accumulator slab). Per
+ * key tile, in two passes of 32 keys: S = Q K^T by wgmma m64n32k16 with Q and K in shared
+ * memory (K-major), the online softmax in registers exactly as v2's, then O += P V by
+ * wgmma m64n128k16 with P in registers and V in shared memory (MN-major): no ldmatrix, and
+ * the tensor cores run each warpgroup's MMAs while its warps go on. Shared memory holds Q
+ * and both K/V stages in wgmma.cuh's 128-byte-swizzled layout (Q [2 column halves][128
+ * rows], K / V stage [2 halves][64 keys], rows of 128 bytes); the block-list pipeline (raw,
+ * meta), the visibility and mask rules, the partial rows and the rotation at p - q_delta
+ * are v2's, but every decision that changes an MMA or the shared Q (skipping a pass,
+ * rotating Q) is taken for the whole CTA. Per thread: O 64 f32, S 16, P 8 registers. */
+constexpr int V3_THREADS = 256;
+constexpr int V3_ROWS = LA_ATTN_PREFILL_ROWS_V2;
+static_assert(V3_ROWS == 128, "two 64-row warpgroup tiles per CTA");
+
+struct prefill_v3_layout {
+    static constexpr uint32_t Q_OFF = 0;              /* [2 halves][128 rows][128 B] */
+    static constexpr uint32_t Q_HALF = V3_ROWS * 128;
+    static constexpr uint32_t KV_HALF = LA_KT * 128;  /* one column half of a K or V stage */
+    static constexpr uint32_t K_OFF = 2 * Q_HALF;     /* [2 stages][2 halves][64 keys][128 B] */
+    static constexpr uint32_t V_OFF = K_OFF + 4 * KV_HALF;
+    static constexpr uint32_t META_OFF = V_OFF + 4 * KV_HALF;
+    static constexpr uint32_t RAW_OFF = META_OFF + 2 * sizeof(v2_meta);
+    static constexpr uint32_t END = RAW_OFF + 2 * LA_KT_GROUPS * sizeof(la_attn_block);
+    static constexpr size_t BYTES = END + 1024; /* the dynamic window aligned up to 1024 inside */
+};
+
+/* byte offset of element e (0..127) of row r in a two-half swizzled region (half_bytes per
+ * half) */
+__device__ __forceinline__ uint32_t v3_elem(uint32_t half_bytes, uint32_t r, uint32_t e) {
+    return (e >> 6) * half_bytes + la_sw128(r, (e & 63) >> 3) + (e & 7) * 2;
+}
+
+/* v3's Q rotation: this warp's 16 rows (row0 ..) at p - delta, written swizzled; lane l does
+ * frequencies 2 l, 2 l + 1. The caller fences and syncs. */
+__device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_attn_params &p, int row0, int32_t delta,
+                                            const int32_t *row_pos, const la_bf16_t *const *row_q) {
+    const int lane = threadIdx.x & 31, f = 2 * lane;
+#pragma unroll
+    for (int r = 0; r < 16; r++) {
+        const int row = row0 + r;
+        const la_bf16_t *q = row_q[row];
+        uint32_t lo = 0, hi = 0;
+        if (q) {
+            const uint32_t x2 = *reinterpret_cast<const uint32_t *>(q + f);
+            const uint32_t y2 = *reinterpret_cast<const uint32_t *>(q + 64 + f);
+            rope_rotate_pair(x2, y2, la_rope_cs2(p.rope, p.rope_len, 64, (int64_t)row_pos[row] - delta, f), lo, hi);
+        }
+        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row, f)) = lo;
+        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row, 64 + f)) = hi;
+    }
+}
+
+__global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la_cuda_attn_params p) {
+#ifdef LA_WGMMA
+    using L = prefill_v3_layout;
+    constexpr int DT = 16; /* n8 column blocks of O (head_dim 128) */
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    const uint32_t pad = (1024u - (s_raw & 1023u)) & 1023u;
+    unsigned char *smem = smem_raw + pad;
+    const uint32_t sb = s_raw + pad; /* 1024-aligned: the swizzle atoms' base */
+    v2_meta *meta = reinterpret_cast<v2_meta *>(smem + L::META_OFF);
+    la_attn_block *raw = reinterpret_cast<la_attn_block *>(smem + L::RAW_OFF);
+
+    __shared__ la_cuda_attn_item it;
+    if (threadIdx.x == 0) it = p.items[blockIdx.x];
+    __syncthreads();
+    const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const la_attn_block *blocks = p.blocks + it.block0;
+    const int hd = 128, hpc = p.heads_per_cta, B = p.block_size;
+    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
+    const int64_t qstride = (int64_t)p.n_heads * hd;
+    const int n_rows_used = it.n_tokens * hpc;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
+    const int wg = warp >> 2, row0 = wg * 64 + (warp & 3) * 16; /* this warp's slab */
+    const unsigned full = 0xffffffffu;
+    const int n_tiles = it.kv1 > it.kv0 ? (it.kv1 - it.kv0 + LA_KT - 1) / LA_KT : 0;
+
+    /* K/V(t): thread (k0, c) copies 16-byte chunk c (of 16) of keys k0, k0 + 16, k0 + 32,
+     * k0 + 48 (one per 16-key group) into the swizzled stage t & 1; as v2's issue_kv */
+    auto issue_kv = [&](int t) {
+        const int c = tid & 15, k0 = tid >> 4;
+        const la_attn_block *rb = raw + (t & 1) * LA_KT_GROUPS;
+        const uint32_t kst = sb + L::K_OFF + (uint32_t)(t & 1) * 2 * L::KV_HALF + (uint32_t)(c >> 3) * L::KV_HALF;
+        const int t0 = it.kv0 + t * LA_KT;
+        const int64_t blk = (int64_t)p.n_kv_heads * B * hd;
+        const int64_t head_off = (int64_t)kvh * B * hd + c * 8;
+#pragma unroll
+        for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
+            const int k = gi * 16 + k0;
+            const int32_t bid = rb[gi].block_id, bnv = rb[gi].n_valid;
+            const int f0 = t0 + gi * 16, j0 = la_slot_in_block(f0, B);
+            const int gnv = f0 < it.kv1 ? max(0, min(16, min(bnv - j0, it.kv1 - f0))) : 0;
+            const bool ok = k0 < gnv; /* padding slots: zeros */
+            const int64_t off = ok ? (int64_t)bid * blk + head_off + (j0 + k0) * hd : 0;
+            const uint32_t so = kst + la_sw128((uint32_t)k, (uint32_t)(c & 7));
+            la_cp_async16_s(so, p.k_pool + off, ok);
+            la_cp_async16_s(so + 4 * L::KV_HALF, p.v_pool + off, ok);
+        }
+    };
+
+    /* this thread's rows: row0 + g (h = 0) and row0 + g + 8 (h = 1) */
+    __shared__ int32_t row_pos[V3_ROWS];
+    __shared__ const la_bf16_t *row_q[V3_ROWS];
+    int wmax = INT_MIN, wmin = INT_MAX;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = row0 + h * 8 + g;
+        int32_t rp = INT_MIN;
+        const la_bf16_t *rq = NULL;
+        if (row < n_rows_used) {
+            const int tok = row / hpc;
+            rp = p.pos[it.row0 + tok];
+            rq = p.q + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
+            wmax = max(wmax, rp);
+            wmin = min(wmin, rp);
+        }
+        if (c4 == 0) row_pos[row] = rp, row_q[row] = rq;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        wmax = max(wmax, __shfl_xor_sync(full, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(full, wmin, o));
+    }
+
+    float oacc[4 * DT];
+#pragma unroll
+    for (int j = 0; j < 4 * DT; j++) oacc[j] = 0.f;
+    float mr[2] = {-INFINITY, -INFINITY}, lr[2] = {0.f, 0.f};
+    bool have_q = false;
+    int32_t q_delta = 0;
+    const float sl2 = p.scale_log2;
+    auto rotate = [&](int32_t delta) { /* every warp its rows, then visible to wgmma */
+        rotate_q_v3(smem + L::Q_OFF, p, row0, delta, row_pos, row_q);
+        la_fence_proxy_async();
+        __syncthreads();
+        q_delta = delta;
+        have_q = true;
+    };
+    /* descriptors: this warpgroup's Q tile; a k-step, pass or stage adds its byte offset / 16
+     * to the start address field (bits 0-13: no carry below 256 KiB) */
+    const uint64_t dq = la_wgmma_desc(sb + L::Q_OFF + wg * 64 * 128, 16, 1024);
+
+    /* prologue as v2's */
+    v2_issue_raw(p, it, blocks, n_tiles, raw, 0);
+    v2_issue_raw(p, it, blocks, n_tiles, raw, 1);
+    la_cp_async_commit();
+    la_cp_async_wait<0>();
+    __syncthreads();
+    if (n_tiles > 0) {
+        v2_derive_meta(it, B, raw, meta, 0);
+        issue_kv(0);
+    }
+    la_cp_async_commit();
+    __syncthreads(); /* meta(0) */
+    if (n_tiles > 0) {
+        int first = -1; /* the first group of tile 0 visible to some row of the CTA */
+#pragma unroll
+        for (int gi = LA_KT_GROUPS - 1; gi >= 0; gi--)
+            if (meta[0].gmin[gi] <= it.pos_max) first = gi;
+        if (first >= 0) rotate(meta[0].gdelta[first]);
+    }
+
+    for (int t = 0; t < n_tiles; t++) {
+        la_wgmma_wait<0>(); /* the last P V read stage (t + 1) & 1 */
+        la_cp_async_wait<0>();
+        la_fence_proxy_async();
+        __syncthreads();
+        if (t + 1 < n_tiles) issue_kv(t + 1);
+        v2_issue_raw(p, it, blocks, n_tiles, raw, t + 2);
+        la_cp_async_commit();
+        if (t + 1 < n_tiles) v2_derive_meta(it, B, raw, meta, t + 1);
+
+        const v2_meta *m = meta + (t & 1);
+        const uint32_t kst = sb + L::K_OFF + (uint32_t)(t & 1) * 2 * L::KV_HALF;
+        const uint32_t vst = sb + L::V_OFF + (uint32_t)(t & 1) * 2 * L::KV_HALF;
+        const int4 gmin4 = *reinterpret_cast<const int4 *>(m->gmin);
+        const int32_t gmin[4] = {gmin4.x, gmin4.y, gmin4.z, gmin4.w};
+        const int32_t tmin = min(min(gmin[0], gmin[1]), min(gmin[2], gmin[3]));
+        if (tmin > it.pos_max) continue;
+        {
+            const int4 kr = *reinterpret_cast<const int4 *>(m->gkrope);
+            if (kr.x | kr.y | kr.z | kr.w) { /* mepic: rotate the keys in place, swizzled */
+                unsigned char *Ks = smem + L::K_OFF + (t & 1) * 2 * L::KV_HALF;
+                for (int i = tid; i < LA_KT * 64; i += V3_THREADS) {
+                    const int k = i >> 6, f = i & 63;
+                    if (!m->gkrope[k >> 4] || m->kpos[k] == INT_MAX) continue;
+                    const float2 cs = la_rope_cs(p.rope, p.rope_len, 64, m->kpos[k], f);
+                    la_bf16_t *xp = reinterpret_cast<la_bf16_t *>(Ks + v3_elem(L::KV_HALF, k, f));
+                    la_bf16_t *yp = reinterpret_cast<la_bf16_t *>(Ks + v3_elem(L::KV_HALF, k, 64 + f));
+                    const float x = la_bf2f(*xp), y = la_bf2f(*yp);
+                    *xp = la_f2bf(x * cs.x - y * cs.y);
+                    *yp = la_f2bf(y * cs.x + x * cs.y);
+                }
+                la_fence_proxy_async();
+                __syncthreads();
+            }
+        }
+        const int4 gmax4 = *reinterpret_cast<const int4 *>(m->gmax);
+        const int4 gnv4 = *reinterpret_cast<const int4 *>(m->gnv);
+        const int4 gd4 = *reinterpret_cast<const int4 *>(m->gdelta);
+        const int32_t gdel[4] = {gd4.x, gd4.y, gd4.z, gd4.w};
+        /* per warp: every key valid and visible to every row of the warp */
+        const bool no_mask = gnv4.x == 16 && gnv4.y == 16 && gnv4.z == 16 && gnv4.w == 16 &&
+                             max(max(gmax4.x, gmax4.y), max(gmax4.z, gmax4.w)) <= wmin;
+        /* for the CTA: groups with a key visible to some row, and whether they share q_delta */
+        int vis = 0;
+        bool uniform = true;
+        int32_t d0 = 0;
+#pragma unroll
+        for (int gi = 0; gi < LA_KT_GROUPS; gi++)
+            if (gmin[gi] <= it.pos_max) {
+                if (!vis) d0 = gdel[gi];
+                else if (gdel[gi] != d0) uniform = false;
+                vis |= 1 << gi;
+            }
+        if (uniform && (!have_q || d0 != q_delta)) {
+            __syncthreads(); /* no warpgroup still reads Q (each waited for its S) */
+            rotate(d0);
+        }
+        int32_t rpos[2] = {0, 0};
+        if (!no_mask) rpos[0] = row_pos[row0 + g], rpos[1] = row_pos[row0 + g + 8];
+
+#pragma unroll 1
+        for (int hh = 0; hh < 2; hh++) {
+            const int hvis = (vis >> (2 * hh)) & 3;
+            if (!hvis) continue;
+            /* [4 nt + e]: key 32 hh + 8 nt + 2 c4 + e % 2 of row h = e / 2. Written by the S
+             * wgmmas only (the first k-step writes without reading): an ordinary write or
+             * read of an accumulator while a wgmma is in flight makes ptxas serialise them */
+            float s[16];
+            const uint64_t dk = la_wgmma_desc(kst + hh * 32 * 128, 16, 1024);
+            if (uniform) {
+                la_wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < 8; ks++) {
+                    const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
+                    const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
+                    if (ks == 0) la_wgmma_ss_n32_first(s, da, db);
+                    else la_wgmma_ss_n32(s, da, db);
+                }
+                la_wgmma_commit();
+                la_wgmma_wait<0>();
+            } else {
+                /* the visible groups need different rotations (a tile straddling a document
+                 * boundary, rare): one visible group at a time, Q rotated for each new
+                 * q_delta, this warp's 16 rows x 16 keys by mma.sync from the same swizzled
+                 * tiles (its C fragments are the wgmma slab's layout); an invisible group's
+                 * scores stay zero and are masked below. No wgmma here: ptxas serialises
+                 * every wgmma of a kernel whose second wgmma path it cannot pipeline. */
+#pragma unroll
+                for (int j = 0; j < 16; j++) s[j] = 0.f;
+                const int mi = lane >> 3, rr = lane & 7;
+#pragma unroll
+                for (int gl = 0; gl < 2; gl++) {
+                    if (!(hvis & (1 << gl))) continue;
+                    const int32_t dg = m->gdelta[2 * hh + gl];
+                    if (dg != q_delta) {
+                        __syncthreads(); /* no warpgroup still reads Q */
+                        rotate(dg);
+                    }
+                    const uint32_t key = (uint32_t)(hh * 32 + gl * 16 + (mi >> 1) * 8 + rr);
+#pragma unroll
+                    for (int ks = 0; ks < 8; ks++) {
+                        uint32_t qa[4], b0, b1, b2, b3;
+                        la_ldmatrix_x4_s(qa[0], qa[1], qa[2], qa[3],
+                                         sb + L::Q_OFF + (ks >> 2) * L::Q_HALF +
+                                             la_sw128((uint32_t)(row0 + (mi & 1) * 8 + rr), (uint32_t)(2 * (ks & 3) + (mi >> 1))));
+                        la_ldmatrix_x4_s(b0, b1, b2, b3,
+                                         kst + (ks >> 2) * L::KV_HALF + la_sw128(key, (uint32_t)(2 * (ks & 3) + (mi & 1))));
+                        la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl), qa, b0, b1);
+                        la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl + 4), qa, b2, b3);
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 16; j++) la_wgmma_fence_operand(s[j]);
+            if (!no_mask) {
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[hh * 32 + nt * 8 + 2 * c4]);
+                    if (kp.x > rpos[0]) s[4 * nt + 0] = -INFINITY;
+                    if (kp.y > rpos[0]) s[4 * nt + 1] = -INFINITY;
+                    if (kp.x > rpos[1]) s[4 * nt + 2] = -INFINITY;
+                    if (kp.y > rpos[1]) s[4 * nt + 3] = -INFINITY;
+                }
+            }
+            float alpha[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * h], s[4 * nt + 2 * h + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
+                const float cand = mx * sl2;
+                const float nm = cand > mr[h] + LA_ATTN_RESCALE_SLACK ? cand : mr[h];
+                alpha[h] = nm == -INFINITY ? 1.f : la_exp2(mr[h] - nm);
+                const float bias = nm == -INFINITY ? 0.f : nm;
+                float sum = 0.f;
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    s[4 * nt + 2 * h] = la_exp2(fmaf(s[4 * nt + 2 * h], sl2, -bias));
+                    s[4 * nt + 2 * h + 1] = la_exp2(fmaf(s[4 * nt + 2 * h + 1], sl2, -bias));
+                    sum += s[4 * nt + 2 * h] + s[4 * nt + 2 * h + 1];
+                }
+                lr[h] = lr[h] * alpha[h] + sum;
+                mr[h] = nm;
+            }
+            if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+                for (int d = 0; d < DT; d++) {
+                    oacc[4 * d + 0] *= alpha[0];
+                    oacc[4 * d + 1] *= alpha[0];
+                    oacc[4 * d + 2] *= alpha[1];
+                    oacc[4 * d + 3] *= alpha[1];
+                }
+            }
+            uint32_t a[2][4]; /* [k16 step kk: keys 32 hh + 16 kk ..][reg] */
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                a[kk][0] = la_pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+                a[kk][1] = la_pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+                a[kk][2] = la_pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+                a[kk][3] = la_pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+            }
+            const uint64_t dv = la_wgmma_desc(vst + hh * 32 * 128, L::KV_HALF, 1024);
+            la_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) la_wgmma_rs_n128_tb(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
+            la_wgmma_commit();
+            /* waited here, not under the next pass's S: ptxas serialises every wgmma of
+             * the kernel when O's MMAs stay in flight across the pass loop */
+            la_wgmma_wait<0>();
+        }
+    }
+    la_wgmma_wait<0>();
+    la_cp_async_wait<0>();
+#pragma unroll
+    for (int j = 0; j < 4 * DT; j++) la_wgmma_fence_operand(oacc[j]);
+
+    /* write: as v2's, rows row0 + 8 h + g */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float l = lr[h];
+        l += __shfl_xor_sync(full, l, 1);
+        l += __shfl_xor_sync(full, l, 2);
+        const int row = row0 + h * 8 + g;
+        if (it.part_row0 < 0) {
+            if (row >= n_rows_used) continue;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            const int tok = row / hpc;
+            la_bf16_t *out = p.out + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+                *reinterpret_cast<uint32_t *>(out + dt * 8 + 2 * c4) =
+                    la_pack_bf16x2(oacc[4 * dt + 2 * h] * inv, oacc[4 * dt + 2 * h + 1] * inv);
+        } else {
+            const int64_t pr = it.part_row0 + (int64_t)grp * V3_ROWS + row;
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+                *reinterpret_cast<float2 *>(p.part_o + pr * hd + dt * 8 + 2 * c4) =
+                    make_float2(oacc[4 * dt + 2 * h], oacc[4 * dt + 2 * h + 1]);
+            if (c4 == 0) p.part_ml[pr] = make_float2(mr[h], l);
+        }
+    }
+#endif
+}
+
+la_status launch_prefill_v3(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
+    const size_t bytes = prefill_v3_layout::BYTES;
+    static bool attr_done = false;
+    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v3_kernel, bytes, &attr_done, "attn_prefill v3", err));
+    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
+    attn_prefill_v3_kernel<<<grid, V3_THREADS, bytes, stream>>>(*p);
+    return la_cuda_launched("attn_prefill", err);
+}
+
 } /* namespace */
 
 /* ---- launcher --------------------------------------------------------------------------------- */
@@ -876,6 +1277,7 @@ extern "C" la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStre
         if (hd <= 64) return launch_prefill<64>(p, stream, err);
         return launch_prefill<128>(p, stream, err);
     }
+    if (p->prefill_variant == 3 && hd == 128) return launch_prefill_v3(p, stream, err);
     if (hd <= 32) return launch_prefill_v2<32>(p, stream, err);
     if (hd <= 64) return launch_prefill_v2<64>(p, stream, err);
     return launch_prefill_v2<128>(p, stream, err);

@@ -235,7 +235,8 @@ typedef struct cuda_backend {
     la_bf16_t *gemm_scratch;                 /* [LA_CUDA_FUSED_MAX_ROWS, widest group] */
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
-    int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1 or 2 */
+    int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1, 2 or 3 */
+    bool wgmma;                              /* v3 can run: a 9.0 device and sm_90a code */
     int32_t decode_variant;                  /* attn_decode kernel: 1 or 2 (attn_decode.cu) */
     float *inv_freq_dev;                     /* [head_dim / 2] */
     float2 *rope;                            /* [rope_len][head_dim / 2] */
@@ -1935,6 +1936,9 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     snprintf(c->device_name, sizeof c->device_name, "%s", prop.name);
     c->n_sm = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     c->smem_optin = prop.sharedMemPerBlockOptin;
+#ifdef LA_CUDA_SM90A
+    c->wgmma = prop.major == 9 && prop.minor == 0;
+#endif
     if (prop.major < 8)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda backend: %s has compute capability %d.%d; bf16 "
                           "tensor cores need 8.0 or newer", prop.name, prop.major, prop.minor);
@@ -1958,15 +1962,21 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
 
 /* *v = the kernel variant the environment variable `name` names: v1 -> 1, v2 or unset -> 2;
  * another value is LA_ERR_INVALID_ARG. */
-static la_status env_variant(const char *name, int32_t *v, la_err *err) {
+/* LA_ATTN_PREFILL / LA_ATTN_DECODE: v1, v2 or (max_variant 3) v3; unset: *v = 0, the
+ * backend's default */
+static const char k_no_wgmma[] = "attn_prefill v3 needs compute capability 9.0 and a build for sm_90a "
+                                 "(LA_CUDA_ARCHITECTURES with 90a)";
+
+static la_status env_variant(const char *name, int32_t max_variant, int32_t *v, la_err *err) {
     const char *e = getenv(name);
-    *v = 2;
-    if (!e || !*e || strcmp(e, "v2") == 0) return LA_OK;
-    if (strcmp(e, "v1") == 0) {
-        *v = 1;
+    *v = 0;
+    if (!e || !*e) return LA_OK;
+    if (e[0] == 'v' && e[1] >= '1' && e[1] <= '0' + max_variant && !e[2]) {
+        *v = e[1] - '0';
         return LA_OK;
     }
-    return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected v1 or v2", name, e);
+    return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected v1 %s v2%s", name, e, max_variant > 2 ? "," : "or",
+                      max_variant > 2 ? " or v3" : "");
 }
 
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
@@ -1978,8 +1988,9 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
                           e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     }
     int32_t variant, decode_variant; /* la_cuda_attn_{prefill,decode}_variant_set */
-    LA_TRY(env_variant("LA_ATTN_PREFILL", &variant, err));
-    LA_TRY(env_variant("LA_ATTN_DECODE", &decode_variant, err));
+    LA_TRY(env_variant("LA_ATTN_PREFILL", 3, &variant, err));
+    LA_TRY(env_variant("LA_ATTN_DECODE", 2, &decode_variant, err));
+    if (decode_variant == 0) decode_variant = 2;
     uint32_t fused = LA_CUDA_FUSED_ALL; /* la_cuda_fused_gemm_set */
     const char *fused_env = getenv("LA_CUDA_FUSED_GEMM");
     if (fused_env && *fused_env) {
@@ -2020,10 +2031,13 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     c->prefill_variant = variant;
     c->decode_variant = decode_variant;
     la_status s = create_resources(c, err);
+    if (s == LA_OK && variant == 3 && !c->wgmma)
+        s = la_err_set(err, LA_ERR_UNSUPPORTED, "LA_ATTN_PREFILL=v3: %s", k_no_wgmma);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
         return s;
     }
+    if (c->prefill_variant == 0) c->prefill_variant = c->wgmma ? 3 : 2;
     *out = &c->base;
     return LA_OK;
 }
@@ -2035,8 +2049,10 @@ bool la_cuda_backend_is(const la_backend *be) { return be && be->ops == &k_cuda_
 la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err) {
     if (!la_cuda_backend_is(be))
         return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: not a CUDA backend");
-    if (variant != 1 && variant != 2)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: variant %d (1 or 2)", variant);
+    if (variant < 1 || variant > 3)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: variant %d (1, 2 or 3)", variant);
+    if (variant == 3 && !cu(be)->wgmma)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "la_cuda_attn_prefill_variant_set: v3: %s", k_no_wgmma);
     cu(be)->prefill_variant = variant;
     return LA_OK;
 }
