@@ -64,6 +64,13 @@
 #include "backend/cuda/attn_tile.cuh"
 #include "backend/cuda/wgmma.cuh"
 
+#ifndef LA_V3_PASS_KEYS
+#define LA_V3_PASS_KEYS 64
+#endif
+#ifndef LA_V3_MINB
+#define LA_V3_MINB 2
+#endif
+
 namespace {
 
 constexpr int P_WARPS = 4;
@@ -400,16 +407,16 @@ __device__ __forceinline__ void v2_issue_raw(const la_cuda_attn_params &p, const
     }
 }
 
-/* meta(t) (v2_meta) from raw(t), by the first 64 threads, one key each. */
-__device__ __forceinline__ void v2_derive_meta(const la_cuda_attn_item &it, int B, const la_attn_block *raw,
-                                               v2_meta *meta, int t) {
+/* meta(t) (v2_meta, into m) from raw(t) (the slot rb), by the first 64 threads, one key
+ * each. */
+__device__ __forceinline__ void v2_derive_meta(const la_cuda_attn_item &it, int B, const la_attn_block *rb,
+                                               v2_meta *m, int t) {
     const int tid = threadIdx.x;
     if (tid < LA_KT) {
         const int k = tid, gi = k >> 4, kk = k & 15, f0 = it.kv0 + t * LA_KT + gi * 16;
-        const la_attn_block b = raw[(t & 1) * LA_KT_GROUPS + gi];
+        const la_attn_block b = rb[gi];
         const int j0 = la_slot_in_block(f0, B);
         const int nvg = f0 < it.kv1 ? max(0, min(16, min(b.n_valid - j0, it.kv1 - f0))) : 0;
-        v2_meta *m = meta + (t & 1);
         m->kpos[k] = kk < nvg ? b.pos0 + j0 + kk : INT_MAX;
         if (kk == 0) {
             m->gmin[gi] = nvg > 0 ? b.pos0 + j0 : INT_MAX;
@@ -550,7 +557,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
             la_cp_async16_s(vs0 + so, p.v_pool + off, ok);
         }
     };
-    auto derive_meta = [&](int t) { v2_derive_meta(it, B, raw, meta, t); };
+    auto derive_meta = [&](int t) { v2_derive_meta(it, B, raw + (t & 1) * LA_KT_GROUPS, meta + (t & 1), t); };
 
     /* 2. this thread's four rows: m16 tile i of the warp, row g (h = 0) or g + 8 (h = 1);
      * their positions (INT_MIN past the tile) wait in shared memory for the masked tiles */
@@ -899,14 +906,22 @@ constexpr int V3_THREADS = 256;
 constexpr int V3_ROWS = LA_ATTN_PREFILL_ROWS_V2;
 static_assert(V3_ROWS == 128, "two 64-row warpgroup tiles per CTA");
 
+/* v3's tile metadata: v2's, plus each group's pool offset (elements, this KV head, the
+ * group's first key; chunk 0) for the copies */
+struct v3_meta {
+    v2_meta m;
+    int64_t gbase[LA_KT_GROUPS];
+};
+static_assert(sizeof(v3_meta) % 16 == 0, "v3_meta keeps 16-byte alignment");
+
 struct prefill_v3_layout {
     static constexpr uint32_t Q_OFF = 0;              /* [2 halves][128 rows][128 B] */
     static constexpr uint32_t Q_HALF = V3_ROWS * 128;
     static constexpr uint32_t KV_HALF = LA_KT * 128;  /* one column half of a K or V stage */
     static constexpr uint32_t K_OFF = 2 * Q_HALF;     /* [2 stages][2 halves][64 keys][128 B] */
     static constexpr uint32_t V_OFF = K_OFF + 4 * KV_HALF;
-    static constexpr uint32_t META_OFF = V_OFF + 4 * KV_HALF;
-    static constexpr uint32_t RAW_OFF = META_OFF + 2 * sizeof(v2_meta);
+    static constexpr uint32_t META_OFF = V_OFF + 4 * KV_HALF; /* [4] v3_meta */
+    static constexpr uint32_t RAW_OFF = META_OFF + 4 * sizeof(v3_meta);
     static constexpr uint32_t END = RAW_OFF + 2 * LA_KT_GROUPS * sizeof(la_attn_block);
     static constexpr size_t BYTES = END + 1024; /* the dynamic window aligned up to 1024 inside */
 };
@@ -937,7 +952,25 @@ __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_att
     }
 }
 
-__global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la_cuda_attn_params p) {
+/* keys per pass of v3's tile loop (32 or 64: one or two passes per 64-key tile), its 16-key
+ * groups, and the S wgmma of that width */
+constexpr int V3_PASS_KEYS = LA_V3_PASS_KEYS;
+__device__ __forceinline__ void v3_ss_first(float (&d)[V3_PASS_KEYS / 2], uint64_t da, uint64_t db) {
+#if defined(LA_WGMMA) && LA_V3_PASS_KEYS == 64
+    la_wgmma_ss_n64_first(d, da, db);
+#elif defined(LA_WGMMA)
+    la_wgmma_ss_n32_first(d, da, db);
+#endif
+}
+__device__ __forceinline__ void v3_ss(float (&d)[V3_PASS_KEYS / 2], uint64_t da, uint64_t db) {
+#if defined(LA_WGMMA) && LA_V3_PASS_KEYS == 64
+    la_wgmma_ss_n64(d, da, db);
+#elif defined(LA_WGMMA)
+    la_wgmma_ss_n32(d, da, db);
+#endif
+}
+
+__global__ void __launch_bounds__(V3_THREADS, LA_V3_MINB) attn_prefill_v3_kernel(const la_cuda_attn_params p) {
 #ifdef LA_WGMMA
     using L = prefill_v3_layout;
     constexpr int DT = 16; /* n8 column blocks of O (head_dim 128) */
@@ -946,8 +979,8 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     const uint32_t pad = (1024u - (s_raw & 1023u)) & 1023u;
     unsigned char *smem = smem_raw + pad;
     const uint32_t sb = s_raw + pad; /* 1024-aligned: the swizzle atoms' base */
-    v2_meta *meta = reinterpret_cast<v2_meta *>(smem + L::META_OFF);
-    la_attn_block *raw = reinterpret_cast<la_attn_block *>(smem + L::RAW_OFF);
+    v3_meta *meta = reinterpret_cast<v3_meta *>(smem + L::META_OFF);           /* [4] */
+    la_attn_block *raw = reinterpret_cast<la_attn_block *>(smem + L::RAW_OFF); /* [2][groups] */
 
     __shared__ la_cuda_attn_item it;
     if (threadIdx.x == 0) it = p.items[blockIdx.x];
@@ -962,27 +995,36 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     const int wg = warp >> 2, row0 = wg * 64 + (warp & 3) * 16; /* this warp's slab */
     const unsigned full = 0xffffffffu;
     const int n_tiles = it.kv1 > it.kv0 ? (it.kv1 - it.kv0 + LA_KT - 1) / LA_KT : 0;
+    constexpr int PK = V3_PASS_KEYS, NP = LA_KT / PK, GP = PK / 16;
 
-    /* K/V(t): thread (k0, c) copies 16-byte chunk c (of 16) of keys k0, k0 + 16, k0 + 32,
-     * k0 + 48 (one per 16-key group) into the swizzled stage t & 1; as v2's issue_kv */
-    auto issue_kv = [&](int t) {
-        const int c = tid & 15, k0 = tid >> 4;
+    /* The pipeline: v2's, one tile deeper so the copies find their addresses ready. At the
+     * top of iteration t (one __syncthreads): raw(t + 2) has arrived and meta(t + 1) was
+     * derived in iteration t - 1; then K/V(t + 1) is issued from meta(t + 1), raw(t + 3)
+     * into raw slot (t + 3) & 1 (last read in iteration t - 1), meta(t + 2) derived into
+     * slot (t + 2) & 3 while tile t is computed from slot t & 3. */
+    auto derive_meta = [&](int t) {
+        v3_meta *mt = meta + (t & 3);
         const la_attn_block *rb = raw + (t & 1) * LA_KT_GROUPS;
-        const uint32_t kst = sb + L::K_OFF + (uint32_t)(t & 1) * 2 * L::KV_HALF + (uint32_t)(c >> 3) * L::KV_HALF;
-        const int t0 = it.kv0 + t * LA_KT;
-        const int64_t blk = (int64_t)p.n_kv_heads * B * hd;
-        const int64_t head_off = (int64_t)kvh * B * hd + c * 8;
+        v2_derive_meta(it, B, rb, &mt->m, t);
+        if (tid >= LA_KT && tid < LA_KT + LA_KT_GROUPS) { /* another warp: the group offsets */
+            const int gi = tid - LA_KT, f0 = it.kv0 + t * LA_KT + gi * 16;
+            mt->gbase[gi] = ((int64_t)rb[gi].block_id * p.n_kv_heads + kvh) * B * hd + (int64_t)la_slot_in_block(f0, B) * hd;
+        }
+    };
+    /* K/V(t): thread (k0, c) copies 16-byte chunk c (of 16) of keys k0, k0 + 16, k0 + 32,
+     * k0 + 48 (one per group) into the swizzled stage t & 1, from meta(t)'s offsets; keys
+     * past a group's valid ones are zero-filled */
+    const int kv_c = tid & 15, kv_k0 = tid >> 4;
+    const uint32_t kv_dst = sb + L::K_OFF + (uint32_t)(kv_c >> 3) * L::KV_HALF + la_sw128((uint32_t)kv_k0, (uint32_t)(kv_c & 7));
+    auto issue_kv = [&](int t) {
+        const v3_meta *mt = meta + (t & 3);
+        const uint32_t dst = kv_dst + (uint32_t)(t & 1) * 2 * L::KV_HALF;
 #pragma unroll
         for (int gi = 0; gi < LA_KT_GROUPS; gi++) {
-            const int k = gi * 16 + k0;
-            const int32_t bid = rb[gi].block_id, bnv = rb[gi].n_valid;
-            const int f0 = t0 + gi * 16, j0 = la_slot_in_block(f0, B);
-            const int gnv = f0 < it.kv1 ? max(0, min(16, min(bnv - j0, it.kv1 - f0))) : 0;
-            const bool ok = k0 < gnv; /* padding slots: zeros */
-            const int64_t off = ok ? (int64_t)bid * blk + head_off + (j0 + k0) * hd : 0;
-            const uint32_t so = kst + la_sw128((uint32_t)k, (uint32_t)(c & 7));
-            la_cp_async16_s(so, p.k_pool + off, ok);
-            la_cp_async16_s(so + 4 * L::KV_HALF, p.v_pool + off, ok);
+            const bool ok = kv_k0 < mt->m.gnv[gi];
+            const int64_t off = ok ? mt->gbase[gi] + kv_k0 * hd + kv_c * 8 : 0;
+            la_cp_async16_s(dst + gi * 16 * 128, p.k_pool + off, ok);
+            la_cp_async16_s(dst + gi * 16 * 128 + 4 * L::KV_HALF, p.v_pool + off, ok);
         }
     };
 
@@ -1028,24 +1070,24 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
      * to the start address field (bits 0-13: no carry below 256 KiB) */
     const uint64_t dq = la_wgmma_desc(sb + L::Q_OFF + wg * 64 * 128, 16, 1024);
 
-    /* prologue as v2's */
+    /* prologue: raw(0), raw(1); meta(0), meta(1); then raw(2) and K/V(0) */
     v2_issue_raw(p, it, blocks, n_tiles, raw, 0);
     v2_issue_raw(p, it, blocks, n_tiles, raw, 1);
     la_cp_async_commit();
     la_cp_async_wait<0>();
     __syncthreads();
-    if (n_tiles > 0) {
-        v2_derive_meta(it, B, raw, meta, 0);
-        issue_kv(0);
-    }
+    derive_meta(0);
+    derive_meta(1);
+    __syncthreads(); /* meta(0), meta(1); raw slot 0 read */
+    v2_issue_raw(p, it, blocks, n_tiles, raw, 2);
+    if (n_tiles > 0) issue_kv(0);
     la_cp_async_commit();
-    __syncthreads(); /* meta(0) */
     if (n_tiles > 0) {
         int first = -1; /* the first group of tile 0 visible to some row of the CTA */
 #pragma unroll
         for (int gi = LA_KT_GROUPS - 1; gi >= 0; gi--)
-            if (meta[0].gmin[gi] <= it.pos_max) first = gi;
-        if (first >= 0) rotate(meta[0].gdelta[first]);
+            if (meta[0].m.gmin[gi] <= it.pos_max) first = gi;
+        if (first >= 0) rotate(meta[0].m.gdelta[first]);
     }
 
     for (int t = 0; t < n_tiles; t++) {
@@ -1054,11 +1096,11 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
         la_fence_proxy_async();
         __syncthreads();
         if (t + 1 < n_tiles) issue_kv(t + 1);
-        v2_issue_raw(p, it, blocks, n_tiles, raw, t + 2);
+        v2_issue_raw(p, it, blocks, n_tiles, raw, t + 3);
         la_cp_async_commit();
-        if (t + 1 < n_tiles) v2_derive_meta(it, B, raw, meta, t + 1);
+        if (t + 2 < n_tiles) derive_meta(t + 2);
 
-        const v2_meta *m = meta + (t & 1);
+        const v2_meta *m = &meta[t & 3].m;
         const uint32_t kst = sb + L::K_OFF + (uint32_t)(t & 1) * 2 * L::KV_HALF;
         const uint32_t vst = sb + L::V_OFF + (uint32_t)(t & 1) * 2 * L::KV_HALF;
         const int4 gmin4 = *reinterpret_cast<const int4 *>(m->gmin);
@@ -1109,22 +1151,22 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
         if (!no_mask) rpos[0] = row_pos[row0 + g], rpos[1] = row_pos[row0 + g + 8];
 
 #pragma unroll 1
-        for (int hh = 0; hh < 2; hh++) {
-            const int hvis = (vis >> (2 * hh)) & 3;
+        for (int hh = 0; hh < NP; hh++) {
+            const int hvis = (vis >> (GP * hh)) & ((1 << GP) - 1);
             if (!hvis) continue;
             /* [4 nt + e]: key 32 hh + 8 nt + 2 c4 + e % 2 of row h = e / 2. Written by the S
              * wgmmas only (the first k-step writes without reading): an ordinary write or
              * read of an accumulator while a wgmma is in flight makes ptxas serialise them */
-            float s[16];
-            const uint64_t dk = la_wgmma_desc(kst + hh * 32 * 128, 16, 1024);
+            float s[PK / 2];
+            const uint64_t dk = la_wgmma_desc(kst + hh * PK * 128, 16, 1024);
             if (uniform) {
                 la_wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < 8; ks++) {
                     const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
                     const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
-                    if (ks == 0) la_wgmma_ss_n32_first(s, da, db);
-                    else la_wgmma_ss_n32(s, da, db);
+                    if (ks == 0) v3_ss_first(s, da, db);
+                    else v3_ss(s, da, db);
                 }
                 la_wgmma_commit();
                 la_wgmma_wait<0>();
@@ -1136,17 +1178,17 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                  * scores stay zero and are masked below. No wgmma here: ptxas serialises
                  * every wgmma of a kernel whose second wgmma path it cannot pipeline. */
 #pragma unroll
-                for (int j = 0; j < 16; j++) s[j] = 0.f;
+                for (int j = 0; j < PK / 2; j++) s[j] = 0.f;
                 const int mi = lane >> 3, rr = lane & 7;
 #pragma unroll
-                for (int gl = 0; gl < 2; gl++) {
+                for (int gl = 0; gl < GP; gl++) {
                     if (!(hvis & (1 << gl))) continue;
-                    const int32_t dg = m->gdelta[2 * hh + gl];
+                    const int32_t dg = m->gdelta[GP * hh + gl];
                     if (dg != q_delta) {
                         __syncthreads(); /* no warpgroup still reads Q */
                         rotate(dg);
                     }
-                    const uint32_t key = (uint32_t)(hh * 32 + gl * 16 + (mi >> 1) * 8 + rr);
+                    const uint32_t key = (uint32_t)(hh * PK + gl * 16 + (mi >> 1) * 8 + rr);
 #pragma unroll
                     for (int ks = 0; ks < 8; ks++) {
                         uint32_t qa[4], b0, b1, b2, b3;
@@ -1161,11 +1203,11 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                 }
             }
 #pragma unroll
-            for (int j = 0; j < 16; j++) la_wgmma_fence_operand(s[j]);
+            for (int j = 0; j < PK / 2; j++) la_wgmma_fence_operand(s[j]);
             if (!no_mask) {
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++) {
-                    const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[hh * 32 + nt * 8 + 2 * c4]);
+                for (int nt = 0; nt < PK / 8; nt++) {
+                    const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[hh * PK + nt * 8 + 2 * c4]);
                     if (kp.x > rpos[0]) s[4 * nt + 0] = -INFINITY;
                     if (kp.y > rpos[0]) s[4 * nt + 1] = -INFINITY;
                     if (kp.x > rpos[1]) s[4 * nt + 2] = -INFINITY;
@@ -1177,7 +1219,7 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
             for (int h = 0; h < 2; h++) {
                 float mx = -INFINITY;
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * h], s[4 * nt + 2 * h + 1]));
+                for (int nt = 0; nt < PK / 8; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * h], s[4 * nt + 2 * h + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
                 const float cand = mx * sl2;
@@ -1186,7 +1228,7 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                 const float bias = nm == -INFINITY ? 0.f : nm;
                 float sum = 0.f;
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++) {
+                for (int nt = 0; nt < PK / 8; nt++) {
                     s[4 * nt + 2 * h] = la_exp2(fmaf(s[4 * nt + 2 * h], sl2, -bias));
                     s[4 * nt + 2 * h + 1] = la_exp2(fmaf(s[4 * nt + 2 * h + 1], sl2, -bias));
                     sum += s[4 * nt + 2 * h] + s[4 * nt + 2 * h + 1];
@@ -1203,18 +1245,18 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                     oacc[4 * d + 3] *= alpha[1];
                 }
             }
-            uint32_t a[2][4]; /* [k16 step kk: keys 32 hh + 16 kk ..][reg] */
+            uint32_t a[GP][4]; /* [k16 step kk: keys PK hh + 16 kk ..][reg] */
 #pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
+            for (int kk = 0; kk < GP; kk++) {
                 a[kk][0] = la_pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
                 a[kk][1] = la_pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
                 a[kk][2] = la_pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
                 a[kk][3] = la_pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
             }
-            const uint64_t dv = la_wgmma_desc(vst + hh * 32 * 128, L::KV_HALF, 1024);
+            const uint64_t dv = la_wgmma_desc(vst + hh * PK * 128, L::KV_HALF, 1024);
             la_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < 2; kk++) la_wgmma_rs_n128_tb(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
+            for (int kk = 0; kk < GP; kk++) la_wgmma_rs_n128_tb(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
             la_wgmma_commit();
             /* waited here, not under the next pass's S: ptxas serialises every wgmma of
              * the kernel when O's MMAs stay in flight across the pass loop */
