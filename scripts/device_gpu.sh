@@ -3,7 +3,7 @@
 #
 #   scripts/device_gpu.sh prepare   here (a machine with nvcc and the Debian -dev libraries):
 #                                   build the GPU tests and bench_gpu in .carry/build (Release,
-#                                   sm_90) and pack them with every shared library they need
+#                                   sm_90a) and pack them with every shared library they need
 #                                   that the GPU machine lacks into .carry/dev/bundle.tar.xz
 #   scripts/device_gpu.sh run       on the GPU machine (builds nothing), from the repository
 #                                   root, with $OUT set: unpack, run the GPU tests, bench_gpu

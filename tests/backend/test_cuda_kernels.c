@@ -4,9 +4,9 @@
  * host (so both read identical inputs), GPU outputs poisoned with NaN before each call
  * (an unwritten element fails the check). Attention cases cover causal prefill, lazy
  * (q_delta per document), mepic (k_rope), mixed decode + prefill batches, long contexts
- * that split over the KV length, 100k-token offsets, block sizes 16 and 32, and the head
- * geometries of Llama-3-8B (head_dim 128, 4 query heads per KV head), Llama-3.2-1B
- * (head_dim 64) and the tiny checkpoints (head_dim 16 and 24, MQA).
+ * that split over the KV length, 100k-token offsets, block sizes 16, 32 and 48, and the
+ * head geometries of Llama-3-8B (head_dim 128, 4 query heads per KV head), Llama-3.2-1B
+ * (head_dim 64), head_dim 72 and the tiny checkpoints (head_dim 16 and 24, MQA).
  *
  * Without a GPU every test prints "skipped: no GPU" and passes. */
 #include <math.h>
@@ -290,8 +290,9 @@ static void gpu_step(pair *p, la_batch *b, int32_t layer, la_act *k, const float
 
 /* Run one attention case on layer `layer`: write the cache batch's K/V, then the query
  * batch's own K/V, then attention; compare the outputs. The GPU runs the step once per
- * pair of attn_prefill variant (1: 64 rows per CTA, 2: 128, the default) and attn_decode
- * variant (1: CUDA cores, 2: tensor cores, the default) against the one CPU result, its
+ * pair of attn_prefill variant (3: wgmma, the default on a 9.0 GPU built for sm_90a,
+ * head_dim 128; 2: mma.sync, 128 rows per CTA; 1: 64) and attn_decode variant (1: CUDA
+ * cores, 2: tensor cores, the default) against the one CPU result, its
  * output poisoned and its K re-uploaded before each (kv_write rotates k in place: reusing
  * the activation wrote keys rotated twice into the second run). */
 static void run_case(pair *p, const char *what, builder *cache, builder *query, int32_t layer) {
@@ -729,6 +730,11 @@ Test(cuda_attention, causal_prefill_llama8b_geometry) {
 Test(cuda_attention, causal_prefill_llama1b_geometry_block32) {
     causal_prefill((geometry){512, 16, 2, 64, 32}, 123, "causal prefill 123 tokens, hd 64, GQA 8, B 32");
 }
+/* a block size that is not a power of two: the kernels' slot-in-block arithmetic takes
+ * its division path */
+Test(cuda_attention, causal_prefill_block48) {
+    causal_prefill((geometry){512, 8, 2, 128, 48}, 200, "causal prefill 200 tokens, hd 128, GQA 4, B 48");
+}
 Test(cuda_attention, causal_prefill_tiny_geometries) {
     causal_prefill((geometry){64, 4, 1, 24, 16}, 50, "causal prefill 50 tokens, hd 24, MQA 4");
     causal_prefill((geometry){64, 4, 2, 16, 16}, 70, "causal prefill 70 tokens, hd 16, GQA 2");
@@ -763,6 +769,12 @@ Test(cuda_attention, lazy_and_mepic_at_100k_offsets) {
     docs_question((geometry){512, 8, 2, 128, 16}, DOC_LAZY, 100000, 20, "lazy at +100000: 20-token question");
     docs_question((geometry){512, 8, 2, 128, 16}, DOC_MEPIC, 100000, 1, "mepic at +100000: decode row");
     docs_question((geometry){512, 16, 2, 64, 32}, DOC_LAZY, 120000, 33, "lazy at +120000, hd 64, B 32");
+}
+/* head_dim 72: not a power of two, so every kernel runs its 128-wide instance with
+ * zero-padded columns (v3 is for 128 only: the launcher takes v2) */
+Test(cuda_attention, lazy_head_dim_72) {
+    docs_question((geometry){512, 8, 2, 72, 16}, DOC_LAZY, 0, 40, "lazy, hd 72: 40-token question");
+    docs_question((geometry){512, 8, 2, 72, 16}, DOC_LAZY, 0, 1, "lazy, hd 72: decode row");
 }
 Test(cuda_attention, lazy_tiny_geometries) {
     docs_question((geometry){64, 4, 1, 24, 16}, DOC_LAZY, 0, 9, "lazy, hd 24 MQA: 9-token question");

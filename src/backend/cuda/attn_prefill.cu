@@ -25,24 +25,30 @@
  *
  * Grid: x = work item (la_cuda_attn_item: a tile of tokens of one sequence and a range of
  * its key slots, built by the host scheduler in cuda_backend.c), y = KV head x head
- * chunk. Two kernels, chosen per step by la_cuda_attn_params.prefill_variant (the host
- * cuts tiles to match; LA_ATTN_PREFILL=v1|v2, default v2):
+ * chunk. Three kernels, chosen per step by la_cuda_attn_params.prefill_variant (the host
+ * cuts tiles to match; LA_ATTN_PREFILL=v1|v2|v3): v3 (the default on compute capability
+ * 9.0 with an sm_90a build, head_dim 128; described at its code below) computes v2's tiles
+ * with Hopper's warpgroup MMA; v2 is the default elsewhere and runs every other head_dim.
  *
- * v2 (default). One CTA = 4 warps = 128 query rows (32 tokens x 4 heads for Llama-3), each
+ * v2. One CTA = 4 warps = 128 query rows (32 tokens x 4 heads for Llama-3), each
  * warp owning 32 rows as two m16 tiles, so every K fragment (ldmatrix) feeds four MMAs and
  * every V fragment four (FlashAttention-2's hd-128 shape: kBlockM 128, kBlockN 64, 4
  * warps). The registers cannot also hold 64 query fragments: the rotated Q tile lives in
  * shared memory, written warp-locally by rotate_q_v2 straight from the unrotated q in
  * device memory whenever a tile's q_delta differs from the warp's current one, and read
- * by ldmatrix per k-step. One __syncthreads per key tile: the block-list entries of tile
+ * by ldmatrix per k-step; rows carry their positions and query pointers in shared memory,
+ * and a warp's first rotation overlaps the first tile's copies. Each key tile runs in two
+ * passes of 32 keys (S of 32 keys is 32 accumulators per thread, so the next k-step's
+ * fragments are loaded while the current MMAs run). One __syncthreads per key tile: the
+ * block-list entries of tile
  * t + 2 are cp.async'd with the K/V of tile t + 1, so the K/V addresses never wait on a
  * device-memory load; the key metadata (positions, per-group q_delta, k_rope, valid
  * counts) is derived from them one tile ahead. A tile fully visible to every row of a warp
  * (all 64 keys valid, last key position <= the warp's first row position) skips the
- * per-element mask; groups invisible to a warp skip their Q K^T and P V MMAs; O is
- * rescaled only when some row's maximum moved. Padding slots load as zeros. Registers /
- * shared memory per CTA (sm_90, ptxas): hd 128 255 / 103.4 KiB, hd 64 203 / 55.4 KiB,
- * hd 32 161 / 31.4 KiB, no spills; 2 CTAs per SM at hd 128 (by registers and memory).
+ * per-element mask; a pass no row of a warp sees is skipped; the running maximum moves
+ * only past LA_ATTN_RESCALE_SLACK (attn_tile.cuh), so O is rarely rescaled. Padding slots
+ * load as zeros. Registers / shared memory per CTA (sm_90a, ptxas): hd 128 244 / 104.9
+ * KiB, hd 64 177, hd 32 138, no spills; 2 CTAs per SM at hd 128.
  *
  * v1. One CTA = 4 warps = 64 query rows; row r is token r / hpc, query head
  * r % hpc of the CTA's KV head (hpc = heads_per_cta: 4 for Llama-3's GQA, so a CTA holds
@@ -63,13 +69,6 @@
  */
 #include "backend/cuda/attn_tile.cuh"
 #include "backend/cuda/wgmma.cuh"
-
-#ifndef LA_V3_PASS_KEYS
-#define LA_V3_PASS_KEYS 64
-#endif
-#ifndef LA_V3_MINB
-#define LA_V3_MINB 2
-#endif
 
 namespace {
 
@@ -891,17 +890,24 @@ la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, l
 
 /* ---- v3: v2's tiling on Hopper's warpgroup MMA (wgmma, sm_90a), head_dim 128 ------------ */
 
-/* One CTA = two warpgroups (8 warps) = 128 query rows; warpgroup m owns rows 64 m .. 64 m +
- * 63 (one 64-row MMA tile), its warp q rows 64 m + 16 q .. + 15 (its accumulator slab). Per
- * key tile, in two passes of 32 keys: S = Q K^T by wgmma m64n32k16 with Q and K in shared
- * memory (K-major), the online softmax in registers exactly as v2's, then O += P V by
- * wgmma m64n128k16 with P in registers and V in shared memory (MN-major): no ldmatrix, and
- * the tensor cores run each warpgroup's MMAs while its warps go on. Shared memory holds Q
- * and both K/V stages in wgmma.cuh's 128-byte-swizzled layout (Q [2 column halves][128
- * rows], K / V stage [2 halves][64 keys], rows of 128 bytes); the block-list pipeline (raw,
- * meta), the visibility and mask rules, the partial rows and the rotation at p - q_delta
- * are v2's, but every decision that changes an MMA or the shared Q (skipping a pass,
- * rotating Q) is taken for the whole CTA. Per thread: O 64 f32, S 16, P 8 registers. */
+/* One CTA = two warpgroups (8 warps) = 128 query rows, the tiling of v2 (the host cuts the
+ * same tiles and split items); warpgroup m owns rows 64 m .. 64 m + 63 (one 64-row MMA
+ * tile), its warp q rows 64 m + 16 q .. + 15 (that warp's accumulator slab). Per 64-key
+ * tile: S = Q K^T by eight wgmma m64n64k16 (Q and K in shared memory, K-major), the online
+ * softmax in registers exactly as v2's (base 2, conditional rescaling), then O += P V by
+ * four wgmma m64n128k16 (P in registers, V in shared memory MN-major): no ldmatrix, and the
+ * tensor cores run a warpgroup's MMAs while the other warpgroups (two CTAs per SM) do
+ * their softmax. Shared memory holds Q and both K/V stages in wgmma.cuh's 128-byte-swizzled
+ * layout (Q [2 column halves][128 rows], K / V stage [2 halves][64 keys], rows of 128
+ * bytes). The block-list pipeline is v2's one tile deeper: each tile's group offsets are
+ * derived once into shared memory (v3_meta) a tile before its copies are issued. The
+ * visibility and mask rules, the partial rows and the rotation at p - q_delta are v2's, but
+ * every decision that changes an MMA or the shared Q (skipping a tile, rotating Q) is taken
+ * for the whole CTA; a tile whose visible groups need different rotations (one straddling
+ * a document boundary) scores group by group with mma.sync from the same swizzled tiles.
+ * Per thread: O 64 f32, S 32, P 16 registers; 128 registers, 2 CTAs per SM (~100 KiB of
+ * shared memory each). Head dim 128 only (the launcher runs v2 for others); sm_90a only
+ * (wgmma), the backend picks it on compute capability 9.0. */
 constexpr int V3_THREADS = 256;
 constexpr int V3_ROWS = LA_ATTN_PREFILL_ROWS_V2;
 static_assert(V3_ROWS == 128, "two 64-row warpgroup tiles per CTA");
@@ -952,25 +958,7 @@ __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_att
     }
 }
 
-/* keys per pass of v3's tile loop (32 or 64: one or two passes per 64-key tile), its 16-key
- * groups, and the S wgmma of that width */
-constexpr int V3_PASS_KEYS = LA_V3_PASS_KEYS;
-__device__ __forceinline__ void v3_ss_first(float (&d)[V3_PASS_KEYS / 2], uint64_t da, uint64_t db) {
-#if defined(LA_WGMMA) && LA_V3_PASS_KEYS == 64
-    la_wgmma_ss_n64_first(d, da, db);
-#elif defined(LA_WGMMA)
-    la_wgmma_ss_n32_first(d, da, db);
-#endif
-}
-__device__ __forceinline__ void v3_ss(float (&d)[V3_PASS_KEYS / 2], uint64_t da, uint64_t db) {
-#if defined(LA_WGMMA) && LA_V3_PASS_KEYS == 64
-    la_wgmma_ss_n64(d, da, db);
-#elif defined(LA_WGMMA)
-    la_wgmma_ss_n32(d, da, db);
-#endif
-}
-
-__global__ void __launch_bounds__(V3_THREADS, LA_V3_MINB) attn_prefill_v3_kernel(const la_cuda_attn_params p) {
+__global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la_cuda_attn_params p) {
 #ifdef LA_WGMMA
     using L = prefill_v3_layout;
     constexpr int DT = 16; /* n8 column blocks of O (head_dim 128) */
@@ -995,7 +983,6 @@ __global__ void __launch_bounds__(V3_THREADS, LA_V3_MINB) attn_prefill_v3_kernel
     const int wg = warp >> 2, row0 = wg * 64 + (warp & 3) * 16; /* this warp's slab */
     const unsigned full = 0xffffffffu;
     const int n_tiles = it.kv1 > it.kv0 ? (it.kv1 - it.kv0 + LA_KT - 1) / LA_KT : 0;
-    constexpr int PK = V3_PASS_KEYS, NP = LA_KT / PK, GP = PK / 16;
 
     /* The pipeline: v2's, one tile deeper so the copies find their addresses ready. At the
      * top of iteration t (one __syncthreads): raw(t + 2) has arrived and meta(t + 1) was
@@ -1066,7 +1053,7 @@ __global__ void __launch_bounds__(V3_THREADS, LA_V3_MINB) attn_prefill_v3_kernel
         q_delta = delta;
         have_q = true;
     };
-    /* descriptors: this warpgroup's Q tile; a k-step, pass or stage adds its byte offset / 16
+    /* descriptors: this warpgroup's Q tile; a k-step or stage adds its byte offset / 16
      * to the start address field (bits 0-13: no carry below 256 KiB) */
     const uint64_t dq = la_wgmma_desc(sb + L::Q_OFF + wg * 64 * 128, 16, 1024);
 
@@ -1150,118 +1137,113 @@ __global__ void __launch_bounds__(V3_THREADS, LA_V3_MINB) attn_prefill_v3_kernel
         int32_t rpos[2] = {0, 0};
         if (!no_mask) rpos[0] = row_pos[row0 + g], rpos[1] = row_pos[row0 + g + 8];
 
-#pragma unroll 1
-        for (int hh = 0; hh < NP; hh++) {
-            const int hvis = (vis >> (GP * hh)) & ((1 << GP) - 1);
-            if (!hvis) continue;
-            /* [4 nt + e]: key 32 hh + 8 nt + 2 c4 + e % 2 of row h = e / 2. Written by the S
-             * wgmmas only (the first k-step writes without reading): an ordinary write or
-             * read of an accumulator while a wgmma is in flight makes ptxas serialise them */
-            float s[PK / 2];
-            const uint64_t dk = la_wgmma_desc(kst + hh * PK * 128, 16, 1024);
-            if (uniform) {
-                la_wgmma_fence();
-#pragma unroll
-                for (int ks = 0; ks < 8; ks++) {
-                    const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
-                    const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
-                    if (ks == 0) v3_ss_first(s, da, db);
-                    else v3_ss(s, da, db);
-                }
-                la_wgmma_commit();
-                la_wgmma_wait<0>();
-            } else {
-                /* the visible groups need different rotations (a tile straddling a document
-                 * boundary, rare): one visible group at a time, Q rotated for each new
-                 * q_delta, this warp's 16 rows x 16 keys by mma.sync from the same swizzled
-                 * tiles (its C fragments are the wgmma slab's layout); an invisible group's
-                 * scores stay zero and are masked below. No wgmma here: ptxas serialises
-                 * every wgmma of a kernel whose second wgmma path it cannot pipeline. */
-#pragma unroll
-                for (int j = 0; j < PK / 2; j++) s[j] = 0.f;
-                const int mi = lane >> 3, rr = lane & 7;
-#pragma unroll
-                for (int gl = 0; gl < GP; gl++) {
-                    if (!(hvis & (1 << gl))) continue;
-                    const int32_t dg = m->gdelta[GP * hh + gl];
-                    if (dg != q_delta) {
-                        __syncthreads(); /* no warpgroup still reads Q */
-                        rotate(dg);
-                    }
-                    const uint32_t key = (uint32_t)(hh * PK + gl * 16 + (mi >> 1) * 8 + rr);
-#pragma unroll
-                    for (int ks = 0; ks < 8; ks++) {
-                        uint32_t qa[4], b0, b1, b2, b3;
-                        la_ldmatrix_x4_s(qa[0], qa[1], qa[2], qa[3],
-                                         sb + L::Q_OFF + (ks >> 2) * L::Q_HALF +
-                                             la_sw128((uint32_t)(row0 + (mi & 1) * 8 + rr), (uint32_t)(2 * (ks & 3) + (mi >> 1))));
-                        la_ldmatrix_x4_s(b0, b1, b2, b3,
-                                         kst + (ks >> 2) * L::KV_HALF + la_sw128(key, (uint32_t)(2 * (ks & 3) + (mi & 1))));
-                        la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl), qa, b0, b1);
-                        la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl + 4), qa, b2, b3);
-                    }
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < PK / 2; j++) la_wgmma_fence_operand(s[j]);
-            if (!no_mask) {
-#pragma unroll
-                for (int nt = 0; nt < PK / 8; nt++) {
-                    const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[hh * PK + nt * 8 + 2 * c4]);
-                    if (kp.x > rpos[0]) s[4 * nt + 0] = -INFINITY;
-                    if (kp.y > rpos[0]) s[4 * nt + 1] = -INFINITY;
-                    if (kp.x > rpos[1]) s[4 * nt + 2] = -INFINITY;
-                    if (kp.y > rpos[1]) s[4 * nt + 3] = -INFINITY;
-                }
-            }
-            float alpha[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int nt = 0; nt < PK / 8; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * h], s[4 * nt + 2 * h + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
-                const float cand = mx * sl2;
-                const float nm = cand > mr[h] + LA_ATTN_RESCALE_SLACK ? cand : mr[h];
-                alpha[h] = nm == -INFINITY ? 1.f : la_exp2(mr[h] - nm);
-                const float bias = nm == -INFINITY ? 0.f : nm;
-                float sum = 0.f;
-#pragma unroll
-                for (int nt = 0; nt < PK / 8; nt++) {
-                    s[4 * nt + 2 * h] = la_exp2(fmaf(s[4 * nt + 2 * h], sl2, -bias));
-                    s[4 * nt + 2 * h + 1] = la_exp2(fmaf(s[4 * nt + 2 * h + 1], sl2, -bias));
-                    sum += s[4 * nt + 2 * h] + s[4 * nt + 2 * h + 1];
-                }
-                lr[h] = lr[h] * alpha[h] + sum;
-                mr[h] = nm;
-            }
-            if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-                for (int d = 0; d < DT; d++) {
-                    oacc[4 * d + 0] *= alpha[0];
-                    oacc[4 * d + 1] *= alpha[0];
-                    oacc[4 * d + 2] *= alpha[1];
-                    oacc[4 * d + 3] *= alpha[1];
-                }
-            }
-            uint32_t a[GP][4]; /* [k16 step kk: keys PK hh + 16 kk ..][reg] */
-#pragma unroll
-            for (int kk = 0; kk < GP; kk++) {
-                a[kk][0] = la_pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
-                a[kk][1] = la_pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
-                a[kk][2] = la_pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
-                a[kk][3] = la_pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
-            }
-            const uint64_t dv = la_wgmma_desc(vst + hh * PK * 128, L::KV_HALF, 1024);
+        /* S: [4 nt + e] = key 8 nt + 2 c4 + e % 2 of row h = e / 2. Written by the S
+         * wgmmas only (the first k-step writes without reading): an ordinary write or
+         * read of an accumulator while a wgmma is in flight makes ptxas serialise them */
+        float s[LA_KT / 2];
+        const uint64_t dk = la_wgmma_desc(kst, 16, 1024);
+        if (uniform) {
             la_wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < GP; kk++) la_wgmma_rs_n128_tb(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
+            for (int ks = 0; ks < 8; ks++) {
+                const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
+                const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
+                if (ks == 0) la_wgmma_ss_n64_first(s, da, db);
+                else la_wgmma_ss_n64(s, da, db);
+            }
             la_wgmma_commit();
-            /* waited here, not under the next pass's S: ptxas serialises every wgmma of
-             * the kernel when O's MMAs stay in flight across the pass loop */
             la_wgmma_wait<0>();
+        } else {
+            /* the visible groups need different rotations (a tile straddling a document
+             * boundary, rare): one visible group at a time, Q rotated for each new
+             * q_delta, this warp's 16 rows x 16 keys by mma.sync from the same swizzled
+             * tiles (its C fragments are the wgmma slab's layout); an invisible group's
+             * scores stay zero and are masked below. No wgmma here: ptxas serialises
+             * every wgmma of a kernel whose second wgmma path it cannot pipeline. */
+#pragma unroll
+            for (int j = 0; j < LA_KT / 2; j++) s[j] = 0.f;
+            const int mi = lane >> 3, rr = lane & 7;
+#pragma unroll
+            for (int gl = 0; gl < LA_KT_GROUPS; gl++) {
+                if (!(vis & (1 << gl))) continue;
+                const int32_t dg = gdel[gl];
+                if (dg != q_delta) {
+                    __syncthreads(); /* no warpgroup still reads Q */
+                    rotate(dg);
+                }
+                const uint32_t key = (uint32_t)(gl * 16 + (mi >> 1) * 8 + rr);
+#pragma unroll
+                for (int ks = 0; ks < 8; ks++) {
+                    uint32_t qa[4], b0, b1, b2, b3;
+                    la_ldmatrix_x4_s(qa[0], qa[1], qa[2], qa[3],
+                                     sb + L::Q_OFF + (ks >> 2) * L::Q_HALF +
+                                         la_sw128((uint32_t)(row0 + (mi & 1) * 8 + rr), (uint32_t)(2 * (ks & 3) + (mi >> 1))));
+                    la_ldmatrix_x4_s(b0, b1, b2, b3,
+                                     kst + (ks >> 2) * L::KV_HALF + la_sw128(key, (uint32_t)(2 * (ks & 3) + (mi & 1))));
+                    la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl), qa, b0, b1);
+                    la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl + 4), qa, b2, b3);
+                }
+            }
         }
+#pragma unroll
+        for (int j = 0; j < LA_KT / 2; j++) la_wgmma_fence_operand(s[j]);
+        if (!no_mask) {
+#pragma unroll
+            for (int nt = 0; nt < LA_KT / 8; nt++) {
+                const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[nt * 8 + 2 * c4]);
+                if (kp.x > rpos[0]) s[4 * nt + 0] = -INFINITY;
+                if (kp.y > rpos[0]) s[4 * nt + 1] = -INFINITY;
+                if (kp.x > rpos[1]) s[4 * nt + 2] = -INFINITY;
+                if (kp.y > rpos[1]) s[4 * nt + 3] = -INFINITY;
+            }
+        }
+        float alpha[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < LA_KT / 8; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * h], s[4 * nt + 2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
+            const float cand = mx * sl2;
+            const float nm = cand > mr[h] + LA_ATTN_RESCALE_SLACK ? cand : mr[h];
+            alpha[h] = nm == -INFINITY ? 1.f : la_exp2(mr[h] - nm);
+            const float bias = nm == -INFINITY ? 0.f : nm;
+            float sum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < LA_KT / 8; nt++) {
+                s[4 * nt + 2 * h] = la_exp2(fmaf(s[4 * nt + 2 * h], sl2, -bias));
+                s[4 * nt + 2 * h + 1] = la_exp2(fmaf(s[4 * nt + 2 * h + 1], sl2, -bias));
+                sum += s[4 * nt + 2 * h] + s[4 * nt + 2 * h + 1];
+            }
+            lr[h] = lr[h] * alpha[h] + sum;
+            mr[h] = nm;
+        }
+        if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+            for (int d = 0; d < DT; d++) {
+                oacc[4 * d + 0] *= alpha[0];
+                oacc[4 * d + 1] *= alpha[0];
+                oacc[4 * d + 2] *= alpha[1];
+                oacc[4 * d + 3] *= alpha[1];
+            }
+        }
+        uint32_t a[LA_KT_GROUPS][4]; /* [k16 step kk: keys 16 kk ..][reg] */
+#pragma unroll
+        for (int kk = 0; kk < LA_KT_GROUPS; kk++) {
+            a[kk][0] = la_pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+            a[kk][1] = la_pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+            a[kk][2] = la_pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+            a[kk][3] = la_pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+        const uint64_t dv = la_wgmma_desc(vst, L::KV_HALF, 1024);
+        la_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < LA_KT_GROUPS; kk++) la_wgmma_rs_n128_tb(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
+        la_wgmma_commit();
+        /* waited here, not under the next tile's S: ptxas serialises every wgmma of the
+         * kernel when O's MMAs stay in flight across the tile loop */
+        la_wgmma_wait<0>();
     }
     la_wgmma_wait<0>();
     la_cp_async_wait<0>();
@@ -1293,6 +1275,8 @@ __global__ void __launch_bounds__(V3_THREADS, LA_V3_MINB) attn_prefill_v3_kernel
             if (c4 == 0) p.part_ml[pr] = make_float2(mr[h], l);
         }
     }
+#else
+    __trap(); /* not built for sm_90a: the host never launches this instance */
 #endif
 }
 

@@ -11,9 +11,10 @@
  * work is scheduled on the host there, once per step, for every layer:
  *
  *   - each sequence's new rows are cut into tiles: rows / heads_per_cta tokens for prefill,
- *     rows = the attn_prefill variant's rows per CTA (v2, the default: 128, so 32 tokens x
- *     4 query heads for Llama-3; v1: 64, 16 tokens; LA_ATTN_PREFILL=v1|v2 at create or
- *     la_cuda_attn_prefill_variant_set, read at each batch_begin), one token for decode
+ *     rows = the attn_prefill variant's rows per CTA (v3, the default on a 9.0 GPU, and v2:
+ *     128, so 32 tokens x 4 query heads for Llama-3; v1: 64, 16 tokens;
+ *     LA_ATTN_PREFILL=v1|v2|v3 at create or la_cuda_attn_prefill_variant_set, read at each
+ *     batch_begin), one token for decode
  *     (a sequence with one new row);
  *   - a tile reads key slots [0, kv_len): the blocks up to the last whose first slot is
  *     causally visible to the tile's latest token (a binary search over the suffix

@@ -116,9 +116,12 @@ void la_cuda_fused_gemm_set(la_backend *be, uint32_t groups);
 uint32_t la_cuda_fused_gemm(const la_backend *be);
 
 /* Which attn_prefill kernel the steps from the next batch_begin on use (attn_prefill.cu):
- * 1 = 64 query rows per CTA, 2 = 128 rows per CTA (the default). The environment variable
- * LA_ATTN_PREFILL=v1|v2 sets it at create. LA_ERR_INVALID_ARG for another value or another
- * backend (nothing changed). Tests and benchmarks compare the two. */
+ * 1 = 64 query rows per CTA, 2 = 128 rows per CTA, 3 = v2's tiles on Hopper's warpgroup MMA
+ * (head_dim 128; other head dims run v2). The default is 3 on a compute capability 9.0
+ * GPU when the build has sm_90a code (LA_CUDA_ARCHITECTURES with 90a, the default), else
+ * 2. The environment variable LA_ATTN_PREFILL=v1|v2|v3 sets it at create.
+ * LA_ERR_INVALID_ARG for another value or another backend, LA_ERR_UNSUPPORTED for 3 where
+ * it cannot run (nothing changed either way). Tests and benchmarks compare them. */
 la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err);
 /* The variant of the next steps; 0 for a backend that is not CUDA. */
 int32_t la_cuda_attn_prefill_variant(const la_backend *be);

@@ -38,7 +38,7 @@ typedef uint16_t la_bf16_t;
 /* ---- attention geometry shared by the host scheduler and the kernels -------------------- */
 
 #define LA_ATTN_PREFILL_ROWS 64      /* query rows (token x head) of one v1 prefill CTA */
-#define LA_ATTN_PREFILL_ROWS_V2 128  /* query rows of one v2 prefill CTA (the default) */
+#define LA_ATTN_PREFILL_ROWS_V2 128  /* query rows of one v2 or v3 prefill CTA */
 #define LA_ATTN_KEYS_PER_TILE 64     /* keys staged in shared memory per step */
 #define LA_ATTN_MAX_HEADS_PER_CTA 8  /* query heads of one KV head handled together */
 #define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
@@ -97,7 +97,8 @@ typedef struct la_cuda_attn_params {
     int32_t heads_per_cta;        /* query heads of one KV head in one CTA */
     int32_t n_head_chunks;        /* (n_heads / n_kv_heads) / heads_per_cta */
     float scale_log2;             /* log2(e) / sqrt(head_dim) */
-    int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA) or 2 (128) */
+    int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA), 2 (128) or 3
+                                     (v2's tiles on wgmma: head_dim 128, sm_90a) */
     int32_t combine_rows;         /* the largest rows of the combine items (grid z) */
     int32_t decode_variant;       /* attn_decode kernel: 1 (CUDA cores, 64-key CTA tiles) or
                                      2 (tensor cores, one key stream per warp) */

@@ -55,42 +55,8 @@ __device__ __forceinline__ void la_fence_proxy_async() { asm volatile("fence.pro
 /* keep the compiler from moving reads or writes of an accumulator across a wait */
 __device__ __forceinline__ void la_wgmma_fence_operand(float &x) { asm volatile("" : "+f"(x)::"memory"); }
 
-/* D[64 x 16] = A[64 x 16] B[16 x 16] (first k-step: D is only written) and D += A B, A
- * and B K-major in shared memory */
-__device__ __forceinline__ void la_wgmma_ss_n16_first(float (&d)[8], uint64_t da, uint64_t db) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7])
-        : "l"(da), "l"(db), "r"(0));
-}
-__device__ __forceinline__ void la_wgmma_ss_n16(float (&d)[8], uint64_t da, uint64_t db) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "l"(da), "l"(db), "r"(1));
-}
-
-/* D[64 x 32] = A[64 x 16] B[16 x 32] (first k-step: D is only written) and D += A B, A
- * and B K-major in shared memory */
-__device__ __forceinline__ void la_wgmma_ss_n32_first(float (&d)[16], uint64_t da, uint64_t db) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15])
-        : "l"(da), "l"(db), "r"(0));
-}
-__device__ __forceinline__ void la_wgmma_ss_n32(float (&d)[16], uint64_t da, uint64_t db) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db), "r"(1));
-}
-
-/* D[64 x 64] = A[64 x 16] B[16 x 64] (first k-step: D is only written) and D += A B, A
- * and B K-major in shared memory */
+/* D[64 x 64] = A[64 x 16] B[16 x 64] (_first: D is only written, the first k-step) and
+ * D += A B, A and B K-major in shared memory */
 __device__ __forceinline__ void la_wgmma_ss_n64_first(float (&d)[32], uint64_t da, uint64_t db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
