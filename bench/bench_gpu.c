@@ -32,8 +32,9 @@
  * replays, so a key that changed mid-run shows).
  *
  * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
- * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v2), in the same run;
- * every TTFT row names its "prefill_variant".
+ * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v3 on an H100/H200, else
+ * v2), in the same run; every TTFT row names the "prefill_variant" that ran (v3 runs v2 at
+ * head_dim other than 128: la_cuda_attn_prefill_kernel).
  *
  * --decode-variants times every TPOT row once per attn_decode kernel
  * (la_cuda_attn_decode_variant_set; default: the backend's, v2 unless LA_ATTN_DECODE=v1),
@@ -406,7 +407,7 @@ static void emit_fused(bench *bn) {
 static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
                       int32_t computed, const char *profile) {
     jbuf *j = bn->out;
-    const int32_t variant = la_cuda_attn_prefill_variant(bn->be);
+    const int32_t variant = la_cuda_attn_prefill_kernel(bn->be); /* the kernel that ran */
     jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"prefill_variant\": \"v%d\", \"ttft_ms\": %.3f, "
                "\"floor_ms\": %.3f, \"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
             bn->first_row ? "" : ",", ctx, method, variant, ms, floor_ms, floor_kind, ms / floor_ms, computed);
@@ -768,8 +769,8 @@ static int parse_list(const char *s, int32_t *out, int max) {
     return n;
 }
 
-/* "v1", "v2" or "v1,v2" (flag's value) into v[0..*n); false (and a message) otherwise. */
-/* --prefill-variants / --decode-variants: up to 3 of v1..v<max> */
+/* --prefill-variants / --decode-variants: up to 3 of v1..v<max> (flag's value) into
+ * v[0..*n); false (and a message) otherwise. */
 static bool parse_variants(const char *flag, const char *value, int32_t max, int32_t v[3], int *n) {
     char list[32];
     snprintf(list, sizeof list, "%s", value);

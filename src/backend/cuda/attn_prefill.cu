@@ -437,6 +437,133 @@ __device__ __forceinline__ void rope_rotate_pair(uint32_t x2, uint32_t y2, float
     hi = la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
 }
 
+/* ---- shared by v2 and v3: rows, a 16-row slab's scores and softmax, output rows -------- */
+
+/* Row `row` of a v2 / v3 CTA (token row / hpc of the item, query head head0 + row % hpc):
+ * its position (INT_MIN past the tile) and unrotated query (NULL past the tile) into shared
+ * memory (lane c4 == 0 writes), folded into the caller's bounds over its rows in the tile. */
+__device__ __forceinline__ void prefill_row_init(const la_cuda_attn_params &p, const la_cuda_attn_item &it, int row,
+                                                 int head0, int n_rows_used, int c4, int32_t *row_pos,
+                                                 const la_bf16_t **row_q, int &wmax, int &wmin) {
+    const int hpc = p.heads_per_cta, hd = p.head_dim;
+    int32_t rp = INT_MIN;
+    const la_bf16_t *rq = NULL;
+    if (row < n_rows_used) {
+        const int tok = row / hpc;
+        rp = p.pos[it.row0 + tok];
+        rq = p.q + (int64_t)(it.row0 + tok) * p.n_heads * hd + (int64_t)(head0 + row - tok * hpc) * hd;
+        wmax = max(wmax, rp);
+        wmin = min(wmin, rp);
+    }
+    if (c4 == 0) row_pos[row] = rp, row_q[row] = rq;
+}
+
+/* the bounds over the warp */
+__device__ __forceinline__ void warp_minmax(int &wmax, int &wmin) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    }
+}
+
+/* Scores of one 16-row slab over NT blocks of 8 keys in the mma C layout (s[nt][e]: row g +
+ * 8 (e / 2) of the slab, key 8 nt + 2 c4 + e % 2): masked (-inf) where the key's position
+ * kpos[8 nt + 2 c4 + e % 2] (INT_MAX: padding) is past the row's, rp[e / 2]. */
+template <int NT>
+__device__ __forceinline__ void prefill_mask(float (&s)[NT][4], const int32_t *kpos, int c4, const int32_t (&rp)[2]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int2 kp = *reinterpret_cast<const int2 *>(&kpos[nt * 8 + 2 * c4]);
+        if (kp.x > rp[0]) s[nt][0] = -INFINITY;
+        if (kp.y > rp[0]) s[nt][1] = -INFINITY;
+        if (kp.x > rp[1]) s[nt][2] = -INFINITY;
+        if (kp.y > rp[1]) s[nt][3] = -INFINITY;
+    }
+}
+
+/* Online softmax of one slab's scores (layout of prefill_mask), base 2: p = 2^(s sl2 - m)
+ * with a row spread over the 4 lanes of a quad. The running maximum m[h] (log2 units) moves
+ * only when the scores' exceeds it by more than LA_ATTN_RESCALE_SLACK (attn_tile.cuh); s
+ * becomes p, l[h] += sum p after scaling by alpha[h] = 2^(m_old - m_new), the factor the
+ * row's O must be scaled by (1: unchanged). */
+template <int NT>
+__device__ __forceinline__ void prefill_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float sl2,
+                                                float (&alpha)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float cand = mx * sl2;
+        const float nm = cand > m[h] + LA_ATTN_RESCALE_SLACK ? cand : m[h];
+        alpha[h] = nm == -INFINITY ? 1.f : la_exp2(m[h] - nm);
+        const float bias = nm == -INFINITY ? 0.f : nm;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            s[nt][2 * h] = la_exp2(fmaf(s[nt][2 * h], sl2, -bias));
+            s[nt][2 * h + 1] = la_exp2(fmaf(s[nt][2 * h + 1], sl2, -bias));
+            sum += s[nt][2 * h] + s[nt][2 * h + 1];
+        }
+        l[h] = l[h] * alpha[h] + sum;
+        m[h] = nm;
+    }
+}
+
+/* O of one slab (DT blocks of 8 columns, C layout) scaled per row by alpha */
+template <int DT>
+__device__ __forceinline__ void prefill_rescale(float (&o)[DT][4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int d = 0; d < DT; d++) {
+        o[d][0] *= alpha[0];
+        o[d][1] *= alpha[0];
+        o[d][2] *= alpha[1];
+        o[d][3] *= alpha[1];
+    }
+}
+
+/* P (the softmax's s, layout of prefill_mask) of keys 16 kk .. 16 kk + 15 as the bf16 A
+ * fragment of an m16k16 MMA (mma.sync, or wgmma with A in registers) */
+template <int NT>
+__device__ __forceinline__ void prefill_p_frag(const float (&s)[NT][4], int kk, uint32_t (&a)[4]) {
+    a[0] = la_pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = la_pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = la_pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = la_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+/* Write row `row` of a v2 / v3 CTA (its half h of the slab's C layout, O in o): the
+ * normalised bf16 output, or for a split item the unnormalised partial row and (m, l) for
+ * attn_combine. l: the row's sum over its quad. */
+template <int DT>
+__device__ __forceinline__ void prefill_write_row(const la_cuda_attn_params &p, const la_cuda_attn_item &it, int grp,
+                                                  int row, int h, int head0, int n_rows_used, int c4,
+                                                  const float (&o)[DT][4], float m, float l) {
+    const int hd = p.head_dim, hpc = p.heads_per_cta;
+    if (it.part_row0 < 0) {
+        if (row >= n_rows_used) return;
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        const int tok = row / hpc;
+        la_bf16_t *out = p.out + (int64_t)(it.row0 + tok) * p.n_heads * hd + (int64_t)(head0 + row - tok * hpc) * hd;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            const int d = dt * 8 + 2 * c4;
+            if (d < hd) *reinterpret_cast<uint32_t *>(out + d) = la_pack_bf16x2(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+        }
+    } else {
+        const int64_t pr = it.part_row0 + (int64_t)grp * LA_ATTN_PREFILL_ROWS_V2 + row;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            const int d = dt * 8 + 2 * c4;
+            if (d < hd) *reinterpret_cast<float2 *>(p.part_o + pr * hd + d) = make_float2(o[dt][2 * h], o[dt][2 * h + 1]);
+        }
+        if (c4 == 0) p.part_ml[pr] = make_float2(m, l);
+    }
+}
+
 template <int HD> struct prefill_v2_layout {
     static constexpr int STRIDE = HD + 8;
     static constexpr int Q_ELEMS = V2_ROWS * STRIDE;  /* rotated Q tile, 32 rows per warp */
@@ -498,7 +625,6 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta, B = p.block_size;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
-    const int64_t qstride = (int64_t)p.n_heads * hd;
     const int n_rows_used = it.n_tokens * hpc;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: which 8x8 matrix / row this lane addresses */
@@ -566,24 +692,10 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = warp * V2_WROWS + i * 16 + h * 8 + g;
-            int32_t rp = INT_MIN;
-            const la_bf16_t *rq = NULL;
-            if (row < n_rows_used) {
-                const int tok = row / hpc;
-                rp = p.pos[it.row0 + tok];
-                rq = p.q + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
-                wmax = max(wmax, rp);
-                wmin = min(wmin, rp);
-            }
-            if (c4 == 0) row_pos[row] = rp, row_q[row] = rq;
-        }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        wmax = max(wmax, __shfl_xor_sync(full, wmax, o));
-        wmin = min(wmin, __shfl_xor_sync(full, wmin, o));
-    }
+        for (int h = 0; h < 2; h++)
+            prefill_row_init(p, it, warp * V2_WROWS + i * 16 + h * 8 + g, head0, n_rows_used, c4, row_pos, row_q, wmax,
+                             wmin);
+    warp_minmax(wmax, wmin);
 
     float o[2][DT][4];
 #pragma unroll
@@ -756,59 +868,18 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
                     }
                 }
             }
-            /* mask (padding, causal) where some key of the tile may be hidden from some row */
-            if (!no_mask) {
-#pragma unroll
-                for (int nt = 0; nt < NTH; nt++) {
-                    const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[(hh * NTH + nt) * 8 + 2 * c4]);
-#pragma unroll
-                    for (int i = 0; i < 2; i++) {
-                        if (kp.x > rpos[i][0]) s[i][nt][0] = -INFINITY;
-                        if (kp.y > rpos[i][0]) s[i][nt][1] = -INFINITY;
-                        if (kp.x > rpos[i][1]) s[i][nt][2] = -INFINITY;
-                        if (kp.y > rpos[i][1]) s[i][nt][3] = -INFINITY;
-                    }
-                }
-            }
-            /* online softmax in log2 units (p = 2^(s sl2 - m)); a row is spread over a quad */
+            /* mask (padding, causal) where some key of the tile may be hidden from some row;
+             * the online softmax */
             float alpha[2][2];
 #pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    float mx = -INFINITY;
-#pragma unroll
-                    for (int nt = 0; nt < NTH; nt++) mx = fmaxf(mx, fmaxf(s[i][nt][2 * h], s[i][nt][2 * h + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
-                    /* the running maximum moves only when the tile's exceeds it by more
-                     * than LA_ATTN_RESCALE_SLACK: below that, p <= 2^slack, exact after the
-                     * final division by l, and O is not rescaled */
-                    const float cand = mx * sl2;
-                    const float nm = cand > mr[i][h] + LA_ATTN_RESCALE_SLACK ? cand : mr[i][h];
-                    alpha[i][h] = nm == -INFINITY ? 1.f : la_exp2(mr[i][h] - nm);
-                    const float bias = nm == -INFINITY ? 0.f : nm;
-                    float sum = 0.f;
-#pragma unroll
-                    for (int nt = 0; nt < NTH; nt++) {
-                        s[i][nt][2 * h] = la_exp2(fmaf(s[i][nt][2 * h], sl2, -bias));
-                        s[i][nt][2 * h + 1] = la_exp2(fmaf(s[i][nt][2 * h + 1], sl2, -bias));
-                        sum += s[i][nt][2 * h] + s[i][nt][2 * h + 1];
-                    }
-                    lr[i][h] = lr[i][h] * alpha[i][h] + sum;
-                    mr[i][h] = nm;
-                }
+            for (int i = 0; i < 2; i++) {
+                if (!no_mask) prefill_mask<NTH>(s[i], m->kpos + hh * NTH * 8, c4, rpos[i]);
+                prefill_softmax<NTH>(s[i], mr[i], lr[i], sl2, alpha[i]);
+            }
             /* rescale O only when some row's maximum moved (rare once the maxima settle) */
             if (__any_sync(full, alpha[0][0] != 1.f || alpha[0][1] != 1.f || alpha[1][0] != 1.f || alpha[1][1] != 1.f)) {
 #pragma unroll
-                for (int i = 0; i < 2; i++)
-#pragma unroll
-                    for (int d = 0; d < DT; d++) {
-                        o[i][d][0] *= alpha[i][0];
-                        o[i][d][1] *= alpha[i][0];
-                        o[i][d][2] *= alpha[i][1];
-                        o[i][d][3] *= alpha[i][1];
-                    }
+                for (int i = 0; i < 2; i++) prefill_rescale<DT>(o[i], alpha[i]);
             }
             /* O += P V: P from the S accumulators as A fragments (zero for a masked key);
              * each V fragment feeds both m16 tiles, the next one loaded during their MMAs */
@@ -816,12 +887,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
 #pragma unroll
             for (int gl = 0; gl < 2; gl++)
 #pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    a[gl][i][0] = la_pack_bf16x2(s[i][2 * gl][0], s[i][2 * gl][1]);
-                    a[gl][i][1] = la_pack_bf16x2(s[i][2 * gl][2], s[i][2 * gl][3]);
-                    a[gl][i][2] = la_pack_bf16x2(s[i][2 * gl + 1][0], s[i][2 * gl + 1][1]);
-                    a[gl][i][3] = la_pack_bf16x2(s[i][2 * gl + 1][2], s[i][2 * gl + 1][3]);
-                }
+                for (int i = 0; i < 2; i++) prefill_p_frag<NTH>(s[i], gl, a[gl][i]);
             uint32_t vb[2][4];
             auto load_v = [&](int step, int buf) { /* step = gl * KS + dn */
                 const int gl = step / KS, dn = step - gl * KS;
@@ -851,30 +917,8 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
             float l = lr[i][h];
             l += __shfl_xor_sync(full, l, 1);
             l += __shfl_xor_sync(full, l, 2);
-            const int row = warp * V2_WROWS + i * 16 + h * 8 + g;
-            if (it.part_row0 < 0) {
-                if (row >= n_rows_used) continue;
-                const float inv = l > 0.f ? 1.f / l : 0.f;
-                const int tok = row / hpc;
-                la_bf16_t *out = p.out + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    const int d = dt * 8 + 2 * c4;
-                    if (d < hd)
-                        *reinterpret_cast<uint32_t *>(out + d) =
-                            la_pack_bf16x2(o[i][dt][2 * h] * inv, o[i][dt][2 * h + 1] * inv);
-                }
-            } else {
-                const int64_t pr = it.part_row0 + (int64_t)grp * V2_ROWS + row;
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    const int d = dt * 8 + 2 * c4;
-                    if (d < hd)
-                        *reinterpret_cast<float2 *>(p.part_o + pr * hd + d) =
-                            make_float2(o[i][dt][2 * h], o[i][dt][2 * h + 1]);
-                }
-                if (c4 == 0) p.part_ml[pr] = make_float2(mr[i][h], l);
-            }
+            prefill_write_row<DT>(p, it, grp, warp * V2_WROWS + i * 16 + h * 8 + g, h, head0, n_rows_used, c4, o[i],
+                                  mr[i][h], l);
         }
 }
 
@@ -905,8 +949,8 @@ la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, l
  * every decision that changes an MMA or the shared Q (skipping a tile, rotating Q) is taken
  * for the whole CTA; a tile whose visible groups need different rotations (one straddling
  * a document boundary) scores group by group with mma.sync from the same swizzled tiles.
- * Per thread: O 64 f32, S 32, P 16 registers; 128 registers, 2 CTAs per SM (~100 KiB of
- * shared memory each). Head dim 128 only (the launcher runs v2 for others); sm_90a only
+ * Per thread: O 64 f32, S 32, P 16 registers; 128 registers (ptxas, sm_90a: a 24-byte
+ * stack, 44 bytes spilled), 2 CTAs per SM (~100 KiB of shared memory each). Head dim 128 only (the launcher runs v2 for others); sm_90a only
  * (wgmma), the backend picks it on compute capability 9.0. */
 constexpr int V3_THREADS = 256;
 constexpr int V3_ROWS = LA_ATTN_PREFILL_ROWS_V2;
@@ -931,7 +975,11 @@ struct prefill_v3_layout {
     static constexpr uint32_t END = RAW_OFF + 2 * LA_KT_GROUPS * sizeof(la_attn_block);
     static constexpr size_t BYTES = END + 1024; /* the dynamic window aligned up to 1024 inside */
 };
+static_assert(prefill_v3_layout::Q_OFF % 1024 == 0 && prefill_v3_layout::K_OFF % 1024 == 0 &&
+                  prefill_v3_layout::V_OFF % 1024 == 0 && prefill_v3_layout::KV_HALF % 1024 == 0,
+              "every swizzled region starts on a 1024-byte swizzle atom");
 
+#ifdef LA_WGMMA /* compiled for sm_90a only, as the kernel body that uses them */
 /* byte offset of element e (0..127) of row r in a two-half swizzled region (half_bytes per
  * half) */
 __device__ __forceinline__ uint32_t v3_elem(uint32_t half_bytes, uint32_t r, uint32_t e) {
@@ -957,6 +1005,7 @@ __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_att
         *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row, 64 + f)) = hi;
     }
 }
+#endif
 
 __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la_cuda_attn_params p) {
 #ifdef LA_WGMMA
@@ -977,7 +1026,6 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = 128, hpc = p.heads_per_cta, B = p.block_size;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
-    const int64_t qstride = (int64_t)p.n_heads * hd;
     const int n_rows_used = it.n_tokens * hpc;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
     const int wg = warp >> 2, row0 = wg * 64 + (warp & 3) * 16; /* this warp's slab */
@@ -1020,28 +1068,13 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     __shared__ const la_bf16_t *row_q[V3_ROWS];
     int wmax = INT_MIN, wmin = INT_MAX;
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int row = row0 + h * 8 + g;
-        int32_t rp = INT_MIN;
-        const la_bf16_t *rq = NULL;
-        if (row < n_rows_used) {
-            const int tok = row / hpc;
-            rp = p.pos[it.row0 + tok];
-            rq = p.q + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
-            wmax = max(wmax, rp);
-            wmin = min(wmin, rp);
-        }
-        if (c4 == 0) row_pos[row] = rp, row_q[row] = rq;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        wmax = max(wmax, __shfl_xor_sync(full, wmax, o));
-        wmin = min(wmin, __shfl_xor_sync(full, wmin, o));
-    }
+    for (int h = 0; h < 2; h++) prefill_row_init(p, it, row0 + h * 8 + g, head0, n_rows_used, c4, row_pos, row_q, wmax, wmin);
+    warp_minmax(wmax, wmin);
 
-    float oacc[4 * DT];
+    float o[DT][4]; /* the warp's slab of O, C layout; the wgmmas see it as 64 floats */
 #pragma unroll
-    for (int j = 0; j < 4 * DT; j++) oacc[j] = 0.f;
+    for (int d = 0; d < DT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+    float(&oacc)[4 * DT] = *reinterpret_cast<float(*)[4 * DT]>(&o[0][0]);
     float mr[2] = {-INFINITY, -INFINITY}, lr[2] = {0.f, 0.f};
     bool have_q = false;
     int32_t q_delta = 0;
@@ -1078,7 +1111,8 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     }
 
     for (int t = 0; t < n_tiles; t++) {
-        la_wgmma_wait<0>(); /* the last P V read stage (t + 1) & 1 */
+        la_wgmma_wait<0>(); /* none in flight (P V is waited at its tile's end); kept so every
+                             * path into the copies below is visibly closed */
         la_cp_async_wait<0>();
         la_fence_proxy_async();
         __syncthreads();
@@ -1130,17 +1164,16 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                 else if (gdel[gi] != d0) uniform = false;
                 vis |= 1 << gi;
             }
-        if (uniform && (!have_q || d0 != q_delta)) {
-            __syncthreads(); /* no warpgroup still reads Q (each waited for its S) */
-            rotate(d0);
-        }
+        /* no warpgroup still reads Q: every S was waited for before the barrier above */
+        if (uniform && (!have_q || d0 != q_delta)) rotate(d0);
         int32_t rpos[2] = {0, 0};
         if (!no_mask) rpos[0] = row_pos[row0 + g], rpos[1] = row_pos[row0 + g + 8];
 
         /* S: [4 nt + e] = key 8 nt + 2 c4 + e % 2 of row h = e / 2. Written by the S
          * wgmmas only (the first k-step writes without reading): an ordinary write or
          * read of an accumulator while a wgmma is in flight makes ptxas serialise them */
-        float s[LA_KT / 2];
+        float s[LA_KT / 8][4];
+        float(&sacc)[LA_KT / 2] = *reinterpret_cast<float(*)[LA_KT / 2]>(&s[0][0]);
         const uint64_t dk = la_wgmma_desc(kst, 16, 1024);
         if (uniform) {
             la_wgmma_fence();
@@ -1148,8 +1181,8 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
             for (int ks = 0; ks < 8; ks++) {
                 const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
                 const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
-                if (ks == 0) la_wgmma_ss_n64_first(s, da, db);
-                else la_wgmma_ss_n64(s, da, db);
+                if (ks == 0) la_wgmma_ss_n64_first(sacc, da, db);
+                else la_wgmma_ss_n64(sacc, da, db);
             }
             la_wgmma_commit();
             la_wgmma_wait<0>();
@@ -1161,13 +1194,13 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
              * scores stay zero and are masked below. No wgmma here: ptxas serialises
              * every wgmma of a kernel whose second wgmma path it cannot pipeline. */
 #pragma unroll
-            for (int j = 0; j < LA_KT / 2; j++) s[j] = 0.f;
+            for (int j = 0; j < LA_KT / 2; j++) sacc[j] = 0.f;
             const int mi = lane >> 3, rr = lane & 7;
 #pragma unroll
             for (int gl = 0; gl < LA_KT_GROUPS; gl++) {
                 if (!(vis & (1 << gl))) continue;
                 const int32_t dg = gdel[gl];
-                if (dg != q_delta) {
+                if (!have_q || dg != q_delta) {
                     __syncthreads(); /* no warpgroup still reads Q */
                     rotate(dg);
                 }
@@ -1180,62 +1213,20 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                                          la_sw128((uint32_t)(row0 + (mi & 1) * 8 + rr), (uint32_t)(2 * (ks & 3) + (mi >> 1))));
                     la_ldmatrix_x4_s(b0, b1, b2, b3,
                                      kst + (ks >> 2) * L::KV_HALF + la_sw128(key, (uint32_t)(2 * (ks & 3) + (mi & 1))));
-                    la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl), qa, b0, b1);
-                    la_mma_bf16(*reinterpret_cast<float(*)[4]>(s + 8 * gl + 4), qa, b2, b3);
+                    la_mma_bf16(s[2 * gl], qa, b0, b1);
+                    la_mma_bf16(s[2 * gl + 1], qa, b2, b3);
                 }
             }
         }
 #pragma unroll
-        for (int j = 0; j < LA_KT / 2; j++) la_wgmma_fence_operand(s[j]);
-        if (!no_mask) {
-#pragma unroll
-            for (int nt = 0; nt < LA_KT / 8; nt++) {
-                const int2 kp = *reinterpret_cast<const int2 *>(&m->kpos[nt * 8 + 2 * c4]);
-                if (kp.x > rpos[0]) s[4 * nt + 0] = -INFINITY;
-                if (kp.y > rpos[0]) s[4 * nt + 1] = -INFINITY;
-                if (kp.x > rpos[1]) s[4 * nt + 2] = -INFINITY;
-                if (kp.y > rpos[1]) s[4 * nt + 3] = -INFINITY;
-            }
-        }
+        for (int j = 0; j < LA_KT / 2; j++) la_wgmma_fence_operand(sacc[j]);
+        if (!no_mask) prefill_mask<LA_KT / 8>(s, m->kpos, c4, rpos);
         float alpha[2];
+        prefill_softmax<LA_KT / 8>(s, mr, lr, sl2, alpha);
+        if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) prefill_rescale<DT>(o, alpha);
+        uint32_t a[LA_KT_GROUPS][4]; /* P of keys 16 kk .. 16 kk + 15 */
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < LA_KT / 8; nt++) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * h], s[4 * nt + 2 * h + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(full, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(full, mx, 2));
-            const float cand = mx * sl2;
-            const float nm = cand > mr[h] + LA_ATTN_RESCALE_SLACK ? cand : mr[h];
-            alpha[h] = nm == -INFINITY ? 1.f : la_exp2(mr[h] - nm);
-            const float bias = nm == -INFINITY ? 0.f : nm;
-            float sum = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < LA_KT / 8; nt++) {
-                s[4 * nt + 2 * h] = la_exp2(fmaf(s[4 * nt + 2 * h], sl2, -bias));
-                s[4 * nt + 2 * h + 1] = la_exp2(fmaf(s[4 * nt + 2 * h + 1], sl2, -bias));
-                sum += s[4 * nt + 2 * h] + s[4 * nt + 2 * h + 1];
-            }
-            lr[h] = lr[h] * alpha[h] + sum;
-            mr[h] = nm;
-        }
-        if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-            for (int d = 0; d < DT; d++) {
-                oacc[4 * d + 0] *= alpha[0];
-                oacc[4 * d + 1] *= alpha[0];
-                oacc[4 * d + 2] *= alpha[1];
-                oacc[4 * d + 3] *= alpha[1];
-            }
-        }
-        uint32_t a[LA_KT_GROUPS][4]; /* [k16 step kk: keys 16 kk ..][reg] */
-#pragma unroll
-        for (int kk = 0; kk < LA_KT_GROUPS; kk++) {
-            a[kk][0] = la_pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
-            a[kk][1] = la_pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
-            a[kk][2] = la_pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
-            a[kk][3] = la_pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        for (int kk = 0; kk < LA_KT_GROUPS; kk++) prefill_p_frag<LA_KT / 8>(s, kk, a[kk]);
         const uint64_t dv = la_wgmma_desc(vst, L::KV_HALF, 1024);
         la_wgmma_fence();
 #pragma unroll
@@ -1256,24 +1247,7 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
         float l = lr[h];
         l += __shfl_xor_sync(full, l, 1);
         l += __shfl_xor_sync(full, l, 2);
-        const int row = row0 + h * 8 + g;
-        if (it.part_row0 < 0) {
-            if (row >= n_rows_used) continue;
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const int tok = row / hpc;
-            la_bf16_t *out = p.out + (int64_t)(it.row0 + tok) * qstride + (int64_t)(head0 + row - tok * hpc) * hd;
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++)
-                *reinterpret_cast<uint32_t *>(out + dt * 8 + 2 * c4) =
-                    la_pack_bf16x2(oacc[4 * dt + 2 * h] * inv, oacc[4 * dt + 2 * h + 1] * inv);
-        } else {
-            const int64_t pr = it.part_row0 + (int64_t)grp * V3_ROWS + row;
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++)
-                *reinterpret_cast<float2 *>(p.part_o + pr * hd + dt * 8 + 2 * c4) =
-                    make_float2(oacc[4 * dt + 2 * h], oacc[4 * dt + 2 * h + 1]);
-            if (c4 == 0) p.part_ml[pr] = make_float2(mr[h], l);
-        }
+        prefill_write_row<DT>(p, it, grp, row0 + h * 8 + g, h, head0, n_rows_used, c4, o, mr[h], l);
     }
 #else
     __trap(); /* not built for sm_90a: the host never launches this instance */
@@ -1303,7 +1277,7 @@ extern "C" la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStre
         if (hd <= 64) return launch_prefill<64>(p, stream, err);
         return launch_prefill<128>(p, stream, err);
     }
-    if (p->prefill_variant == 3 && hd == 128) return launch_prefill_v3(p, stream, err);
+    if (la_cuda_attn_prefill_kernel_for(p->prefill_variant, hd) == 3) return launch_prefill_v3(p, stream, err);
     if (hd <= 32) return launch_prefill_v2<32>(p, stream, err);
     if (hd <= 64) return launch_prefill_v2<64>(p, stream, err);
     return launch_prefill_v2<128>(p, stream, err);

@@ -1961,10 +1961,9 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     return LA_OK;
 }
 
-/* *v = the kernel variant the environment variable `name` names: v1 -> 1, v2 or unset -> 2;
- * another value is LA_ERR_INVALID_ARG. */
-/* LA_ATTN_PREFILL / LA_ATTN_DECODE: v1, v2 or (max_variant 3) v3; unset: *v = 0, the
- * backend's default */
+/* *v = the kernel variant the environment variable `name` (LA_ATTN_PREFILL, LA_ATTN_DECODE)
+ * names: v1 .. v<max_variant> -> 1 .. max_variant; unset or empty -> 0 (the backend's
+ * default); another value is LA_ERR_INVALID_ARG. */
 static const char k_no_wgmma[] = "attn_prefill v3 needs compute capability 9.0 and a build for sm_90a "
                                  "(LA_CUDA_ARCHITECTURES with 90a)";
 
@@ -1976,8 +1975,8 @@ static la_status env_variant(const char *name, int32_t max_variant, int32_t *v, 
         *v = e[1] - '0';
         return LA_OK;
     }
-    return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected v1 %s v2%s", name, e, max_variant > 2 ? "," : "or",
-                      max_variant > 2 ? " or v3" : "");
+    return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected %s", name, e,
+                      max_variant > 2 ? "v1, v2 or v3" : "v1 or v2");
 }
 
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
@@ -2032,8 +2031,10 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     c->prefill_variant = variant;
     c->decode_variant = decode_variant;
     la_status s = create_resources(c, err);
+    /* INVALID_ARG, not UNSUPPORTED: a test run asking for v3 where it cannot run must fail,
+     * not skip as if there were no GPU */
     if (s == LA_OK && variant == 3 && !c->wgmma)
-        s = la_err_set(err, LA_ERR_UNSUPPORTED, "LA_ATTN_PREFILL=v3: %s", k_no_wgmma);
+        s = la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=v3: %s", k_no_wgmma);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
         return s;
@@ -2060,6 +2061,12 @@ la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_e
 
 int32_t la_cuda_attn_prefill_variant(const la_backend *be) {
     return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->prefill_variant : 0;
+}
+
+int32_t la_cuda_attn_prefill_kernel(const la_backend *be) {
+    if (!la_cuda_backend_is(be)) return 0;
+    const cuda_backend *c = (const cuda_backend *)be;
+    return la_cuda_attn_prefill_kernel_for(c->prefill_variant, c->base.cfg.head_dim);
 }
 
 la_status la_cuda_attn_decode_variant_set(la_backend *be, int32_t variant, la_err *err) {

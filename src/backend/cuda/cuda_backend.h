@@ -125,6 +125,9 @@ uint32_t la_cuda_fused_gemm(const la_backend *be);
 la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err);
 /* The variant of the next steps; 0 for a backend that is not CUDA. */
 int32_t la_cuda_attn_prefill_variant(const la_backend *be);
+/* The kernel the variant runs for the loaded model's head_dim (v3 runs v2 at a head_dim other
+ * than 128); 0 for a backend that is not CUDA. */
+int32_t la_cuda_attn_prefill_kernel(const la_backend *be);
 
 /* Which attn_decode kernel the decode items use from the next launch on (attn_decode.cu):
  * 1 = f32 on the CUDA cores, 64-key tiles shared by the CTA; 2 = tensor cores, each warp

@@ -107,14 +107,21 @@ typedef struct la_cuda_attn_params {
                                      warps per CTA instead of 4 */
 } la_cuda_attn_params;
 
-/* Query rows (token x head) of one attn_prefill CTA of the given variant (1 or 2): the
+/* Query rows (token x head) of one attn_prefill CTA of the given variant (1, 2 or 3): the
  * host scheduler cuts prefill tiles of rows / heads_per_cta tokens. */
 static inline int32_t la_cuda_attn_prefill_rows(int32_t variant) {
     return variant == 1 ? LA_ATTN_PREFILL_ROWS : LA_ATTN_PREFILL_ROWS_V2;
 }
 
-/* Prefill: tensor cores (mma.sync m16n8k16 bf16, f32 accumulate), online softmax; the
- * kernel of p->prefill_variant. Grid (n_items, n_kv_heads * n_head_chunks). attn_prefill.cu. */
+/* The attn_prefill kernel that runs for `variant` at `head_dim`: v3 exists for head_dim 128
+ * only and runs v2 otherwise (the same tiles). */
+static inline int32_t la_cuda_attn_prefill_kernel_for(int32_t variant, int32_t head_dim) {
+    return variant == 3 && head_dim != 128 ? 2 : variant;
+}
+
+/* Prefill: tensor cores (mma.sync m16n8k16, or wgmma under v3; bf16 in, f32 accumulate),
+ * online softmax; the kernel of la_cuda_attn_prefill_kernel_for(p->prefill_variant,
+ * p->head_dim). Grid (n_items, n_kv_heads * n_head_chunks). attn_prefill.cu. */
 /* Validate what both attention launchers require: head_dim a multiple of 8 and at most
  * LA_ATTN_MAX_HEAD_DIM (LA_ERR_UNSUPPORTED), block_size a multiple of 16 and a head geometry
  * with n_heads / n_kv_heads = heads_per_cta x n_head_chunks, heads_per_cta in
