@@ -40,9 +40,8 @@
  * and a warp's first rotation overlaps the first tile's copies. Each key tile runs in two
  * passes of 32 keys (S of 32 keys is 32 accumulators per thread, so the next k-step's
  * fragments are loaded while the current MMAs run). One __syncthreads per key tile: the
- * block-list entries of tile
- * t + 2 are cp.async'd with the K/V of tile t + 1, so the K/V addresses never wait on a
- * device-memory load; the key metadata (positions, per-group q_delta, k_rope, valid
+ * block-list entries of tile t + 2 are cp.async'd with the K/V of tile t + 1, so the K/V
+ * addresses never wait on a device-memory load; the key metadata (positions, per-group q_delta, k_rope, valid
  * counts) is derived from them one tile ahead. A tile fully visible to every row of a warp
  * (all 64 keys valid, last key position <= the warp's first row position) skips the
  * per-element mask; a pass no row of a warp sees is skipped; the running maximum moves

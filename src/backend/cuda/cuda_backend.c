@@ -1961,12 +1961,12 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     return LA_OK;
 }
 
-/* *v = the kernel variant the environment variable `name` (LA_ATTN_PREFILL, LA_ATTN_DECODE)
- * names: v1 .. v<max_variant> -> 1 .. max_variant; unset or empty -> 0 (the backend's
- * default); another value is LA_ERR_INVALID_ARG. */
 static const char k_no_wgmma[] = "attn_prefill v3 needs compute capability 9.0 and a build for sm_90a "
                                  "(LA_CUDA_ARCHITECTURES with 90a)";
 
+/* *v = the kernel variant the environment variable `name` (LA_ATTN_PREFILL, LA_ATTN_DECODE)
+ * names: v1 .. v<max_variant> -> 1 .. max_variant; unset or empty -> 0 (the backend's
+ * default); another value is LA_ERR_INVALID_ARG. */
 static la_status env_variant(const char *name, int32_t max_variant, int32_t *v, la_err *err) {
     const char *e = getenv(name);
     *v = 0;
