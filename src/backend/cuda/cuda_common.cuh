@@ -95,18 +95,16 @@ __device__ __forceinline__ void la_cp_async4(void *smem, const void *gmem, bool 
                  : "memory");
 }
 
-/* 16-byte async copy global -> shared; pred false writes zeros and reads nothing. */
-__device__ __forceinline__ void la_cp_async16(void *smem, const void *gmem, bool pred) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = pred ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n)
-                 : "memory");
-}
-/* The same at a 32-bit shared-memory address (__cvta_generic_to_shared). */
+/* 16-byte async copy global -> shared at a 32-bit shared-memory address
+ * (__cvta_generic_to_shared); pred false writes zeros and reads nothing. */
 __device__ __forceinline__ void la_cp_async16_s(uint32_t s, const void *gmem, bool pred) {
     int n = pred ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n)
                  : "memory");
+}
+/* The same at a generic pointer into shared memory. */
+__device__ __forceinline__ void la_cp_async16(void *smem, const void *gmem, bool pred) {
+    la_cp_async16_s((uint32_t)__cvta_generic_to_shared(smem), gmem, pred);
 }
 __device__ __forceinline__ void la_cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
