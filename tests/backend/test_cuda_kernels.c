@@ -127,8 +127,8 @@ typedef struct pair {
     const la_model_config *cfg;
 } pair;
 
-/* Both backends with s's weights and a pool of n_blocks x B; false (and the skip line)
- * when there is no GPU. */
+/* Both backends with s's weights and a pool of n_blocks x B; false (the skip line printed,
+ * s freed: the caller just returns) when there is no GPU. */
 static bool pair_open(pair *p, synth *s, int64_t n_blocks, int32_t B) {
     la_err err = {0};
     memset(p, 0, sizeof *p);
@@ -136,6 +136,7 @@ static bool pair_open(pair *p, synth *s, int64_t n_blocks, int32_t B) {
     if (st == LA_ERR_UNSUPPORTED) {
         printf("skipped: no GPU (%s)\n", err.msg);
         fflush(stdout);
+        synth_free(s);
         return false;
     }
     LA_CHECK_OK(st, err);
@@ -421,10 +422,7 @@ static void row_ops(int hidden, int n_heads, int n_kv, int hd, int inter, int vo
     synth s;
     synth_init(&s, hidden, n_heads, n_kv, hd, inter, vocab, 2);
     pair p;
-    if (!pair_open(&p, &s, 64, 16)) {
-        synth_free(&s);
-        return;
-    }
+    if (!pair_open(&p, &s, 64, 16)) return;
     la_err err = {0};
     const int32_t n = 37;
     builder b;
@@ -542,10 +540,7 @@ Test(cuda_kernels, argmax_matches_host_argmax) {
     synth s;
     synth_init(&s, 64, 4, 1, 16, 128, 512, 1);
     pair p;
-    if (!pair_open(&p, &s, 8, 16)) {
-        synth_free(&s);
-        return;
-    }
+    if (!pair_open(&p, &s, 8, 16)) return;
     la_err err = {0};
     const int32_t widths[2] = {128256, 1003}, R = 8;
     for (int wi = 0; wi < 2; wi++) {
@@ -584,10 +579,7 @@ Test(cuda_kernels, bad_token_id_is_invalid_arg) {
     synth s;
     synth_init(&s, 64, 4, 2, 16, 128, 100, 1);
     pair p;
-    if (!pair_open(&p, &s, 8, 16)) {
-        synth_free(&s);
-        return;
-    }
+    if (!pair_open(&p, &s, 8, 16)) return;
     builder b;
     builder_init(&b);
     add_token(&b, 0, 0, 0);
@@ -634,10 +626,7 @@ Test(cuda_kernels, kv_write_and_copy_rotate_match_cpu) {
     synth_init(&s, 256, 8, 2, 128, 256, 100, 2);
     pair p;
     const int32_t B = 16;
-    if (!pair_open(&p, &s, 64, B)) {
-        synth_free(&s);
-        return;
-    }
+    if (!pair_open(&p, &s, 64, B)) return;
     la_err err = {0};
     const la_model_config *m = p.cfg;
     int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim;
@@ -701,11 +690,7 @@ typedef struct geometry {
 
 static bool attn_open(pair *p, synth *s, geometry g) {
     synth_init(s, g.hidden, g.n_heads, g.n_kv, g.hd, 128, 100, 2);
-    if (!pair_open(p, s, 4096, g.B)) {
-        synth_free(s);
-        return false;
-    }
-    return true;
+    return pair_open(p, s, 4096, g.B);
 }
 
 static void attn_close(pair *p, synth *s) {
