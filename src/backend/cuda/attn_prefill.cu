@@ -46,8 +46,8 @@
  * (all 64 keys valid, last key position <= the warp's first row position) skips the
  * per-element mask; a pass no row of a warp sees is skipped; the running maximum moves
  * only past LA_ATTN_RESCALE_SLACK (attn_tile.cuh), so O is rarely rescaled. Padding slots
- * load as zeros. Registers / shared memory per CTA (sm_90a, ptxas): hd 128 244 / 104.9
- * KiB, hd 64 177, hd 32 138, no spills; 2 CTAs per SM at hd 128.
+ * load as zeros. Registers / shared memory per CTA (sm_90a, ptxas): hd 128 236 / 104.9
+ * KiB, hd 64 174, hd 32 164, no spills; 2 CTAs per SM at hd 128.
  *
  * v1. One CTA = 4 warps = 64 query rows; row r is token r / hpc, query head
  * r % hpc of the CTA's KV head (hpc = heads_per_cta: 4 for Llama-3's GQA, so a CTA holds
@@ -436,6 +436,28 @@ __device__ __forceinline__ void rope_rotate_pair(uint32_t x2, uint32_t y2, float
     hi = la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
 }
 
+/* The loads of one query row's rotation at pos - delta (rope_rotate_pair's inputs: x2 =
+ * q[f, f + 1], y2 = q[half + f, half + f + 1], cs by la_rope_cs2), issued unconditionally
+ * so that a caller's batch of rows has all its loads in flight at once: a branch around
+ * them makes the compiler wait for each row's loads before issuing the next row's (ncu,
+ * v3 on the 64-token question: one L2 round trip per row, ~15% of the kernel's samples).
+ * q NULL (a row past the tile) reads p.q's first row instead and returns false: the caller
+ * writes zeros. pos INT_MIN (past the tile) is clamped by la_rope_cs2. */
+__device__ __forceinline__ bool rope_q_load(const la_cuda_attn_params &p, const la_bf16_t *q, int32_t pos,
+                                            int32_t delta, int half, int f, uint32_t &x2, uint32_t &y2, float4 &cs) {
+    const bool ok = q != NULL;
+    if (!ok) q = p.q;
+    x2 = __ldg(reinterpret_cast<const unsigned int *>(q + f));
+    y2 = __ldg(reinterpret_cast<const unsigned int *>(q + half + f));
+    cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)pos - delta, f);
+    return ok;
+}
+/* rows per batch of rope_q_load (ptxas, sm_90a): a CTA's first rotation, with nothing else
+ * live yet (O is still zero), and the later ones, with O live in registers: v2 (236
+ * registers at hd 128 either way, no spills) and v3 (more than 2 rows per batch adds
+ * spills to its 128 registers) */
+constexpr int ROT_ROWS_FIRST = 16, ROT_ROWS_V2 = 4, ROT_ROWS_V3 = 2;
+
 /* ---- shared by v2 and v3: rows, a 16-row slab's scores and softmax, output rows -------- */
 
 /* Row `row` of a v2 / v3 CTA (token row / hpc of the item, query head head0 + row % hpc):
@@ -578,28 +600,33 @@ template <int HD> struct prefill_v2_layout {
  * hd / 4 <= 32 lanes busy). Warp-local: the warp's own ldmatrix reads are its only readers.
  * row_pos / row_q: each CTA row's position and unrotated query vector (NULL past the tile),
  * in shared memory (written by the warp before), so no load here waits on a device-memory
- * load and no row costs a division; 16 rows' loads are in flight at once. */
-template <int HD>
+ * load and no row costs a division; RB rows' loads are in flight at once (rope_q_load). */
+template <int HD, int RB>
 __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_params &p, int row_base,
                                             int32_t delta, const int32_t *row_pos,
                                             const la_bf16_t *const *row_q) {
     constexpr int STRIDE = HD + 8;
+    static_assert(V2_WROWS % RB == 0, "whole batches of rows");
     const int lane = threadIdx.x & 31, hd = p.head_dim, half = hd >> 1;
     __syncwarp();
     if (lane < (hd >> 2)) {
         const int f = 2 * lane;
-#pragma unroll 16
-        for (int r = 0; r < V2_WROWS; r++) {
-            const la_bf16_t *q = row_q[row_base + r];
-            uint32_t lo = 0, hi = 0;
-            if (q) {
-                const uint32_t x2 = *reinterpret_cast<const uint32_t *>(q + f);
-                const uint32_t y2 = *reinterpret_cast<const uint32_t *>(q + half + f);
-                const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)row_pos[row_base + r] - delta, f);
-                rope_rotate_pair(x2, y2, cs, lo, hi);
+#pragma unroll
+        for (int r0 = 0; r0 < V2_WROWS; r0 += RB) {
+            uint32_t x2[RB], y2[RB];
+            float4 cs[RB];
+            bool ok[RB];
+#pragma unroll
+            for (int j = 0; j < RB; j++)
+                ok[j] = rope_q_load(p, row_q[row_base + r0 + j], row_pos[row_base + r0 + j], delta, half, f, x2[j],
+                                    y2[j], cs[j]);
+#pragma unroll
+            for (int j = 0; j < RB; j++) {
+                uint32_t lo = 0, hi = 0;
+                if (ok[j]) rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
+                *reinterpret_cast<uint32_t *>(Qw + (r0 + j) * STRIDE + f) = lo;
+                *reinterpret_cast<uint32_t *>(Qw + (r0 + j) * STRIDE + half + f) = hi;
             }
-            *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + f) = lo;
-            *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + half + f) = hi;
         }
     }
     __syncwarp();
@@ -737,7 +764,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
             if (meta[0].gmin[gi] <= wmax) first = gi;
         if (first >= 0) {
             q_delta = meta[0].gdelta[first];
-            rotate_q_v2<HD>(Qw, p, warp * V2_WROWS, q_delta, row_pos, row_q);
+            rotate_q_v2<HD, ROT_ROWS_FIRST>(Qw, p, warp * V2_WROWS, q_delta, row_pos, row_q);
             have_q = true;
         }
     }
@@ -789,7 +816,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
          * boundary only at a document's first block): one rotation serves the tile.
          * Otherwise the S step below rotates Q per group. */
         if (uniform && (!have_q || d0 != q_delta)) { /* before S: no accumulators live yet */
-            rotate_q_v2<HD>(Qw, p, warp * V2_WROWS, d0, row_pos, row_q);
+            rotate_q_v2<HD, ROT_ROWS_V2>(Qw, p, warp * V2_WROWS, d0, row_pos, row_q);
             q_delta = d0;
             have_q = true;
         }
@@ -848,7 +875,7 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
                     if (!(hvis & (1 << gl))) continue;
                     const int32_t dg = m->gdelta[gi]; /* shared memory: gi is not a constant */
                     if (!have_q || dg != q_delta) {
-                        rotate_q_v2<HD>(Qw, p, warp * V2_WROWS, dg, row_pos, row_q);
+                        rotate_q_v2<HD, ROT_ROWS_V2>(Qw, p, warp * V2_WROWS, dg, row_pos, row_q);
                         q_delta = dg;
                         have_q = true;
                     }
@@ -986,22 +1013,28 @@ __device__ __forceinline__ uint32_t v3_elem(uint32_t half_bytes, uint32_t r, uin
 }
 
 /* v3's Q rotation: this warp's 16 rows (row0 ..) at p - delta, written swizzled; lane l does
- * frequencies 2 l, 2 l + 1. The caller fences and syncs. */
+ * frequencies 2 l, 2 l + 1; RB rows' loads in flight at once (rope_q_load). The caller
+ * fences and syncs. */
+template <int RB>
 __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_attn_params &p, int row0, int32_t delta,
                                             const int32_t *row_pos, const la_bf16_t *const *row_q) {
+    static_assert(16 % RB == 0, "whole batches of rows");
     const int lane = threadIdx.x & 31, f = 2 * lane;
 #pragma unroll
-    for (int r = 0; r < 16; r++) {
-        const int row = row0 + r;
-        const la_bf16_t *q = row_q[row];
-        uint32_t lo = 0, hi = 0;
-        if (q) {
-            const uint32_t x2 = *reinterpret_cast<const uint32_t *>(q + f);
-            const uint32_t y2 = *reinterpret_cast<const uint32_t *>(q + 64 + f);
-            rope_rotate_pair(x2, y2, la_rope_cs2(p.rope, p.rope_len, 64, (int64_t)row_pos[row] - delta, f), lo, hi);
+    for (int r0 = 0; r0 < 16; r0 += RB) {
+        uint32_t x2[RB], y2[RB];
+        float4 cs[RB];
+        bool ok[RB];
+#pragma unroll
+        for (int j = 0; j < RB; j++)
+            ok[j] = rope_q_load(p, row_q[row0 + r0 + j], row_pos[row0 + r0 + j], delta, 64, f, x2[j], y2[j], cs[j]);
+#pragma unroll
+        for (int j = 0; j < RB; j++) {
+            uint32_t lo = 0, hi = 0;
+            if (ok[j]) rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
+            *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r0 + j, f)) = lo;
+            *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r0 + j, 64 + f)) = hi;
         }
-        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row, f)) = lo;
-        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row, 64 + f)) = hi;
     }
 }
 #endif
@@ -1078,8 +1111,9 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     bool have_q = false;
     int32_t q_delta = 0;
     const float sl2 = p.scale_log2;
-    auto rotate = [&](int32_t delta) { /* every warp its rows, then visible to wgmma */
-        rotate_q_v3(smem + L::Q_OFF, p, row0, delta, row_pos, row_q);
+    auto rotate = [&](int32_t delta, bool first) { /* every warp its rows, then visible to wgmma */
+        if (first) rotate_q_v3<ROT_ROWS_FIRST>(smem + L::Q_OFF, p, row0, delta, row_pos, row_q);
+        else rotate_q_v3<ROT_ROWS_V3>(smem + L::Q_OFF, p, row0, delta, row_pos, row_q);
         la_fence_proxy_async();
         __syncthreads();
         q_delta = delta;
@@ -1106,7 +1140,7 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
 #pragma unroll
         for (int gi = LA_KT_GROUPS - 1; gi >= 0; gi--)
             if (meta[0].m.gmin[gi] <= it.pos_max) first = gi;
-        if (first >= 0) rotate(meta[0].m.gdelta[first]);
+        if (first >= 0) rotate(meta[0].m.gdelta[first], true);
     }
 
     for (int t = 0; t < n_tiles; t++) {
@@ -1164,7 +1198,7 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                 vis |= 1 << gi;
             }
         /* no warpgroup still reads Q: every S was waited for before the barrier above */
-        if (uniform && (!have_q || d0 != q_delta)) rotate(d0);
+        if (uniform && (!have_q || d0 != q_delta)) rotate(d0, false);
         int32_t rpos[2] = {0, 0};
         if (!no_mask) rpos[0] = row_pos[row0 + g], rpos[1] = row_pos[row0 + g + 8];
 
@@ -1201,7 +1235,7 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
                 const int32_t dg = gdel[gl];
                 if (!have_q || dg != q_delta) {
                     __syncthreads(); /* no warpgroup still reads Q */
-                    rotate(dg);
+                    rotate(dg, false);
                 }
                 const uint32_t key = (uint32_t)(gl * 16 + (mi >> 1) * 8 + rr);
 #pragma unroll
