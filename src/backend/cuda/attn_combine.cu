@@ -25,6 +25,7 @@ namespace {
 constexpr int C_WARPS = 4;
 
 __global__ void __launch_bounds__(C_WARPS * 32) attn_combine_kernel(const la_cuda_attn_params p) {
+    la_pdl_enter();
     const la_cuda_attn_combine_item ci = p.combine[blockIdx.x];
     const int grp = blockIdx.y, n_groups = gridDim.y;
     const int kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
@@ -49,6 +50,5 @@ extern "C" la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStre
     const int max_rows = p->combine_rows > 0 ? p->combine_rows : LA_ATTN_PREFILL_ROWS_V2;
     dim3 grid((unsigned)p->n_combine, (unsigned)(p->n_kv_heads * p->n_head_chunks),
               (unsigned)((max_rows + C_WARPS - 1) / C_WARPS));
-    attn_combine_kernel<<<grid, C_WARPS * 32, 0, stream>>>(*p);
-    return la_cuda_launched("attn_combine", err);
+    return la_cuda_launch(attn_combine_kernel, grid, C_WARPS * 32, 0, stream, *p, "attn_combine", err);
 }

@@ -117,6 +117,7 @@ template <int HD> struct decode_layout {
 
 template <int HD>
 __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda_attn_params p) {
+    la_pdl_enter();
     using L = decode_layout<HD>;
     constexpr int STRIDE = L::STRIDE;
     constexpr int TPH = HD / 4; /* threads per head in P V (4 dims each) */
@@ -320,8 +321,7 @@ la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_er
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_decode_kernel<HD>, bytes, &attr_done, "attn_decode", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_decode_kernel<HD><<<grid, D_THREADS, bytes, stream>>>(*p);
-    return la_cuda_launched("attn_decode", err);
+    return la_cuda_launch(attn_decode_kernel<HD>, grid, D_THREADS, bytes, stream, *p, "attn_decode", err);
 }
 
 /* ---- v2: tensor cores, one key stream per warp (top of this file) ----------------------- */
@@ -484,6 +484,7 @@ __device__ __forceinline__ void decode_v2_merge_if_last(const la_cuda_attn_param
 template <int HD, bool DEEP>
 __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2)
     attn_decode_v2_kernel(const la_cuda_attn_params p) {
+    la_pdl_enter();
     using L = decode_v2_layout<HD, DEEP>;
     constexpr int W_WARPS = L::WARPS, W_THREADS = L::THREADS;
     constexpr int S = L::STAGES, STRIDE = L::STRIDE, TILE = L::TILE_ELEMS, CH = HD / 8, DT = HD / 8;
@@ -701,8 +702,8 @@ la_status launch_decode_v2(const la_cuda_attn_params *p, cudaStream_t stream, la
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_decode_v2_kernel<HD, DEEP>, bytes, &attr_done, "attn_decode v2", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_decode_v2_kernel<HD, DEEP><<<grid, decode_v2_layout<HD, DEEP>::THREADS, bytes, stream>>>(*p);
-    return la_cuda_launched("attn_decode", err);
+    return la_cuda_launch(attn_decode_v2_kernel<HD, DEEP>, grid, decode_v2_layout<HD, DEEP>::THREADS, bytes,
+            stream, *p, "attn_decode", err);
 }
 
 template <int HD>

@@ -123,6 +123,7 @@ __device__ __forceinline__ void rotate_q(uint32_t (&qf)[HD / 16][4], const la_bf
 
 template <int HD>
 __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cuda_attn_params p) {
+    la_pdl_enter();
     using L = prefill_layout<HD>;
     constexpr int STRIDE = L::STRIDE, CH = HD / 8, NT = LA_KT / 8, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -361,8 +362,7 @@ la_status launch_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_e
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_kernel<HD>, bytes, &attr_done, "attn_prefill", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_prefill_kernel<HD><<<grid, P_THREADS, bytes, stream>>>(*p);
-    return la_cuda_launched("attn_prefill", err);
+    return la_cuda_launch(attn_prefill_kernel<HD>, grid, P_THREADS, bytes, stream, *p, "attn_prefill", err);
 }
 
 
@@ -453,10 +453,9 @@ __device__ __forceinline__ bool rope_q_load(const la_cuda_attn_params &p, const 
     return ok;
 }
 /* rows per batch of rope_q_load (ptxas, sm_90a): a CTA's first rotation, with nothing else
- * live yet (O is still zero), and the later ones, with O live in registers: v2 (236
- * registers at hd 128 either way, no spills) and v3 (more than 2 rows per batch adds
- * spills to its 128 registers) */
-constexpr int ROT_ROWS_FIRST = 16, ROT_ROWS_V2 = 4, ROT_ROWS_V3 = 2;
+ * live yet (O is still zero), and v2's later ones, with O live in registers (236 registers
+ * at hd 128 either way, no spills); v3's later ones: ROT_ROWS_V3 */
+constexpr int ROT_ROWS_FIRST = 16, ROT_ROWS_V2 = 4;
 
 /* ---- shared by v2 and v3: rows, a 16-row slab's scores and softmax, output rows -------- */
 
@@ -634,6 +633,7 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
 
 template <int HD>
 __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la_cuda_attn_params p) {
+    la_pdl_trigger(); /* la_pdl_wait below, once the prologue has read the host-written metadata */
     using L = prefill_v2_layout<HD>;
     constexpr int STRIDE = L::STRIDE, CH = HD / 8, NTH = LA_KT / 16, DT = HD / 8, KS = HD / 16;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -748,6 +748,9 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
     la_cp_async_commit();
     la_cp_async_wait<0>();
     __syncthreads();
+    /* up to here only what the host wrote (items, positions, block lists); q and the new
+     * keys come from the kernels before this one (PDL: la_cuda_launch) */
+    la_pdl_wait();
     if (n_tiles > 0) {
         derive_meta(0);
         issue_kv(0);
@@ -954,8 +957,7 @@ la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, l
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v2_kernel<HD>, bytes, &attr_done, "attn_prefill v2", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_prefill_v2_kernel<HD><<<grid, V2_THREADS, bytes, stream>>>(*p);
-    return la_cuda_launched("attn_prefill", err);
+    return la_cuda_launch(attn_prefill_v2_kernel<HD>, grid, V2_THREADS, bytes, stream, *p, "attn_prefill", err);
 }
 
 /* ---- v3: v2's tiling on Hopper's warpgroup MMA (wgmma, sm_90a), head_dim 128 ------------ */
@@ -1012,6 +1014,9 @@ __device__ __forceinline__ uint32_t v3_elem(uint32_t half_bytes, uint32_t r, uin
     return (e >> 6) * half_bytes + la_sw128(r, (e & 63) >> 3) + (e & 7) * 2;
 }
 
+/* rows per batch of v3's later rotations: more than 2 adds spills to its 128 registers */
+constexpr int ROT_ROWS_V3 = 2;
+
 /* v3's Q rotation: this warp's 16 rows (row0 ..) at p - delta, written swizzled; lane l does
  * frequencies 2 l, 2 l + 1; RB rows' loads in flight at once (rope_q_load). The caller
  * fences and syncs. */
@@ -1040,6 +1045,7 @@ __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_att
 #endif
 
 __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la_cuda_attn_params p) {
+    la_pdl_trigger(); /* la_pdl_wait below, once the prologue has read the host-written metadata */
 #ifdef LA_WGMMA
     using L = prefill_v3_layout;
     constexpr int DT = 16; /* n8 column blocks of O (head_dim 128) */
@@ -1133,6 +1139,9 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     derive_meta(1);
     __syncthreads(); /* meta(0), meta(1); raw slot 0 read */
     v2_issue_raw(p, it, blocks, n_tiles, raw, 2);
+    /* up to here only what the host wrote (items, positions, block lists); q and the new
+     * keys come from the kernels before this one (PDL: la_cuda_launch) */
+    la_pdl_wait();
     if (n_tiles > 0) issue_kv(0);
     la_cp_async_commit();
     if (n_tiles > 0) {
@@ -1292,8 +1301,7 @@ la_status launch_prefill_v3(const la_cuda_attn_params *p, cudaStream_t stream, l
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v3_kernel, bytes, &attr_done, "attn_prefill v3", err));
     dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    attn_prefill_v3_kernel<<<grid, V3_THREADS, bytes, stream>>>(*p);
-    return la_cuda_launched("attn_prefill", err);
+    return la_cuda_launch(attn_prefill_v3_kernel, grid, V3_THREADS, bytes, stream, *p, "attn_prefill", err);
 }
 
 } /* namespace */

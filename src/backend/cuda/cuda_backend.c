@@ -42,6 +42,12 @@
  * one launch each would cost more than the copies). A copy whose source or destination
  * an earlier queued copy writes flushes the queue first, so chains keep their order.
  *
+ * Launches (la_cuda_launch): every kernel is launched with programmatic dependent launch on
+ * compute capability 9.0+ (LA_CUDA_PDL=0 turns it off), so its launch overlaps the tail of
+ * the kernel before it; each kernel waits (griddepcontrol.wait) before it reads what an
+ * earlier kernel wrote, the attention kernels after reading the step's host-written
+ * metadata. cuBLAS launches its GEMMs itself, without it.
+ *
  * Activations come from a caching allocator: freed buffers are kept and reused by later
  * allocations of at most twice their size (the forward pass allocates eleven per step);
  * the cache is emptied when cudaMalloc fails, then the allocation is retried.
@@ -305,6 +311,7 @@ typedef struct cuda_backend {
 
     /* CUDA graphs for decode steps */
     bool graphs;               /* the switch (la_cuda_graphs_enable, LA_CUDA_GRAPHS) */
+    bool pdl;                  /* programmatic dependent launch asked for (LA_CUDA_PDL) */
     bool recording;            /* this step's operations are recorded, not queued */
     bool break_next_capture;   /* tests: make the next capture fail */
     op_rec *recs;              /* this step's operations so far */
@@ -1943,6 +1950,7 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     if (prop.major < 8)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda backend: %s has compute capability %d.%d; bf16 "
                           "tensor cores need 8.0 or newer", prop.name, prop.major, prop.minor);
+    la_cuda_pdl_set(c->pdl && prop.major >= 9); /* griddepcontrol: sm_90 and newer */
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
     CUDA_TRY(cudaEventCreate(&c->ev_begin), "event");
     CUDA_TRY(cudaEventCreate(&c->ev_end), "event");
@@ -2020,8 +2028,16 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
         else if (strcmp(graphs_env, "1") != 0)
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_GRAPHS=%s: expected 0 or 1", graphs_env);
     }
+    const char *pdl_env = getenv("LA_CUDA_PDL"); /* programmatic dependent launch: on by default */
+    bool pdl = true;
+    if (pdl_env && *pdl_env) {
+        if (strcmp(pdl_env, "0") == 0) pdl = false;
+        else if (strcmp(pdl_env, "1") != 0)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_PDL=%s: expected 0 or 1", pdl_env);
+    }
     cuda_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
+    c->pdl = pdl;
     c->fused = fused;
     c->split_ctas = split_ctas;
     c->split_ctas_decode = split_ctas_decode;

@@ -21,6 +21,56 @@ static inline la_status la_cuda_launched(const char *what, la_err *err) {
     return LA_OK;
 }
 
+/* Launch kernel(params) on `stream` (every kernel of the backend takes one params struct),
+ * with programmatic dependent launch (PDL: cudaLaunchAttributeProgrammaticStreamSerialization;
+ * CUDA C++ Programming Guide, "Programmatic Dependent Launch and Synchronization") where
+ * la_cuda_pdl_on(): the kernel may then be scheduled while the kernel before it in the
+ * stream still runs, so its launch and first instructions overlap that kernel's tail.
+ * Every kernel launched here therefore calls la_pdl_wait() before it reads anything an
+ * earlier kernel wrote and before it writes anything (la_pdl_enter() at its top does both
+ * halves). LA_ERR_BACKEND naming `what` when the launch fails. */
+template <typename P>
+static inline la_status la_cuda_launch(void (*kernel)(P), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                       const P &params, const char *what, la_err *err) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = la_cuda_pdl_on() ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, params);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return la_err_set(err, LA_ERR_BACKEND, "%s: launch failed: %s", what, cudaGetErrorString(e));
+    }
+    return la_cuda_launched(what, err);
+}
+
+/* PDL's two halves (PTX ISA griddepcontrol, sm_90; no-ops below it and in a kernel launched
+ * without the attribute). la_pdl_trigger: the next kernel in the stream may be scheduled
+ * once every CTA of this grid has called it or exited (it still waits in its own
+ * la_pdl_wait for this grid to finish). la_pdl_wait: block until every earlier grid in the
+ * stream has completed and its memory operations are visible. */
+__device__ __forceinline__ void la_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void la_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+/* The top of a kernel that reads its predecessor's output from the start: both halves. */
+__device__ __forceinline__ void la_pdl_enter() {
+    la_pdl_trigger();
+    la_pdl_wait();
+}
+
 /* Allow `kernel` `bytes` of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize,
  * needed above 48 KiB), once: *done remembers a success. LA_ERR_BACKEND naming `what`. */
 static inline la_status la_cuda_allow_smem(const void *kernel, size_t bytes, bool *done, const char *what,

@@ -22,6 +22,7 @@
 #ifndef LA_BACKEND_CUDA_CUDA_KERNELS_H
 #define LA_BACKEND_CUDA_CUDA_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -34,6 +35,12 @@ extern "C" {
 #endif
 
 typedef uint16_t la_bf16_t;
+
+/* Programmatic dependent launch for every launcher below (la_cuda_launch, cuda_common.cuh):
+ * process-wide, off until set; cuda_backend.c sets it at create on compute capability 9.0
+ * and newer unless LA_CUDA_PDL=0. launch.cu. */
+void la_cuda_pdl_set(bool on);
+bool la_cuda_pdl_on(void);
 
 /* ---- attention geometry shared by the host scheduler and the kernels -------------------- */
 

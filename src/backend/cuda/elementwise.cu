@@ -23,6 +23,7 @@ __device__ __forceinline__ float hi_f(uint32_t w) { return __uint_as_float(w & 0
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
 
 template <bool SWIGLU> __global__ void __launch_bounds__(E_THREADS) binary_kernel(const la_cuda_binary_params p) {
+    la_pdl_enter();
     const int64_t n_vec = p.n / 8;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     uint4 *x = reinterpret_cast<uint4 *>(p.x);
@@ -46,6 +47,7 @@ template <bool SWIGLU> __global__ void __launch_bounds__(E_THREADS) binary_kerne
 /* One thread per 8 output columns (VEC 8) or per column: row i / n_units of out. */
 template <int VEC>
 __global__ void __launch_bounds__(E_THREADS) swiglu_stacked_kernel(const la_cuda_swiglu_stacked_params p) {
+    la_pdl_enter();
     const int64_t units = p.n_cols / VEC, n = p.n_rows * units;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -67,6 +69,7 @@ __global__ void __launch_bounds__(E_THREADS) swiglu_stacked_kernel(const la_cuda
 }
 
 __global__ void __launch_bounds__(E_THREADS) to_f32_kernel(const la_cuda_to_f32_params p) {
+    la_pdl_enter();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += stride)
         p.out[i] = la_bf2f(p.x[i]);
@@ -75,8 +78,8 @@ __global__ void __launch_bounds__(E_THREADS) to_f32_kernel(const la_cuda_to_f32_
 template <bool SWIGLU>
 la_status launch_binary(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err) {
     if (p->n <= 0) return LA_OK;
-    binary_kernel<SWIGLU><<<la_cuda_blocks(p->n / 8 + 1, E_THREADS), E_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched(SWIGLU ? "swiglu" : "add", err);
+    return la_cuda_launch(binary_kernel<SWIGLU>, la_cuda_blocks(p->n / 8 + 1, E_THREADS), E_THREADS, 0,
+            stream, *p, SWIGLU ? "swiglu" : "add", err);
 }
 
 } /* namespace */
@@ -95,13 +98,13 @@ extern "C" la_status la_cuda_swiglu_stacked(const la_cuda_swiglu_stacked_params 
     if (p->n_cols <= 0) return la_err_set(err, LA_ERR_INTERNAL, "swiglu_stacked: %d columns", p->n_cols);
     const bool vec = p->n_cols % 8 == 0 && ((uintptr_t)p->x & 15) == 0 && ((uintptr_t)p->out & 15) == 0;
     const int64_t n = p->n_rows * (vec ? p->n_cols / 8 : p->n_cols);
-    if (vec) swiglu_stacked_kernel<8><<<la_cuda_blocks(n, E_THREADS), E_THREADS, 0, stream>>>(*p);
-    else swiglu_stacked_kernel<1><<<la_cuda_blocks(n, E_THREADS), E_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("swiglu_stacked", err);
+    if (vec) return la_cuda_launch(swiglu_stacked_kernel<8>, la_cuda_blocks(n, E_THREADS), E_THREADS, 0,
+            stream, *p, "swiglu_stacked", err);
+    else return la_cuda_launch(swiglu_stacked_kernel<1>, la_cuda_blocks(n, E_THREADS), E_THREADS, 0,
+            stream, *p, "swiglu_stacked", err);
 }
 
 extern "C" la_status la_cuda_bf16_to_f32(const la_cuda_to_f32_params *p, cudaStream_t stream, la_err *err) {
     if (p->n <= 0) return LA_OK;
-    to_f32_kernel<<<la_cuda_blocks(p->n, E_THREADS), E_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("bf16_to_f32", err);
+    return la_cuda_launch(to_f32_kernel, la_cuda_blocks(p->n, E_THREADS), E_THREADS, 0, stream, *p, "bf16_to_f32", err);
 }

@@ -26,6 +26,7 @@
 namespace {
 
 __global__ void rope_table_kernel(const la_cuda_rope_table_params p) {
+    la_pdl_enter();
     const int64_t n = (int64_t)p.n_pos * p.half;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -38,6 +39,7 @@ __global__ void rope_table_kernel(const la_cuda_rope_table_params p) {
 }
 
 __global__ void __launch_bounds__(1024) kv_write_kernel(const la_cuda_kv_write_params p) {
+    la_pdl_enter();
     const int t = blockIdx.x, hd = p.head_dim, half = hd / 2, nkv = p.n_kv_heads;
     const int32_t kp = p.k_pos[t];
     const int64_t slot = p.slots[t];
@@ -69,6 +71,7 @@ __global__ void __launch_bounds__(1024) kv_write_kernel(const la_cuda_kv_write_p
 }
 
 __global__ void __launch_bounds__(256) kv_copy_rotate_kernel(const la_cuda_kv_copy_params p) {
+    la_pdl_enter();
     const la_cuda_copy_job job = p.jobs[blockIdx.x];
     const int layer = blockIdx.y, hd = p.head_dim, half = hd / 2, nkv = p.n_kv_heads, B = p.block_size;
     const int64_t block_elems = (int64_t)nkv * B * hd;
@@ -103,8 +106,8 @@ extern "C" la_status la_cuda_rope_table(const la_cuda_rope_table_params *p, cuda
     if (p->n_pos <= 0 || p->half <= 0 || !p->rope || !p->inv_freq)
         return la_err_set(err, LA_ERR_INTERNAL, "rope_table: bad arguments (n_pos %d, half %d)",
                           p->n_pos, p->half);
-    rope_table_kernel<<<la_cuda_blocks((int64_t)p->n_pos * p->half, 256), 256, 0, stream>>>(*p);
-    return la_cuda_launched("rope_table", err);
+    return la_cuda_launch(rope_table_kernel, la_cuda_blocks((int64_t)p->n_pos * p->half, 256), 256, 0,
+            stream, *p, "rope_table", err);
 }
 
 extern "C" la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStream_t stream,
@@ -117,8 +120,7 @@ extern "C" la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStre
      * once (ncu, Llama-3-8B batch 1: 4 us per layer with 128 threads looping over 512 pairs) */
     const int pairs = p->n_kv_heads * (p->head_dim / 2);
     const int threads = pairs < 128 ? 128 : pairs > 1024 ? 1024 : (pairs + 31) / 32 * 32;
-    kv_write_kernel<<<(unsigned)p->n_tokens, (unsigned)threads, 0, stream>>>(*p);
-    return la_cuda_launched("kv_write", err);
+    return la_cuda_launch(kv_write_kernel, (unsigned)p->n_tokens, (unsigned)threads, 0, stream, *p, "kv_write", err);
 }
 
 extern "C" la_status la_cuda_kv_copy_rotate(const la_cuda_kv_copy_params *p, cudaStream_t stream,
@@ -128,6 +130,5 @@ extern "C" la_status la_cuda_kv_copy_rotate(const la_cuda_kv_copy_params *p, cud
         return la_err_set(err, LA_ERR_INTERNAL, "kv_copy_rotate: bad geometry (head_dim %d, %d layers)",
                           p->head_dim, p->n_layers);
     dim3 grid((unsigned)p->n_jobs, (unsigned)p->n_layers);
-    kv_copy_rotate_kernel<<<grid, 256, 0, stream>>>(*p);
-    return la_cuda_launched("kv_copy_rotate", err);
+    return la_cuda_launch(kv_copy_rotate_kernel, grid, 256, 0, stream, *p, "kv_copy_rotate", err);
 }

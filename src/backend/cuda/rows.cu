@@ -39,11 +39,13 @@ __device__ __forceinline__ void copy_row(la_bf16_t *dst, const la_bf16_t *src, i
 }
 
 __global__ void __launch_bounds__(R_THREADS) embed_kernel(const la_cuda_embed_params p) {
+    la_pdl_enter();
     const int t = blockIdx.x;
     copy_row(p.x + (int64_t)t * p.n_cols, p.table + (int64_t)p.tokens[t] * p.n_cols, p.n_cols);
 }
 
 __global__ void __launch_bounds__(R_THREADS) gather_kernel(const la_cuda_gather_params p) {
+    la_pdl_enter();
     const int i = blockIdx.x;
     copy_row(p.out + (int64_t)i * p.n_cols, p.x + (int64_t)p.rows[i] * p.n_cols, p.n_cols);
 }
@@ -108,6 +110,7 @@ constexpr int R_KEEP = 4;
  * block_sum barrier, so out may be residual. Both paths sum and round in the same order. */
 template <bool ADD>
 __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnorm_params p) {
+    la_pdl_enter();
     __shared__ float red[R_THREADS / 32];
     const int64_t row = blockIdx.x;
     const int n = p.n_cols;
@@ -160,6 +163,7 @@ __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnor
 /* Thread: one unit (VEC = 8 columns, or 1) of row blockIdx.y of x, copied to the part
  * whose columns hold it. */
 template <int VEC> __global__ void __launch_bounds__(R_THREADS) split_kernel(const la_cuda_split_params p) {
+    la_pdl_enter();
     int64_t total = 0;
     for (int i = 0; i < p.n_parts; i++) total += p.n_cols[i];
     const int64_t u = (int64_t)blockIdx.x * R_THREADS + threadIdx.x, col = u * VEC;
@@ -185,6 +189,7 @@ __device__ __forceinline__ void better_of(float &v, int32_t &c, float v2, int32_
 }
 
 __global__ void __launch_bounds__(A_THREADS) argmax_kernel(const la_cuda_argmax_params p) {
+    la_pdl_enter();
     __shared__ float sv[A_THREADS / 32];
     __shared__ int32_t sc[A_THREADS / 32];
     const la_bf16_t *x = p.x + (int64_t)blockIdx.x * p.n_cols;
@@ -232,23 +237,21 @@ __global__ void __launch_bounds__(A_THREADS) argmax_kernel(const la_cuda_argmax_
 
 extern "C" la_status la_cuda_embed(const la_cuda_embed_params *p, cudaStream_t stream, la_err *err) {
     if (p->n_tokens <= 0) return LA_OK;
-    embed_kernel<<<(unsigned)p->n_tokens, R_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("embed", err);
+    return la_cuda_launch(embed_kernel, (unsigned)p->n_tokens, R_THREADS, 0, stream, *p, "embed", err);
 }
 
 extern "C" la_status la_cuda_rmsnorm(const la_cuda_rmsnorm_params *p, cudaStream_t stream, la_err *err) {
     if (p->n_rows <= 0) return LA_OK;
     if (p->n_cols <= 0 || p->n_rows > INT32_MAX)
         return la_err_set(err, LA_ERR_INTERNAL, "rmsnorm: bad shape [%lld, %d]", (long long)p->n_rows, p->n_cols);
-    if (p->residual) rmsnorm_kernel<true><<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
-    else rmsnorm_kernel<false><<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched(p->residual ? "add_rmsnorm" : "rmsnorm", err);
+    if (p->residual) return la_cuda_launch(rmsnorm_kernel<true>, (unsigned)p->n_rows, R_THREADS, 0,
+            stream, *p, "add_rmsnorm", err);
+    else return la_cuda_launch(rmsnorm_kernel<false>, (unsigned)p->n_rows, R_THREADS, 0, stream, *p, "rmsnorm", err);
 }
 
 extern "C" la_status la_cuda_gather_rows(const la_cuda_gather_params *p, cudaStream_t stream, la_err *err) {
     if (p->n_rows <= 0) return LA_OK;
-    gather_kernel<<<(unsigned)p->n_rows, R_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("gather_rows", err);
+    return la_cuda_launch(gather_kernel, (unsigned)p->n_rows, R_THREADS, 0, stream, *p, "gather_rows", err);
 }
 
 extern "C" la_status la_cuda_split_cols(const la_cuda_split_params *p, cudaStream_t stream, la_err *err) {
@@ -265,15 +268,13 @@ extern "C" la_status la_cuda_split_cols(const la_cuda_split_params *p, cudaStrea
     if (p->n_rows == 0) return LA_OK;
     const int64_t units = vec ? total / 8 : total;
     const dim3 grid((unsigned)((units + R_THREADS - 1) / R_THREADS), (unsigned)p->n_rows);
-    if (vec) split_kernel<8><<<grid, R_THREADS, 0, stream>>>(*p);
-    else split_kernel<1><<<grid, R_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("split_cols", err);
+    if (vec) return la_cuda_launch(split_kernel<8>, grid, R_THREADS, 0, stream, *p, "split_cols", err);
+    else return la_cuda_launch(split_kernel<1>, grid, R_THREADS, 0, stream, *p, "split_cols", err);
 }
 
 extern "C" la_status la_cuda_argmax(const la_cuda_argmax_params *p, cudaStream_t stream, la_err *err) {
     if (p->n_cols <= 0 || p->n_rows < 0 || p->n_rows > INT32_MAX)
         return la_err_set(err, LA_ERR_INTERNAL, "argmax: bad shape [%d, %d]", p->n_rows, p->n_cols);
     if (p->n_rows == 0) return LA_OK;
-    argmax_kernel<<<(unsigned)p->n_rows, A_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("argmax", err);
+    return la_cuda_launch(argmax_kernel, (unsigned)p->n_rows, A_THREADS, 0, stream, *p, "argmax", err);
 }

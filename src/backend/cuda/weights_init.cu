@@ -31,6 +31,7 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
 }
 
 __global__ void convert_kernel(const la_cuda_convert_params p) {
+    la_pdl_enter();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += stride) {
         float v;
@@ -45,6 +46,7 @@ __global__ void convert_kernel(const la_cuda_convert_params p) {
 }
 
 __global__ void fill_uniform_kernel(const la_cuda_fill_params p) {
+    la_pdl_enter();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const uint64_t key = splitmix64(p.seed);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += stride) {
@@ -54,6 +56,7 @@ __global__ void fill_uniform_kernel(const la_cuda_fill_params p) {
 }
 
 __global__ void fill_const_kernel(const la_cuda_fill_params p) {
+    la_pdl_enter();
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const la_bf16_t v = la_f2bf(p.lo);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < p.n; i += stride) p.dst[i] = v;
@@ -66,18 +69,18 @@ extern "C" la_status la_cuda_convert_to_bf16(const la_cuda_convert_params *p, cu
     if (p->n <= 0) return LA_OK;
     if (p->src_dtype != LA_DTYPE_F32 && p->src_dtype != LA_DTYPE_F16 && p->src_dtype != LA_DTYPE_BF16)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "convert_to_bf16: dtype %d", p->src_dtype);
-    convert_kernel<<<la_cuda_blocks(p->n, W_THREADS), W_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("convert_to_bf16", err);
+    return la_cuda_launch(convert_kernel, la_cuda_blocks(p->n, W_THREADS), W_THREADS, 0,
+            stream, *p, "convert_to_bf16", err);
 }
 
 extern "C" la_status la_cuda_fill_uniform(const la_cuda_fill_params *p, cudaStream_t stream, la_err *err) {
     if (p->n <= 0) return LA_OK;
-    fill_uniform_kernel<<<la_cuda_blocks(p->n, W_THREADS), W_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("fill_uniform", err);
+    return la_cuda_launch(fill_uniform_kernel, la_cuda_blocks(p->n, W_THREADS), W_THREADS, 0,
+            stream, *p, "fill_uniform", err);
 }
 
 extern "C" la_status la_cuda_fill_const(const la_cuda_fill_params *p, cudaStream_t stream, la_err *err) {
     if (p->n <= 0) return LA_OK;
-    fill_const_kernel<<<la_cuda_blocks(p->n, W_THREADS), W_THREADS, 0, stream>>>(*p);
-    return la_cuda_launched("fill_const", err);
+    return la_cuda_launch(fill_const_kernel, la_cuda_blocks(p->n, W_THREADS), W_THREADS, 0,
+            stream, *p, "fill_const", err);
 }
