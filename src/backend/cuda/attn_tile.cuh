@@ -120,9 +120,15 @@ __device__ __forceinline__ void la_attn_rotate_keys(const la_cuda_attn_params &p
  * part_ml [rows] (m, l). A row no split saw (every m = -inf) is written as zeros. One warp,
  * every lane calls; lane l owns dims 4l..4l+3 (hd <= 128, a multiple of 4). Lane s holds
  * split s's (m, l) (the first 32 are loaded once), the weights reach the other lanes by
- * shuffle, and the partial rows' loads do not wait on one another: two dependent trips to
- * L2 for up to 32 splits. Loads go through L2 only (ld.global.cg): the partial rows may
- * have been written by other CTAs of the running grid (attn_decode.cu's in-kernel merge). */
+ * shuffle, and the partial rows are loaded LA_MERGE_BATCH splits at a time with no branch
+ * around the loads, so a batch's loads are in flight together: 1 + ceil(n_splits / 8)
+ * dependent trips to L2 (a lane past hd, or a split past n_splits in the last batch, loads
+ * a valid row and weighs it 0, which leaves every sum bit-identical to the split-by-split
+ * loop; that loop, a load behind `if (active)` per split, made one L2 round trip per split:
+ * 7.9 us per layer for the Llama-3-8B question's 15 splits, cuobjdump / ncu). Loads go
+ * through L2 only (ld.global.cg): the partial rows may have been written by other CTAs of
+ * the running grid (attn_decode.cu's in-kernel merge). */
+#define LA_MERGE_BATCH 8
 __device__ __forceinline__ void la_attn_merge_row(const float *part_o, const float2 *part_ml, int64_t row0,
                                                   int64_t stride, int n_splits, int hd, la_bf16_t *out) {
     const unsigned full = 0xffffffffu;
@@ -142,16 +148,21 @@ __device__ __forceinline__ void la_attn_merge_row(const float *part_o, const flo
             const float2 ml = s0 == 0 ? ml0 : (s < n_splits ? __ldcg(part_ml + row0 + s * stride) : none);
             const float w_lane = la_exp2(ml.x - M); /* 0 for m = -inf and past the splits */
             den += w_lane * ml.y;
-            const float *po = part_o + (row0 + (int64_t)s0 * stride) * hd + d;
-#pragma unroll 16
-            for (int j = 0; j < n; j++) {
-                const float w = __shfl_sync(full, w_lane, j);
-                if (active) {
-                    const float4 v = __ldcg(reinterpret_cast<const float4 *>(po + (int64_t)j * stride * hd));
-                    acc.x += w * v.x;
-                    acc.y += w * v.y;
-                    acc.z += w * v.z;
-                    acc.w += w * v.w;
+            const float *po = part_o + (row0 + (int64_t)s0 * stride) * hd + (active ? d : 0);
+            for (int j0 = 0; j0 < n; j0 += LA_MERGE_BATCH) { /* j0 + k <= 31: n <= 32 */
+                float4 v[LA_MERGE_BATCH];
+#pragma unroll
+                for (int k = 0; k < LA_MERGE_BATCH; k++) {
+                    const int j = j0 + k < n ? j0 + k : n - 1;
+                    v[k] = __ldcg(reinterpret_cast<const float4 *>(po + (int64_t)j * stride * hd));
+                }
+#pragma unroll
+                for (int k = 0; k < LA_MERGE_BATCH; k++) {
+                    const float w = __shfl_sync(full, w_lane, j0 + k); /* 0 past the splits */
+                    acc.x += w * v[k].x;
+                    acc.y += w * v[k].y;
+                    acc.z += w * v[k].z;
+                    acc.w += w * v[k].w;
                 }
             }
         }

@@ -61,13 +61,12 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return s;
 }
 
-/* 8 bf16 of x (and of the residual when ADD; the sum is rounded to bf16 and stored back to
- * x) into *v, adding their squares to ss. */
+/* 8 bf16 of x already loaded into *v (and, when ADD, of the residual in r: the sum is
+ * rounded to bf16, stored back to x[i] and left in *v), adding their squares to ss. */
 template <bool ADD>
-__device__ __forceinline__ void rms_load8(uint4 *v, la_bf16_t *x, const la_bf16_t *residual, int i, float &ss) {
-    uint4 u = reinterpret_cast<const uint4 *>(x)[i];
+__device__ __forceinline__ void rms_sum8(uint4 *v, const uint4 &r, la_bf16_t *x, int i, float &ss) {
+    uint4 u = *v;
     if (ADD) {
-        const uint4 r = reinterpret_cast<const uint4 *>(residual)[i];
         const uint32_t xv[4] = {u.x, u.y, u.z, u.w}, rv[4] = {r.x, r.y, r.z, r.w};
         uint32_t o[4];
 #pragma unroll
@@ -120,15 +119,22 @@ __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnor
     const bool vec = (n & 7) == 0;
     const int n8 = n / 8, nt = (int)blockDim.x;
     if (vec && n8 <= R_KEEP * nt) {
-        uint4 v[R_KEEP], g[R_KEEP];
+        uint4 v[R_KEEP], g[R_KEEP], r[R_KEEP] = {};
+        /* every load first, then the sums and their stores: a store to x between them
+         * (residual may alias out, not x, but the compiler cannot tell) would make each
+         * k's loads wait for the previous k's (one trip to memory each) */
 #pragma unroll
         for (int k = 0; k < R_KEEP; k++) {
             const int i = threadIdx.x + k * nt;
             if (i < n8) {
-                rms_load8<ADD>(&v[k], x, ADD ? p.residual + row * n : nullptr, i, ss);
+                v[k] = reinterpret_cast<const uint4 *>(x)[i];
+                if (ADD) r[k] = reinterpret_cast<const uint4 *>(p.residual + row * n)[i];
                 g[k] = reinterpret_cast<const uint4 *>(p.w)[i];
             }
         }
+#pragma unroll
+        for (int k = 0; k < R_KEEP; k++)
+            if (threadIdx.x + k * nt < n8) rms_sum8<ADD>(&v[k], r[k], x, threadIdx.x + k * nt, ss);
         ss = block_sum(ss, red);
         const float inv = 1.0f / sqrtf(ss / (float)n + p.eps);
 #pragma unroll
@@ -140,8 +146,9 @@ __global__ void __launch_bounds__(R_THREADS) rmsnorm_kernel(const la_cuda_rmsnor
     }
     if (vec) {
         for (int i = threadIdx.x; i < n8; i += nt) {
-            uint4 v;
-            rms_load8<ADD>(&v, x, ADD ? p.residual + row * n : nullptr, i, ss);
+            uint4 v = reinterpret_cast<const uint4 *>(x)[i], r = v;
+            if (ADD) r = reinterpret_cast<const uint4 *>(p.residual + row * n)[i];
+            rms_sum8<ADD>(&v, r, x, i, ss);
         }
     } else {
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
