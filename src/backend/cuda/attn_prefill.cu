@@ -426,17 +426,7 @@ __device__ __forceinline__ void v2_derive_meta(const la_cuda_attn_item &it, int 
     }
 }
 
-/* RoPE (rotate_half) of frequencies f and f + 1 of one query row: x2 = q[f, f + 1], y2 =
- * q[half + f, half + f + 1] as bf16 pairs, cs = (cos, sin) of both (la_rope_cs2); lo / hi:
- * the rotated pairs for columns f and half + f. */
-__device__ __forceinline__ void rope_rotate_pair(uint32_t x2, uint32_t y2, float4 cs, uint32_t &lo, uint32_t &hi) {
-    const float x0 = __uint_as_float(x2 << 16), x1 = __uint_as_float(x2 & 0xffff0000u);
-    const float y0 = __uint_as_float(y2 << 16), y1 = __uint_as_float(y2 & 0xffff0000u);
-    lo = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
-    hi = la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
-}
-
-/* The loads of one query row's rotation at pos - delta (rope_rotate_pair's inputs: x2 =
+/* The loads of one query row's rotation at pos - delta (la_rope_rotate_pair's inputs: x2 =
  * q[f, f + 1], y2 = q[half + f, half + f + 1], cs by la_rope_cs2), issued unconditionally
  * so that a caller's batch of rows has all its loads in flight at once: a branch around
  * them makes the compiler wait for each row's loads before issuing the next row's (ncu,
@@ -622,7 +612,7 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
 #pragma unroll
             for (int j = 0; j < RB; j++) {
                 uint32_t lo = 0, hi = 0;
-                if (ok[j]) rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
+                if (ok[j]) la_rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
                 *reinterpret_cast<uint32_t *>(Qw + (r0 + j) * STRIDE + f) = lo;
                 *reinterpret_cast<uint32_t *>(Qw + (r0 + j) * STRIDE + half + f) = hi;
             }
@@ -1036,7 +1026,7 @@ __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_att
 #pragma unroll
         for (int j = 0; j < RB; j++) {
             uint32_t lo = 0, hi = 0;
-            if (ok[j]) rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
+            if (ok[j]) la_rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
             *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r0 + j, f)) = lo;
             *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r0 + j, 64 + f)) = hi;
         }

@@ -137,6 +137,16 @@ __device__ __forceinline__ float4 la_rope_cs2(const float2 *rope, int32_t rope_l
     return cs;
 }
 
+/* RoPE (rotate_half) of frequencies f and f + 1 of one head vector: x2 = v[f, f + 1], y2 =
+ * v[half + f, half + f + 1] as bf16 pairs, cs = (cos, sin) of both (la_rope_cs2); lo / hi:
+ * the rotated pairs for columns f and half + f (rope_kv.cu's formula, per element). */
+__device__ __forceinline__ void la_rope_rotate_pair(uint32_t x2, uint32_t y2, float4 cs, uint32_t &lo, uint32_t &hi) {
+    const float x0 = __uint_as_float(x2 << 16), x1 = __uint_as_float(x2 & 0xffff0000u);
+    const float y0 = __uint_as_float(y2 << 16), y1 = __uint_as_float(y2 & 0xffff0000u);
+    lo = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
+    hi = la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
+}
+
 /* 4-byte async copy global -> shared (through L1); pred false writes zeros, reads nothing. */
 __device__ __forceinline__ void la_cp_async4(void *smem, const void *gmem, bool pred) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);

@@ -38,35 +38,32 @@ __global__ void rope_table_kernel(const la_cuda_rope_table_params p) {
     }
 }
 
-__global__ void __launch_bounds__(1024) kv_write_kernel(const la_cuda_kv_write_params p) {
+/* Thread u of a token's CTA: frequencies 2u', 2u' + 1 of K head h (u = h x half / 2 + u')
+ * as bf16 pairs, and the 8 bytes of V at the same index; every load of the thread is
+ * issued before its first store (one pass, one trip to memory). */
+__global__ void __launch_bounds__(512) kv_write_kernel(const la_cuda_kv_write_params p) {
     la_pdl_enter();
-    const int t = blockIdx.x, hd = p.head_dim, half = hd / 2, nkv = p.n_kv_heads;
+    const int t = blockIdx.x, hd = p.head_dim, half = hd / 2, nkv = p.n_kv_heads, pairs = half / 2;
     const int32_t kp = p.k_pos[t];
     const int64_t slot = p.slots[t];
     const int64_t blk = slot / p.block_size, off = slot - blk * p.block_size;
     la_bf16_t *k = p.k + (int64_t)t * nkv * hd;
     const la_bf16_t *v = p.v + (int64_t)t * nkv * hd;
-    for (int i = threadIdx.x; i < nkv * half; i += blockDim.x) {
-        const int h = i / half, f = i - h * half;
+    for (int u = threadIdx.x; u < nkv * pairs; u += blockDim.x) {
+        const int h = u / pairs, f = 2 * (u - h * pairs);
         la_bf16_t *kr = k + h * hd;
-        la_bf16_t a = kr[f], b = kr[f + half];
+        uint32_t lo = *reinterpret_cast<const uint32_t *>(kr + f), hi = *reinterpret_cast<const uint32_t *>(kr + half + f);
+        const uint2 vv = *reinterpret_cast<const uint2 *>(v + 4 * u); /* V: 4 bf16 per thread */
         if (kp != LA_POS_UNROTATED) {
-            const float2 cs = la_rope_cs(p.rope, p.rope_len, half, kp, f);
-            const float x = la_bf2f(a), y = la_bf2f(b);
-            a = la_f2bf(x * cs.x - y * cs.y);
-            b = la_f2bf(y * cs.x + x * cs.y);
-            kr[f] = a;
-            kr[f + half] = b;
+            la_rope_rotate_pair(lo, hi, la_rope_cs2(p.rope, p.rope_len, half, kp, f), lo, hi);
+            *reinterpret_cast<uint32_t *>(kr + f) = lo;
+            *reinterpret_cast<uint32_t *>(kr + half + f) = hi;
         }
         la_bf16_t *dst = p.k_pool + ((blk * nkv + h) * p.block_size + off) * hd;
-        dst[f] = a;
-        dst[f + half] = b;
-    }
-    const int chunks = hd / 8;
-    for (int i = threadIdx.x; i < nkv * chunks; i += blockDim.x) {
-        const int h = i / chunks, c = i - h * chunks;
-        *reinterpret_cast<uint4 *>(p.v_pool + ((blk * nkv + h) * p.block_size + off) * hd + c * 8) =
-            *reinterpret_cast<const uint4 *>(v + h * hd + c * 8);
+        *reinterpret_cast<uint32_t *>(dst + f) = lo;
+        *reinterpret_cast<uint32_t *>(dst + half + f) = hi;
+        const int hv = (4 * u) / hd, cv = 4 * u - hv * hd;
+        *reinterpret_cast<uint2 *>(p.v_pool + ((blk * nkv + hv) * p.block_size + off) * hd + cv) = vv;
     }
 }
 
@@ -116,10 +113,11 @@ extern "C" la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStre
     if (p->head_dim % 8 != 0 || p->n_kv_heads < 1 || p->block_size < 1 || !p->rope)
         return la_err_set(err, LA_ERR_INTERNAL, "kv_write: bad geometry (head_dim %d, n_kv_heads %d)",
                           p->head_dim, p->n_kv_heads);
-    /* one thread per (KV head, rotation pair), so a decode row's loads are all in flight at
-     * once (ncu, Llama-3-8B batch 1: 4 us per layer with 128 threads looping over 512 pairs) */
-    const int pairs = p->n_kv_heads * (p->head_dim / 2);
-    const int threads = pairs < 128 ? 128 : pairs > 1024 ? 1024 : (pairs + 31) / 32 * 32;
+    /* one thread per (KV head, two rotation pairs), so a row's loads are all in flight at
+     * once (ncu, Llama-3-8B batch 1: 4 us per layer with 128 threads looping over 512 pairs;
+     * one thread per pair with 2-byte accesses: 55 us per layer at 8K rows) */
+    const int units = p->n_kv_heads * (p->head_dim / 4);
+    const int threads = units < 64 ? 64 : units > 512 ? 512 : (units + 31) / 32 * 32;
     return la_cuda_launch(kv_write_kernel, (unsigned)p->n_tokens, (unsigned)threads, 0, stream, *p, "kv_write", err);
 }
 
