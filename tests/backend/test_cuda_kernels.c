@@ -763,6 +763,47 @@ Test(cuda_attention, lazy_head_dim_72) {
     docs_question((geometry){512, 8, 2, 72, 16}, DOC_LAZY, 0, 40, "lazy, hd 72: 40-token question");
     docs_question((geometry){512, 8, 2, 72, 16}, DOC_LAZY, 0, 1, "lazy, hd 72: decode row");
 }
+/* block size 48 (not a power of two) under both document methods */
+Test(cuda_attention, lazy_and_mepic_block48) {
+    docs_question((geometry){512, 8, 2, 128, 48}, DOC_LAZY, 0, 64, "lazy, B 48: 7 documents, 64-token question");
+    docs_question((geometry){512, 8, 2, 128, 48}, DOC_MEPIC, 0, 64, "mepic, B 48: 7 documents, 64-token question");
+    docs_question((geometry){512, 8, 2, 128, 48}, DOC_LAZY, 0, 1, "lazy, B 48: decode row");
+}
+
+/* lazy, block size 16: the sequence's first key tile is a document placed after the
+ * question (logical positions 1000.., seen by no row: the kernels skip the tile before
+ * any rotation), and the second straddles two documents with different q_delta (one
+ * block of A at 0.., three of B at 16..), so prefill v3 rotates Q for the first time
+ * inside its group-by-group path (its `!have_q` branch), v2 in its per-group rotation. */
+Test(cuda_attention, lazy_straddling_tile_after_an_unseen_one) {
+    const geometry g = {512, 8, 2, 128, 16};
+    pair p;
+    synth s;
+    if (!attn_open(&p, &s, g)) return;
+    builder cache, q;
+    builder_init(&cache);
+    builder_init(&q);
+    const int32_t B = g.B, n_q = 40, row0 = q.n, block0 = q.n_blocks;
+    int32_t blk = 10;
+    /* X: 64 tokens at logical 1000.., seen by no row, so its q_delta never applies (0: the
+     * CPU backend requires p - q_delta >= 0 for every row) */
+    cache_doc(&cache, B, blk, 64, false);
+    for (int32_t i = 0; i < 4; i++) add_block(&q, blk + i, B, 1000 + i * B, 0, 0);
+    blk += 4;
+    cache_doc(&cache, B, blk, 16, false); /* A: 16 tokens, logical 0.. */
+    add_block(&q, blk, B, 0, 0, 0);
+    blk += 1;
+    cache_doc(&cache, B, blk, 48, false); /* B: 48 tokens, logical 16.. */
+    for (int32_t i = 0; i < 3; i++) add_block(&q, blk + i, B, 16 + i * B, 16, 0);
+    blk += 3;
+    add_tail(&q, B, blk, 64, n_q);
+    q.seqs[q.n_seqs++] = (la_batch_seq){row0, n_q, block0, q.n_blocks - block0};
+    run_case(&p, "lazy: an unseen first tile, then one straddling two documents", &cache, &q, 0);
+    builder_free(&cache);
+    builder_free(&q);
+    attn_close(&p, &s);
+}
+
 Test(cuda_attention, lazy_tiny_geometries) {
     docs_question((geometry){64, 4, 1, 24, 16}, DOC_LAZY, 0, 9, "lazy, hd 24 MQA: 9-token question");
     docs_question((geometry){64, 4, 2, 16, 16}, DOC_MEPIC, 0, 1, "mepic, hd 16: decode row");
