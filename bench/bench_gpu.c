@@ -395,10 +395,10 @@ static const char *fused_name(uint32_t mask) {
 
 /* ", \"fused\": ..., \"fused_groups\": ..." of the backend's setting now. */
 static void emit_fused(bench *bn) {
-    static const char *const bits[5] = {"qkv", "gate_up", "add_norm", "swiglu", "merge"};
+    static const char *const bits[6] = {"qkv", "gate_up", "add_norm", "swiglu", "merge", "kv_write"};
     const uint32_t f = la_cuda_fused_gemm(bn->be);
-    char groups[64] = "";
-    for (int b = 0; b < 5; b++)
+    char groups[80] = "";
+    for (int b = 0; b < 6; b++)
         if (f & (1u << b)) snprintf(groups + strlen(groups), sizeof groups - strlen(groups), "%s%s",
                                     groups[0] ? "," : "", bits[b]);
     jprintf(bn->out, ", \"fused\": %s, \"fused_groups\": \"%s\"", f ? "true" : "false", groups[0] ? groups : "none");

@@ -138,6 +138,13 @@ typedef struct la_backend_ops {
      *   k, v: [n_tokens, n_kv_heads * head_dim]; k is modified in place. */
     la_status (*kv_write)(la_backend *be, int32_t layer, la_act *k, const la_act *v,
                           la_err *err);
+    /* Optional (NULL: forward.c calls matmul_group / matmul for W_q, W_k, W_v of layer,
+     * then kv_write). q, k, v = x W_q^T, x W_k^T, x W_v^T, then kv_write(layer, k, v): the
+     * same values as those calls (k left rotated as kv_write leaves it).
+     *   x: [n_tokens, hidden]; q: [n_tokens, n_heads * head_dim] (unrotated);
+     *   k, v: [n_tokens, n_kv_heads * head_dim] */
+    la_status (*qkv_kv_write)(la_backend *be, const la_act *x, int32_t layer, la_act *q, la_act *k, la_act *v,
+                              la_err *err);
     /* Paged attention of every sequence's new rows against its block list, applying each
      * block's q_delta / k_rope / n_valid / causal rules (la_attn_block).
      *   q: [n_tokens, n_heads * head_dim] UNROTATED queries; out: same shape.

@@ -60,12 +60,21 @@ static la_status gate_up_swiglu(la_backend *be, const la_act *x, int32_t layer, 
     return be->ops->swiglu(be, gate, up, err);
 }
 
+/* q, k, v = x W_q^T, x W_k^T, x W_v^T of layer, then the KV write of k and v: the backend's
+ * qkv_kv_write where it has one. */
+static la_status qkv_kv_write(la_backend *be, const la_act *x, int32_t layer, la_act *q, la_act *k, la_act *v,
+                              la_err *err) {
+    static const la_weight_kind qkv[3] = {LA_W_Q, LA_W_K, LA_W_V};
+    if (be->ops->qkv_kv_write) return be->ops->qkv_kv_write(be, x, layer, q, k, v, err);
+    LA_TRY(matmuls(be, x, qkv, 3, layer, (la_act *const[]){q, k, v}, err));
+    return be->ops->kv_write(be, layer, k, v, err);
+}
+
 /* The forward pass; the step's result goes to logits (f32, to_host) or, when ids is not
  * NULL, to ids (greedy token ids, argmax_to_host). */
 static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, float *logits, int32_t *ids,
                             la_err *err) {
     const la_backend_ops *op = be->ops;
-    static const la_weight_kind qkv[3] = {LA_W_Q, LA_W_K, LA_W_V};
     const int32_t n_layers = be->cfg.n_layers;
     /* every row a logit row, in order (a decode step): the last residual add and the final
      * norm run as one add_rmsnorm, and no rows need gathering (the same values) */
@@ -76,8 +85,7 @@ static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, floa
     LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, 0, &a->h, err));
     for (int32_t l = 0; l < n_layers; l++) {
         /* attention block (h = the attention norm of x, from the step before) */
-        LA_TRY(matmuls(be, &a->h, qkv, 3, l, (la_act *const[]){&a->q, &a->k, &a->v}, err));
-        LA_TRY(op->kv_write(be, l, &a->k, &a->v, err));
+        LA_TRY(qkv_kv_write(be, &a->h, l, &a->q, &a->k, &a->v, err));
         LA_TRY(op->attention(be, l, &a->q, &a->o, err));
         LA_TRY(op->matmul(be, &a->o, LA_W_O, l, &a->h, err));
         /* x += attention output; MLP block */

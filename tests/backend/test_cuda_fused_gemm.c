@@ -386,9 +386,10 @@ Test(cuda_fused_gemm, logits_match_unfused_f32_tied) { fused_vs_unfused("tiny-f3
 Test(cuda_fused_gemm, logits_match_unfused_bf16_untied_mqa) { fused_vs_unfused("tiny-bf16-untied"); }
 Test(cuda_fused_gemm, logits_match_unfused_f32_linear_rope) { fused_vs_unfused("tiny-f32-linear"); }
 
-/* The residual add + norm and the SwiGLU-from-the-stacked-GEMM fusions ([1]: all groups)
- * against the GEMM groups alone ([0]): bit-equal logits on prefills under and over 128
- * rows and on decode steps (the fusions change no arithmetic). */
+/* The residual add + norm, the SwiGLU-from-the-stacked-GEMM and the KV-write-from-the-QKV-
+ * GEMM fusions ([1]: all groups) against the GEMM groups alone ([0]): bit-equal logits on
+ * prefills under and over 128 rows and on decode steps (the fusions change no arithmetic;
+ * the KV the fused steps wrote is read back by every later step). */
 Test(cuda_fused_gemm, add_norm_and_swiglu_fusions_are_bit_equal) {
     if (!la_test_have_gpu()) return;
     fpair f;

@@ -62,8 +62,9 @@
  * Two more fusions save launches, not arithmetic (bit-equal): add_rmsnorm runs a layer's
  * residual add and the next RMSNorm as one row kernel, and gate_up_swiglu computes SwiGLU
  * straight from the stacked gate/up GEMM's output instead of splitting it first
- * (LA_CUDA_FUSED_ADD_NORM, LA_CUDA_FUSED_SWIGLU). A Llama decode step is then 11 launches
- * per layer instead of 14.
+ * (LA_CUDA_FUSED_ADD_NORM, LA_CUDA_FUSED_SWIGLU), and qkv_kv_write feeds the KV write
+ * from the fused QKV GEMM's output, copying q, k and v out in the same kernel
+ * (LA_CUDA_FUSED_KV_WRITE). A Llama decode step is then 10 launches per layer instead of 14.
  *
  * Greedy decoding (argmax_to_host): the argmax of each logit row is taken on the device
  * (rows.cu) and only the token ids come back, instead of n_rows x vocab f32 logits.
@@ -183,7 +184,7 @@ typedef struct tile_plan {
 
 typedef enum op_kind {
     OP_EMBED, OP_RMSNORM, OP_MATMUL, OP_MATMUL_GROUP, OP_KV_WRITE, OP_ATTENTION, OP_SWIGLU,
-    OP_ADD, OP_GATHER_ROWS, OP_TO_HOST, OP_ARGMAX, OP_ADD_RMSNORM, OP_GATE_UP_SWIGLU
+    OP_ADD, OP_GATHER_ROWS, OP_TO_HOST, OP_ARGMAX, OP_ADD_RMSNORM, OP_GATE_UP_SWIGLU, OP_QKV_KV_WRITE
 } op_kind;
 
 /* One operation of a recorded decode step, with the arguments forward.c passed (a, b: the
@@ -195,7 +196,8 @@ typedef struct op_rec {
     int32_t weight; /* la_weight_kind (rmsnorm, matmul; matmul_group: the group's first) */
     int32_t n_w;    /* matmul_group: weights (consecutive kinds from weight); else 0 */
     la_act a, b;
-    la_act c, d;    /* matmul_group: out[1], out[2] (b is out[0]); else zero */
+    la_act c, d;    /* matmul_group: out[1], out[2] (b is out[0]); qkv_kv_write: k, v (b is
+                       q); else zero */
 } op_rec;
 
 /* What the launches of a recorded step read from the backend besides the op_rec
@@ -1452,6 +1454,54 @@ static la_status cuda_kv_write(la_backend *be, int32_t layer, la_act *k, const l
     return LA_OK;
 }
 
+/* qkv_kv_write (backend.h). With LA_CUDA_FUSED_QKV and LA_CUDA_FUSED_KV_WRITE, at most
+ * LA_CUDA_FUSED_MAX_ROWS rows: the fused QKV GEMM into gemm_scratch, then one qkv_kv_write
+ * kernel where matmul_group and kv_write would launch split_cols and kv_write (bit-equal,
+ * one launch fewer per layer). Otherwise matmul_group, then kv_write. */
+static la_status cuda_qkv_kv_write(la_backend *be, const la_act *x, int32_t layer, la_act *q, la_act *k, la_act *v,
+                                   la_err *err) {
+    cuda_backend *c = cu(be);
+    static const la_weight_kind w[3] = {LA_W_Q, LA_W_K, LA_W_V};
+    const uint32_t need = LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_KV_WRITE;
+    if ((c->fused & need) != need || x->n_rows <= 0 || x->n_rows > LA_CUDA_FUSED_MAX_ROWS || !c->gemm_scratch) {
+        LA_TRY(cuda_matmul_group(be, x, w, 3, layer, (la_act *const[]){q, k, v}, err));
+        return cuda_kv_write(be, layer, k, v, err);
+    }
+    const la_model_config *m = &c->base.cfg;
+    NEED_BATCH(c);
+    const int64_t qd = (int64_t)m->n_heads * m->head_dim, kvd = (int64_t)m->n_kv_heads * m->head_dim;
+    const int64_t hidden = m->hidden_size;
+    if (layer < 0 || layer >= c->n_layers || !c->k_pool)
+        return la_err_set(err, LA_ERR_INTERNAL, "cuda qkv_kv_write: layer %d (pool %s)", layer,
+                          c->k_pool ? "ok" : "missing");
+    const la_bf16_t *w0 = weight_ptr(c, LA_W_Q, layer);
+    if (!w0 || weight_ptr(c, LA_W_K, layer) != w0 + qd * hidden || weight_ptr(c, LA_W_V, layer) != w0 + (qd + kvd) * hidden)
+        return la_err_set(err, LA_ERR_INTERNAL, "cuda qkv_kv_write: W_q / W_k / W_v of layer %d not stacked", layer);
+    if (x->n_rows != c->n_tokens || x->n_cols != hidden) return shape_error(err, "qkv_kv_write", x, c->n_tokens, hidden);
+    if (q->n_rows != x->n_rows || q->n_cols != qd) return shape_error(err, "qkv_kv_write", q, x->n_rows, qd);
+    if (k->n_rows != x->n_rows || k->n_cols != kvd) return shape_error(err, "qkv_kv_write", k, x->n_rows, kvd);
+    if (v->n_rows != x->n_rows || v->n_cols != kvd) return shape_error(err, "qkv_kv_write", v, x->n_rows, kvd);
+    if (c->recording) {
+        LA_TRY(record_op(c, OP_QKV_KV_WRITE, layer, 0, x, q, err));
+        c->recs[c->n_recs - 1].c = *k;
+        c->recs[c->n_recs - 1].d = *v;
+        return LA_OK;
+    }
+    prof_begin(c);
+    LA_TRY(gemm(c, x->data, w0, x->n_rows, hidden, qd + 2 * kvd, c->gemm_scratch, err));
+    prof_end(c, PROF_MATMUL_QKV);
+    LA_TRY(flush_copies(c, err));
+    prof_begin(c);
+    const int64_t slab = (int64_t)layer * kv_slab_elems(c);
+    la_cuda_qkv_kv_write_params p = {
+        .kv = {k->data, NULL, c->k_pool + slab, c->v_pool + slab, c->d_kpos, c->d_slots, c->n_tokens, m->n_kv_heads,
+               m->head_dim, c->block_size, c->rope, c->rope_len},
+        .qkv = c->gemm_scratch, .q = q->data, .v_act = v->data, .q_cols = (int32_t)qd};
+    LA_TRY(la_cuda_qkv_kv_write(&p, c->stream, err));
+    prof_end(c, PROF_KV_WRITE);
+    return LA_OK;
+}
+
 static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, la_act *out, la_err *err) {
     cuda_backend *c = cu(be);
     const la_model_config *m = &c->base.cfg;
@@ -1693,6 +1743,10 @@ static la_status run_op(cuda_backend *c, const op_rec *r, la_err *err) {
         la_act up = r->c;
         return cuda_gate_up_swiglu(be, &a, r->layer, &b, &up, err);
     }
+    case OP_QKV_KV_WRITE: {
+        la_act k = r->c, v = r->d;
+        return cuda_qkv_kv_write(be, &a, r->layer, &b, &k, &v, err);
+    }
     }
     return la_err_set(err, LA_ERR_INTERNAL, "cuda backend: recorded operation %d", r->kind);
 }
@@ -1932,6 +1986,7 @@ static const la_backend_ops k_cuda_ops = {
     .argmax_to_host = cuda_argmax_to_host,
     .add_rmsnorm = cuda_add_rmsnorm,
     .gate_up_swiglu = cuda_gate_up_swiglu,
+    .qkv_kv_write = cuda_qkv_kv_write,
     .kv_copy_rotate = cuda_kv_copy_rotate,
     .kv_read_slot = cuda_kv_read_slot,
 };

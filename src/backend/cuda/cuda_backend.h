@@ -99,13 +99,17 @@ void la_cuda_graphs_break_next_capture(la_backend *be);
  *   MERGE         decode rows split over the KV length under attn_decode v2: the last CTA
  *                 of each split set merges the partial rows (attn_decode.cu) instead of an
  *                 attn_combine launch after the kernel. Bit-equal to attn_combine (the
- *                 same la_attn_merge_row). */
+ *                 same la_attn_merge_row).
+ *   KV_WRITE      with QKV fused: the KV write reads K and V straight from the fused GEMM's
+ *                 output and copies q, k and v out in the same kernel (qkv_kv_write; no
+ *                 split_cols launch). Bit-equal to the split and kv_write. */
 #define LA_CUDA_FUSED_QKV 1u
 #define LA_CUDA_FUSED_GATE_UP 2u
 #define LA_CUDA_FUSED_ADD_NORM 4u
 #define LA_CUDA_FUSED_SWIGLU 8u
 #define LA_CUDA_FUSED_MERGE 16u
-#define LA_CUDA_FUSED_ALL 31u
+#define LA_CUDA_FUSED_KV_WRITE 32u
+#define LA_CUDA_FUSED_ALL 63u
 /* Set the fused groups (a mask of LA_CUDA_FUSED_*; 0: nothing fused). The default comes
  * from the environment at create: LA_CUDA_FUSED_GEMM=0 (none), 1 (all, also when unset),
  * qkv, gate_up, gemm (qkv and gate_up: the GEMM groups only); another value fails the

@@ -171,6 +171,21 @@ typedef struct la_cuda_kv_write_params {
 } la_cuda_kv_write_params;
 la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStream_t stream, la_err *err);
 
+/* kv_write fed straight from the fused QKV GEMM's output qkv [n_tokens, q_cols + 2 x
+ * n_kv_heads x head_dim] (row t: q, k, v of token t): q [n_tokens, q_cols] gets the query
+ * columns, kv.k the key columns rotated as kv_write rotates them, v_act the value columns,
+ * and the pool kv_write's K and V (kv.v unused). Replaces split_cols + kv_write for a fused
+ * QKV step (cuda_backend.c qkv_kv_write): bit-equal to them, one launch instead of two.
+ * q_cols a multiple of 8. rope_kv.cu. */
+typedef struct la_cuda_qkv_kv_write_params {
+    la_cuda_kv_write_params kv;
+    const la_bf16_t *qkv;
+    la_bf16_t *q;
+    la_bf16_t *v_act;
+    int32_t q_cols;
+} la_cuda_qkv_kv_write_params;
+la_status la_cuda_qkv_kv_write(const la_cuda_qkv_kv_write_params *p, cudaStream_t stream, la_err *err);
+
 typedef struct la_cuda_copy_job {
     int32_t src_block, dst_block, n_valid, delta;
 } la_cuda_copy_job;

@@ -16,6 +16,8 @@
  *                 interface modifies k in place) and K, V to the pool slot. Bytes: k and v
  *                 read, k written back, both written to the pool: 8 x n_kv_heads x head_dim
  *                 per token (bf16).
+ * qkv_kv_write    kv_write fed from the fused QKV GEMM's rows, which also copies each
+ *                 row's query and value columns out (replacing split_cols + kv_write).
  * kv_copy_rotate  grid (job, layer): copy slots [0, n_valid) of the source block to the
  *                 destination block, keys rotated by delta, values as they are. Bytes:
  *                 8 x n_valid x n_kv_heads x head_dim per job and layer.
@@ -38,33 +40,52 @@ __global__ void rope_table_kernel(const la_cuda_rope_table_params p) {
     }
 }
 
-/* Thread u of a token's CTA: frequencies 2u', 2u' + 1 of K head h (u = h x half / 2 + u')
- * as bf16 pairs, and the 8 bytes of V at the same index; every load of the thread is
- * issued before its first store (one pass, one trip to memory). */
-__global__ void __launch_bounds__(512) kv_write_kernel(const la_cuda_kv_write_params p) {
-    la_pdl_enter();
-    const int t = blockIdx.x, hd = p.head_dim, half = hd / 2, nkv = p.n_kv_heads, pairs = half / 2;
+/* Unit u (< n_kv_heads x head_dim / 4) of token t's KV write: frequencies f = 2u', 2u' + 1
+ * of K head h (u = h x head_dim / 4 + u') as bf16 pairs, rotated at k_pos[t] (not for
+ * LA_POS_UNROTATED), written to k_out and the pool; the 8 bytes of V at element 4u from
+ * v_in to the pool (and to v_out unless NULL). Every load before the first store (one
+ * trip to memory). k_in, k_out, v_in, v_out: token t's rows; k_out may be k_in. */
+__device__ __forceinline__ void kv_write_unit(const la_cuda_kv_write_params &p, int t, int u, const la_bf16_t *k_in,
+                                              la_bf16_t *k_out, const la_bf16_t *v_in, la_bf16_t *v_out) {
+    const int hd = p.head_dim, half = hd / 2, nkv = p.n_kv_heads, pairs = half / 2;
     const int32_t kp = p.k_pos[t];
     const int64_t slot = p.slots[t];
     const int64_t blk = slot / p.block_size, off = slot - blk * p.block_size;
-    la_bf16_t *k = p.k + (int64_t)t * nkv * hd;
-    const la_bf16_t *v = p.v + (int64_t)t * nkv * hd;
-    for (int u = threadIdx.x; u < nkv * pairs; u += blockDim.x) {
-        const int h = u / pairs, f = 2 * (u - h * pairs);
-        la_bf16_t *kr = k + h * hd;
-        uint32_t lo = *reinterpret_cast<const uint32_t *>(kr + f), hi = *reinterpret_cast<const uint32_t *>(kr + half + f);
-        const uint2 vv = *reinterpret_cast<const uint2 *>(v + 4 * u); /* V: 4 bf16 per thread */
-        if (kp != LA_POS_UNROTATED) {
-            la_rope_rotate_pair(lo, hi, la_rope_cs2(p.rope, p.rope_len, half, kp, f), lo, hi);
-            *reinterpret_cast<uint32_t *>(kr + f) = lo;
-            *reinterpret_cast<uint32_t *>(kr + half + f) = hi;
-        }
-        la_bf16_t *dst = p.k_pool + ((blk * nkv + h) * p.block_size + off) * hd;
-        *reinterpret_cast<uint32_t *>(dst + f) = lo;
-        *reinterpret_cast<uint32_t *>(dst + half + f) = hi;
-        const int hv = (4 * u) / hd, cv = 4 * u - hv * hd;
-        *reinterpret_cast<uint2 *>(p.v_pool + ((blk * nkv + hv) * p.block_size + off) * hd + cv) = vv;
+    const int h = u / pairs, f = 2 * (u - h * pairs);
+    uint32_t lo = *reinterpret_cast<const uint32_t *>(k_in + h * hd + f);
+    uint32_t hi = *reinterpret_cast<const uint32_t *>(k_in + h * hd + half + f);
+    const uint2 vv = *reinterpret_cast<const uint2 *>(v_in + 4 * u);
+    if (kp != LA_POS_UNROTATED) la_rope_rotate_pair(lo, hi, la_rope_cs2(p.rope, p.rope_len, half, kp, f), lo, hi);
+    if (kp != LA_POS_UNROTATED || k_out != k_in) {
+        *reinterpret_cast<uint32_t *>(k_out + h * hd + f) = lo;
+        *reinterpret_cast<uint32_t *>(k_out + h * hd + half + f) = hi;
     }
+    la_bf16_t *dst = p.k_pool + ((blk * nkv + h) * p.block_size + off) * hd;
+    *reinterpret_cast<uint32_t *>(dst + f) = lo;
+    *reinterpret_cast<uint32_t *>(dst + half + f) = hi;
+    const int hv = (4 * u) / hd, cv = 4 * u - hv * hd;
+    *reinterpret_cast<uint2 *>(p.v_pool + ((blk * nkv + hv) * p.block_size + off) * hd + cv) = vv;
+    if (v_out) *reinterpret_cast<uint2 *>(v_out + 4 * u) = vv;
+}
+
+/* One CTA per token; thread u: kv_write_unit u of the token's row in place. */
+__global__ void __launch_bounds__(512) kv_write_kernel(const la_cuda_kv_write_params p) {
+    la_pdl_enter();
+    const int t = blockIdx.x, kvd = p.n_kv_heads * p.head_dim;
+    la_bf16_t *k = p.k + (int64_t)t * kvd;
+    for (int u = threadIdx.x; u < kvd / 4; u += blockDim.x) kv_write_unit(p, t, u, k, k, p.v + (int64_t)t * kvd, nullptr);
+}
+
+/* One CTA per token: the query columns of its qkv row copied to q (16 bytes per thread),
+ * then kv_write_unit from the key and value columns. */
+__global__ void __launch_bounds__(512) qkv_kv_write_kernel(const la_cuda_qkv_kv_write_params p) {
+    la_pdl_enter();
+    const int t = blockIdx.x, kvd = p.kv.n_kv_heads * p.kv.head_dim, qc = p.q_cols;
+    const la_bf16_t *row = p.qkv + (int64_t)t * (qc + 2 * kvd);
+    for (int i = threadIdx.x; i < qc / 8; i += blockDim.x)
+        reinterpret_cast<uint4 *>(p.q + (int64_t)t * qc)[i] = reinterpret_cast<const uint4 *>(row)[i];
+    for (int u = threadIdx.x; u < kvd / 4; u += blockDim.x)
+        kv_write_unit(p.kv, t, u, row + qc, p.kv.k + (int64_t)t * kvd, row + qc + kvd, p.v_act + (int64_t)t * kvd);
 }
 
 __global__ void __launch_bounds__(256) kv_copy_rotate_kernel(const la_cuda_kv_copy_params p) {
@@ -119,6 +140,20 @@ extern "C" la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStre
     const int units = p->n_kv_heads * (p->head_dim / 4);
     const int threads = units < 64 ? 64 : units > 512 ? 512 : (units + 31) / 32 * 32;
     return la_cuda_launch(kv_write_kernel, (unsigned)p->n_tokens, (unsigned)threads, 0, stream, *p, "kv_write", err);
+}
+
+extern "C" la_status la_cuda_qkv_kv_write(const la_cuda_qkv_kv_write_params *p, cudaStream_t stream, la_err *err) {
+    const la_cuda_kv_write_params *kv = &p->kv;
+    if (kv->n_tokens <= 0) return LA_OK;
+    if (kv->head_dim % 8 != 0 || kv->n_kv_heads < 1 || kv->block_size < 1 || !kv->rope || p->q_cols % 8 != 0 ||
+        p->q_cols <= 0 || ((uintptr_t)p->qkv & 15) || ((uintptr_t)p->q & 15))
+        return la_err_set(err, LA_ERR_INTERNAL, "qkv_kv_write: bad geometry (head_dim %d, n_kv_heads %d, q_cols %d)",
+                          kv->head_dim, kv->n_kv_heads, p->q_cols);
+    const int units = p->q_cols / 8 > kv->n_kv_heads * (kv->head_dim / 4) ? p->q_cols / 8
+                                                                        : kv->n_kv_heads * (kv->head_dim / 4);
+    const int threads = units < 64 ? 64 : units > 512 ? 512 : (units + 31) / 32 * 32;
+    return la_cuda_launch(qkv_kv_write_kernel, (unsigned)kv->n_tokens, (unsigned)threads, 0, stream, *p,
+                          "qkv_kv_write", err);
 }
 
 extern "C" la_status la_cuda_kv_copy_rotate(const la_cuda_kv_copy_params *p, cudaStream_t stream,
