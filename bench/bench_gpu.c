@@ -44,8 +44,9 @@
  * --fused times the block, mepic and lazy TTFT rows (64-row questions) and every TPOT row
  * once per fused-GEMM setting (la_cuda_fused_gemm_set; default: the backend's, all groups
  * unless LA_CUDA_FUSED_GEMM says otherwise): off, qkv, gate_up, gemm (both GEMM groups),
- * on (also the add + norm and SwiGLU fusions and the in-kernel decode merge), nomerge (on
- * without that merge: attn_combine after attn_decode); "both" = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
+ * on (also the add + norm and SwiGLU fusions, the in-kernel decode merge and the KV write
+ * from the QKV GEMM), nomerge (on without that merge: attn_combine after attn_decode),
+ * nokv_write (on without qkv_kv_write: split_cols and kv_write); "both" = off,on. Recompute and prefix run with the default (over 128 rows nothing is fused).
  * Every TTFT and TPOT row carries "fused" (any group fused) and "fused_groups".
  *
  * --readback times every TPOT row once per way the step's result reaches the host:
@@ -384,6 +385,7 @@ static const struct {
     {"gemm", LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_GATE_UP},
     {"on", LA_CUDA_FUSED_ALL},
     {"nomerge", LA_CUDA_FUSED_ALL & ~LA_CUDA_FUSED_MERGE},
+    {"nokv_write", LA_CUDA_FUSED_ALL & ~LA_CUDA_FUSED_KV_WRITE},
 };
 
 /* The --fused name of a mask ("mask" for one no name stands for). */
@@ -845,7 +847,7 @@ int main(int argc, char **argv) {
                 else fused[n_fused++] = m;
             }
             if (bad || n_fused == 0) {
-                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, gemm, on, nomerge "
+                fprintf(stderr, "bench_gpu: --fused %s: expected up to 4 of off, qkv, gate_up, gemm, on, nomerge, nokv_write "
                                 "(or both = off,on)\n", argv[i]);
                 return 2;
             }
@@ -865,7 +867,7 @@ int main(int argc, char **argv) {
             }
         } else {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2,v3] "
-                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge|both] [--readback argmax,logits] "
+                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge,nokv_write|both] [--readback argmax,logits] "
                             "[--methods recompute,prefix,block,mepic,lazy] [--out FILE] [--commit SHA] [--no-engine] "
                             "[--no-ttft] [--no-tpot]\n");
             return 2;

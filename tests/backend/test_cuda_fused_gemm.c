@@ -390,7 +390,7 @@ Test(cuda_fused_gemm, logits_match_unfused_f32_linear_rope) { fused_vs_unfused("
  * GEMM fusions ([1]: all groups) against the GEMM groups alone ([0]): bit-equal logits on
  * prefills under and over 128 rows and on decode steps (the fusions change no arithmetic;
  * the KV the fused steps wrote is read back by every later step). */
-Test(cuda_fused_gemm, add_norm_and_swiglu_fusions_are_bit_equal) {
+Test(cuda_fused_gemm, add_norm_swiglu_and_kv_write_fusions_are_bit_equal) {
     if (!la_test_have_gpu()) return;
     fpair f;
     const bool graphs[2] = {false, false};
@@ -407,7 +407,7 @@ Test(cuda_fused_gemm, add_norm_and_swiglu_fusions_are_bit_equal) {
 
 /* Graphs on ([1]) against off ([0]) with the given groups fused: with QKV only a recorded
  * decode step mixes OP_MATMUL_GROUP and per-weight OP_MATMULs; with all groups it holds
- * OP_ADD_RMSNORM and OP_GATE_UP_SWIGLU; the replays give bit-equal logits. */
+ * OP_QKV_KV_WRITE, OP_ADD_RMSNORM and OP_GATE_UP_SWIGLU; the replays give bit-equal logits. */
 static void graph_replay(uint32_t groups, const char *what) {
     if (!la_test_have_gpu()) return;
     fpair f;

@@ -20,6 +20,7 @@
 #include "engine/sampling.h"
 #ifdef LA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
 #endif
 
 /* Tolerances (absolute, on values of order 1):
@@ -681,6 +682,97 @@ Test(cuda_kernels, kv_write_and_copy_rotate_match_cpu) {
     synth_free(&s);
 }
 
+/* qkv_kv_write on the GPU, fused (one kernel from the QKV GEMM's output) and with that
+ * fusion off (matmul_group, split, kv_write), one after the other on the same layer and
+ * slots: q, k, v and every pool slot bit-equal; and against the CPU's three matmuls and
+ * kv_write within the GEMM and KV tolerances. 40 rows rotated at small and 100k positions
+ * and stored unrotated (mepic). */
+static void qkv_kv_write_case(int hidden, int n_heads, int n_kv, int hd) {
+    synth s;
+    synth_init(&s, hidden, n_heads, n_kv, hd, 128, 100, 2);
+    pair p;
+    const int32_t B = 16;
+    if (!pair_open(&p, &s, 8, B)) return;
+    la_err err = {0};
+    const int64_t kvd = (int64_t)n_kv * hd, qd = (int64_t)n_heads * hd;
+    builder b;
+    builder_init(&b);
+    for (int32_t t = 0; t < 40; t++)
+        add_token(&b, t, t % 3 == 0 ? 100000 + t : (t % 3 == 1 ? t : LA_POS_UNROTATED), t);
+    la_batch batch = builder_batch(&b);
+    la_act x[2], q[2], k[2], v[2], q2, k2, v2;
+    act_pair(&p, b.n, hidden, x);
+    random_pair(&p, x, -1.f, 1.f);
+    act_pair(&p, b.n, qd, q);
+    act_pair(&p, b.n, kvd, k);
+    act_pair(&p, b.n, kvd, v);
+    la_backend *g = p.be[1];
+    LA_CHECK_OK(g->ops->act_alloc(g, b.n, qd, &q2, &err), err);
+    LA_CHECK_OK(g->ops->act_alloc(g, b.n, kvd, &k2, &err), err);
+    LA_CHECK_OK(g->ops->act_alloc(g, b.n, kvd, &v2, &err), err);
+    const uint32_t fused = la_cuda_fused_gemm(g);
+    cr_assert(fused & LA_CUDA_FUSED_KV_WRITE, "the fused KV write is on by default");
+    /* the pool slots each way: [way][slot][K then V] */
+    const size_t slot_floats = 2 * (size_t)kvd;
+    float *pool[2];
+    for (int way = 0; way < 2; way++) {
+        pool[way] = malloc(sizeof(float) * slot_floats * (size_t)b.n);
+        la_cuda_fused_gemm_set(g, way == 0 ? fused : fused & ~LA_CUDA_FUSED_KV_WRITE);
+        LA_CHECK_OK(g->ops->batch_begin(g, &batch, &err), err);
+        if (way == 0) LA_CHECK_OK(g->ops->qkv_kv_write(g, &x[1], 0, &q[1], &k[1], &v[1], &err), err);
+        else LA_CHECK_OK(g->ops->qkv_kv_write(g, &x[1], 0, &q2, &k2, &v2, &err), err);
+        for (int64_t slot = 0; slot < b.n; slot++) {
+            float *at = pool[way] + (size_t)slot * slot_floats;
+            LA_CHECK_OK(g->ops->kv_read_slot(g, 0, slot, at, at + kvd, &err), err);
+        }
+    }
+    la_cuda_fused_gemm_set(g, fused);
+    cr_assert(memcmp(pool[0], pool[1], sizeof(float) * slot_floats * (size_t)b.n) == 0,
+              "qkv_kv_write, hd %d: the pool differs between the fused kernel and split + kv_write", hd);
+    const la_act *fa[3] = {&q[1], &k[1], &v[1]}, *ua[3] = {&q2, &k2, &v2};
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        float *a = read_act(g, fa[i]), *c = read_act(g, ua[i]);
+        cr_assert(memcmp(a, c, sizeof(float) * (size_t)(fa[i]->n_rows * fa[i]->n_cols)) == 0,
+                  "qkv_kv_write, hd %d: %s differs between the fused kernel and split + kv_write", hd, names[i]);
+        free(a);
+        free(c);
+    }
+    /* the CPU: forward.c's fallback (it has no qkv_kv_write) */
+    la_backend *c = p.be[0];
+    cr_assert(c->ops->qkv_kv_write == NULL);
+    LA_CHECK_OK(c->ops->batch_begin(c, &batch, &err), err);
+    const la_weight_kind w[3] = {LA_W_Q, LA_W_K, LA_W_V};
+    la_act *co[3] = {&q[0], &k[0], &v[0]};
+    for (int i = 0; i < 3; i++) LA_CHECK_OK(c->ops->matmul(c, &x[0], w[i], 0, co[i], &err), err);
+    LA_CHECK_OK(c->ops->kv_write(c, 0, &k[0], &v[0], &err), err);
+    char what[64];
+    snprintf(what, sizeof what, "qkv_kv_write hd %d: q", hd);
+    expect_close(what, q, &p, 0, GEMM_TOL_REL);
+    snprintf(what, sizeof what, "qkv_kv_write hd %d: k (rotated)", hd);
+    expect_close(what, k, &p, 0, GEMM_TOL_REL + KV_TOL_REL);
+    snprintf(what, sizeof what, "qkv_kv_write hd %d: v", hd);
+    expect_close(what, v, &p, 0, GEMM_TOL_REL);
+    free(pool[0]);
+    free(pool[1]);
+    g->ops->act_free(g, &q2);
+    g->ops->act_free(g, &k2);
+    g->ops->act_free(g, &v2);
+    act_pair_free(&p, x);
+    act_pair_free(&p, q);
+    act_pair_free(&p, k);
+    act_pair_free(&p, v);
+    builder_free(&b);
+    pair_close(&p);
+    synth_free(&s);
+}
+
+Test(cuda_kernels, qkv_kv_write_fused_equals_split_and_kv_write) {
+    qkv_kv_write_case(256, 8, 2, 128); /* Llama-3's head geometry */
+    qkv_kv_write_case(192, 6, 3, 72);  /* head_dim 72, 3 KV heads */
+    qkv_kv_write_case(64, 4, 1, 16);   /* MQA, head_dim 16 */
+}
+
 /* ============================================================ tests: attention ====== */
 
 typedef struct geometry {
@@ -862,6 +954,28 @@ Test(cuda_attention, long_context_question_splits_over_kv) { long_context_questi
 Test(cuda_attention, long_context_question_other_split_targets) {
     long_context_question("1");
     long_context_question("16");
+}
+
+/* LA_CUDA_PDL: programmatic dependent launch on by default where the build and device can
+ * (la_cuda_pdl_supported), off with 0; another value fails the create. The process-wide
+ * switch is left as the default create sets it. */
+Test(cuda_kernels, pdl_env_sets_the_launch_switch) {
+    if (!la_test_have_gpu()) return;
+    const struct {
+        const char *value;
+        bool on;
+    } cases[] = {{"0", false}, {"1", true}, {NULL, true}};
+    la_err err = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value) setenv("LA_CUDA_PDL", cases[i].value, 1);
+        else unsetenv("LA_CUDA_PDL");
+        la_backend *be = NULL;
+        LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
+        cr_assert_eq(la_cuda_pdl_on(), cases[i].on && la_cuda_pdl_supported(), "LA_CUDA_PDL=%s",
+                     cases[i].value ? cases[i].value : "(unset)");
+        la_backend_destroy(be);
+    }
+    la_test_cuda_env_rejected("LA_CUDA_PDL", "yes");
 }
 
 /* LA_ATTN_SPLIT_CTAS outside 1..16 fails the create with LA_ERR_INVALID_ARG. */

@@ -47,7 +47,7 @@
  * per-element mask; a pass no row of a warp sees is skipped; the running maximum moves
  * only past LA_ATTN_RESCALE_SLACK (attn_tile.cuh), so O is rarely rescaled. Padding slots
  * load as zeros. Registers / shared memory per CTA (sm_90a, ptxas): hd 128 236 / 104.9
- * KiB, hd 64 174, hd 32 164, no spills; 2 CTAs per SM at hd 128.
+ * KiB, hd 64 176, hd 32 164, no spills; 2 CTAs per SM at hd 128.
  *
  * v1. One CTA = 4 warps = 64 query rows; row r is token r / hpc, query head
  * r % hpc of the CTA's KV head (hpc = heads_per_cta: 4 for Llama-3's GQA, so a CTA holds
@@ -437,8 +437,8 @@ __device__ __forceinline__ bool rope_q_load(const la_cuda_attn_params &p, const 
                                             int32_t delta, int half, int f, uint32_t &x2, uint32_t &y2, float4 &cs) {
     const bool ok = q != NULL;
     if (!ok) q = p.q;
-    x2 = __ldg(reinterpret_cast<const unsigned int *>(q + f));
-    y2 = __ldg(reinterpret_cast<const unsigned int *>(q + half + f));
+    x2 = *reinterpret_cast<const uint32_t *>(q + f);
+    y2 = *reinterpret_cast<const uint32_t *>(q + half + f);
     cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)pos - delta, f);
     return ok;
 }
@@ -446,6 +446,32 @@ __device__ __forceinline__ bool rope_q_load(const la_cuda_attn_params &p, const 
  * live yet (O is still zero), and v2's later ones, with O live in registers (236 registers
  * at hd 128 either way, no spills); v3's later ones: ROT_ROWS_V3 */
 constexpr int ROT_ROWS_FIRST = 16, ROT_ROWS_V2 = 4;
+
+/* Rotate NR query rows (CTA rows row_base ..) at p - delta for this lane's frequencies f,
+ * f + 1, RB rows' loads in flight at once (rope_q_load): store(r, lo, hi) writes row r's
+ * rotated pairs for columns f and half + f (zeros for a row past the tile). Shared by
+ * v2's and v3's rotations, which differ only in their shared-memory layout. */
+template <int NR, int RB, class Store>
+__device__ __forceinline__ void rotate_rows(const la_cuda_attn_params &p, int row_base, int32_t delta, int half, int f,
+                                            const int32_t *row_pos, const la_bf16_t *const *row_q, Store store) {
+    static_assert(NR % RB == 0, "whole batches of rows");
+#pragma unroll
+    for (int r0 = 0; r0 < NR; r0 += RB) {
+        uint32_t x2[RB], y2[RB];
+        float4 cs[RB];
+        bool ok[RB];
+#pragma unroll
+        for (int j = 0; j < RB; j++)
+            ok[j] = rope_q_load(p, row_q[row_base + r0 + j], row_pos[row_base + r0 + j], delta, half, f, x2[j], y2[j],
+                                cs[j]);
+#pragma unroll
+        for (int j = 0; j < RB; j++) {
+            uint32_t lo = 0, hi = 0;
+            if (ok[j]) la_rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
+            store(r0 + j, lo, hi);
+        }
+    }
+}
 
 /* ---- shared by v2 and v3: rows, a 16-row slab's scores and softmax, output rows -------- */
 
@@ -595,28 +621,14 @@ __device__ __forceinline__ void rotate_q_v2(la_bf16_t *Qw, const la_cuda_attn_pa
                                             int32_t delta, const int32_t *row_pos,
                                             const la_bf16_t *const *row_q) {
     constexpr int STRIDE = HD + 8;
-    static_assert(V2_WROWS % RB == 0, "whole batches of rows");
     const int lane = threadIdx.x & 31, hd = p.head_dim, half = hd >> 1;
     __syncwarp();
     if (lane < (hd >> 2)) {
         const int f = 2 * lane;
-#pragma unroll
-        for (int r0 = 0; r0 < V2_WROWS; r0 += RB) {
-            uint32_t x2[RB], y2[RB];
-            float4 cs[RB];
-            bool ok[RB];
-#pragma unroll
-            for (int j = 0; j < RB; j++)
-                ok[j] = rope_q_load(p, row_q[row_base + r0 + j], row_pos[row_base + r0 + j], delta, half, f, x2[j],
-                                    y2[j], cs[j]);
-#pragma unroll
-            for (int j = 0; j < RB; j++) {
-                uint32_t lo = 0, hi = 0;
-                if (ok[j]) la_rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
-                *reinterpret_cast<uint32_t *>(Qw + (r0 + j) * STRIDE + f) = lo;
-                *reinterpret_cast<uint32_t *>(Qw + (r0 + j) * STRIDE + half + f) = hi;
-            }
-        }
+        rotate_rows<V2_WROWS, RB>(p, row_base, delta, half, f, row_pos, row_q, [&](int r, uint32_t lo, uint32_t hi) {
+            *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + f) = lo;
+            *reinterpret_cast<uint32_t *>(Qw + r * STRIDE + half + f) = hi;
+        });
     }
     __syncwarp();
 }
@@ -1013,24 +1025,11 @@ constexpr int ROT_ROWS_V3 = 2;
 template <int RB>
 __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_attn_params &p, int row0, int32_t delta,
                                             const int32_t *row_pos, const la_bf16_t *const *row_q) {
-    static_assert(16 % RB == 0, "whole batches of rows");
-    const int lane = threadIdx.x & 31, f = 2 * lane;
-#pragma unroll
-    for (int r0 = 0; r0 < 16; r0 += RB) {
-        uint32_t x2[RB], y2[RB];
-        float4 cs[RB];
-        bool ok[RB];
-#pragma unroll
-        for (int j = 0; j < RB; j++)
-            ok[j] = rope_q_load(p, row_q[row0 + r0 + j], row_pos[row0 + r0 + j], delta, 64, f, x2[j], y2[j], cs[j]);
-#pragma unroll
-        for (int j = 0; j < RB; j++) {
-            uint32_t lo = 0, hi = 0;
-            if (ok[j]) la_rope_rotate_pair(x2[j], y2[j], cs[j], lo, hi);
-            *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r0 + j, f)) = lo;
-            *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r0 + j, 64 + f)) = hi;
-        }
-    }
+    const int f = 2 * (threadIdx.x & 31);
+    rotate_rows<16, RB>(p, row0, delta, 64, f, row_pos, row_q, [&](int r, uint32_t lo, uint32_t hi) {
+        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r, f)) = lo;
+        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r, 64 + f)) = hi;
+    });
 }
 #endif
 

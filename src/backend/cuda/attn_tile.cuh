@@ -122,9 +122,10 @@ __device__ __forceinline__ void la_attn_rotate_keys(const la_cuda_attn_params &p
  * split s's (m, l) (the first 32 are loaded once), the weights reach the other lanes by
  * shuffle, and the partial rows are loaded LA_MERGE_BATCH splits at a time with no branch
  * around the loads, so a batch's loads are in flight together: 1 + ceil(n_splits / 8)
- * dependent trips to L2 (a lane past hd, or a split past n_splits in the last batch, loads
- * a valid row and weighs it 0, which leaves every sum bit-identical to the split-by-split
- * loop; that loop, a load behind `if (active)` per split, made one L2 round trip per split:
+ * dependent trips to L2 (a split past n_splits in the last batch loads a valid row and
+ * weighs it 0, which leaves every sum bit-identical to the split-by-split loop; a lane past
+ * hd loads dims 0..3 and its sums are never written; the old loop, a load behind
+ * `if (active)` per split, made one L2 round trip per split:
  * 7.9 us per layer for the Llama-3-8B question's 15 splits, cuobjdump / ncu). Loads go
  * through L2 only (ld.global.cg): the partial rows may have been written by other CTAs of
  * the running grid (attn_decode.cu's in-kernel merge). */

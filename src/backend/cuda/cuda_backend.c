@@ -45,8 +45,9 @@
  * Launches (la_cuda_launch): every kernel is launched with programmatic dependent launch on
  * compute capability 9.0+ (LA_CUDA_PDL=0 turns it off), so its launch overlaps the tail of
  * the kernel before it; each kernel waits (griddepcontrol.wait) before it reads what an
- * earlier kernel wrote, the attention kernels after reading the step's host-written
- * metadata. cuBLAS launches its GEMMs itself, without it.
+ * earlier kernel wrote: at its top, except attn_prefill v2 / v3, which first read the
+ * step's host-written metadata (items, positions, block lists). cuBLAS launches its GEMMs
+ * itself, without it.
  *
  * Activations come from a caching allocator: freed buffers are kept and reused by later
  * allocations of at most twice their size (the forward pass allocates eleven per step);
@@ -1434,21 +1435,33 @@ static la_status cuda_matmul_group(la_backend *be, const la_act *x, const la_wei
     return LA_OK;
 }
 
+/* LA_ERR_INTERNAL naming `what` unless `layer` is a layer of the model and the pool exists. */
+static la_status check_pool_layer(const cuda_backend *c, int32_t layer, const char *what, la_err *err) {
+    if (layer < 0 || layer >= c->n_layers || !c->k_pool)
+        return la_err_set(err, LA_ERR_INTERNAL, "cuda %s: layer %d (pool %s)", what, layer, c->k_pool ? "ok" : "missing");
+    return LA_OK;
+}
+
+/* kv_write's parameters for `layer` of this step: K rows k (rotated in place), V rows v. */
+static la_cuda_kv_write_params kv_write_params(const cuda_backend *c, int32_t layer, void *k, const void *v) {
+    const la_model_config *m = &c->base.cfg;
+    const int64_t slab = (int64_t)layer * kv_slab_elems(c);
+    return (la_cuda_kv_write_params){k, v, c->k_pool + slab, c->v_pool + slab, c->d_kpos, c->d_slots, c->n_tokens,
+                                     m->n_kv_heads, m->head_dim, c->block_size, c->rope, c->rope_len};
+}
+
 static la_status cuda_kv_write(la_backend *be, int32_t layer, la_act *k, const la_act *v, la_err *err) {
     cuda_backend *c = cu(be);
     const la_model_config *m = &c->base.cfg;
     NEED_BATCH(c);
     int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim;
-    if (layer < 0 || layer >= c->n_layers || !c->k_pool)
-        return la_err_set(err, LA_ERR_INTERNAL, "cuda kv_write: layer %d (pool %s)", layer, c->k_pool ? "ok" : "missing");
+    LA_TRY(check_pool_layer(c, layer, "kv_write", err));
     if (k->n_rows != c->n_tokens || k->n_cols != kvd) return shape_error(err, "kv_write", k, c->n_tokens, kvd);
     if (v->n_rows != c->n_tokens || v->n_cols != kvd) return shape_error(err, "kv_write", v, c->n_tokens, kvd);
     if (c->recording) return record_op(c, OP_KV_WRITE, layer, 0, k, v, err);
     LA_TRY(flush_copies(c, err));
     prof_begin(c);
-    int64_t slab = (int64_t)layer * kv_slab_elems(c);
-    la_cuda_kv_write_params p = {k->data, v->data, c->k_pool + slab, c->v_pool + slab, c->d_kpos, c->d_slots,
-                                 c->n_tokens, m->n_kv_heads, m->head_dim, c->block_size, c->rope, c->rope_len};
+    la_cuda_kv_write_params p = kv_write_params(c, layer, k->data, v->data);
     LA_TRY(la_cuda_kv_write(&p, c->stream, err));
     prof_end(c, PROF_KV_WRITE);
     return LA_OK;
@@ -1471,9 +1484,7 @@ static la_status cuda_qkv_kv_write(la_backend *be, const la_act *x, int32_t laye
     NEED_BATCH(c);
     const int64_t qd = (int64_t)m->n_heads * m->head_dim, kvd = (int64_t)m->n_kv_heads * m->head_dim;
     const int64_t hidden = m->hidden_size;
-    if (layer < 0 || layer >= c->n_layers || !c->k_pool)
-        return la_err_set(err, LA_ERR_INTERNAL, "cuda qkv_kv_write: layer %d (pool %s)", layer,
-                          c->k_pool ? "ok" : "missing");
+    LA_TRY(check_pool_layer(c, layer, "qkv_kv_write", err));
     const la_bf16_t *w0 = weight_ptr(c, LA_W_Q, layer);
     if (!w0 || weight_ptr(c, LA_W_K, layer) != w0 + qd * hidden || weight_ptr(c, LA_W_V, layer) != w0 + (qd + kvd) * hidden)
         return la_err_set(err, LA_ERR_INTERNAL, "cuda qkv_kv_write: W_q / W_k / W_v of layer %d not stacked", layer);
@@ -1492,11 +1503,8 @@ static la_status cuda_qkv_kv_write(la_backend *be, const la_act *x, int32_t laye
     prof_end(c, PROF_MATMUL_QKV);
     LA_TRY(flush_copies(c, err));
     prof_begin(c);
-    const int64_t slab = (int64_t)layer * kv_slab_elems(c);
-    la_cuda_qkv_kv_write_params p = {
-        .kv = {k->data, NULL, c->k_pool + slab, c->v_pool + slab, c->d_kpos, c->d_slots, c->n_tokens, m->n_kv_heads,
-               m->head_dim, c->block_size, c->rope, c->rope_len},
-        .qkv = c->gemm_scratch, .q = q->data, .v_act = v->data, .q_cols = (int32_t)qd};
+    la_cuda_qkv_kv_write_params p = {.kv = kv_write_params(c, layer, k->data, NULL), .qkv = c->gemm_scratch,
+                                     .q = q->data, .v_act = v->data, .q_cols = (int32_t)qd};
     LA_TRY(la_cuda_qkv_kv_write(&p, c->stream, err));
     prof_end(c, PROF_KV_WRITE);
     return LA_OK;
@@ -1507,8 +1515,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
     const la_model_config *m = &c->base.cfg;
     NEED_BATCH(c);
     int64_t qd = (int64_t)m->n_heads * m->head_dim;
-    if (layer < 0 || layer >= c->n_layers || !c->k_pool)
-        return la_err_set(err, LA_ERR_INTERNAL, "cuda attention: layer %d (pool %s)", layer, c->k_pool ? "ok" : "missing");
+    LA_TRY(check_pool_layer(c, layer, "attention", err));
     if (q->n_rows != c->n_tokens || q->n_cols != qd) return shape_error(err, "attention", q, c->n_tokens, qd);
     if (out->n_rows != c->n_tokens || out->n_cols != qd) return shape_error(err, "attention", out, c->n_tokens, qd);
     if (c->recording) return record_op(c, OP_ATTENTION, layer, 0, q, out, err);
@@ -2005,7 +2012,7 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     if (prop.major < 8)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "cuda backend: %s has compute capability %d.%d; bf16 "
                           "tensor cores need 8.0 or newer", prop.name, prop.major, prop.minor);
-    la_cuda_pdl_set(c->pdl && prop.major >= 9); /* griddepcontrol: sm_90 and newer */
+    la_cuda_pdl_set(c->pdl && prop.major >= 9 && la_cuda_pdl_supported()); /* griddepcontrol: sm_90 code */
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream");
     CUDA_TRY(cudaEventCreate(&c->ev_begin), "event");
     CUDA_TRY(cudaEventCreate(&c->ev_end), "event");

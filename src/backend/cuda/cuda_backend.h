@@ -23,8 +23,14 @@
 
 /* Create a CUDA backend on the current device (device 0 unless the caller chose another
  * with cudaSetDevice). Caller owns *out; free with la_backend_destroy().
+ * Programmatic dependent launch (every kernel's launch overlapping the tail of the one
+ * before, cuda_backend.c) is on where the device is compute capability 9.0+ and the build
+ * carries sm_90 code, unless LA_CUDA_PDL=0; it is one setting for the process, and the
+ * latest create sets it.
  * Errors: LA_ERR_UNSUPPORTED (no CUDA device or driver), LA_ERR_BACKEND (stream, cuBLAS
- * handle), LA_ERR_NO_MEMORY. */
+ * handle), LA_ERR_NO_MEMORY, LA_ERR_INVALID_ARG (an environment switch with a value it does
+ * not take: LA_CUDA_GRAPHS, LA_CUDA_PDL, LA_CUDA_FUSED_GEMM, LA_ATTN_PREFILL, LA_ATTN_DECODE,
+ * LA_ATTN_SPLIT_CTAS). */
 la_status la_cuda_backend_create(la_backend **out, la_err *err);
 
 /* ---- hooks for tests and benchmarks (not used by the engine) ------------------------------ */
@@ -82,7 +88,8 @@ void la_cuda_graph_stats_get(const la_backend *be, la_cuda_graph_stats *out);
  * call on the capturing stream invalidates it), to exercise the fallback. */
 void la_cuda_graphs_break_next_capture(la_backend *be);
 
-/* ---- fused operations (cuda_backend.c: matmul_group, add_rmsnorm, gate_up_swiglu) -------- */
+/* ---- fused operations (cuda_backend.c: matmul_group, add_rmsnorm, gate_up_swiglu,
+ * qkv_kv_write) ---------------------------------------------------------------------------- */
 
 /* Groups of operations the backend runs fused, each one bit:
  *   QKV, GATE_UP  for at most 128 rows of x (decode steps, question chunks), x [W_q; W_k;

@@ -26,9 +26,17 @@ static inline la_status la_cuda_launched(const char *what, la_err *err) {
  * CUDA C++ Programming Guide, "Programmatic Dependent Launch and Synchronization") where
  * la_cuda_pdl_on(): the kernel may then be scheduled while the kernel before it in the
  * stream still runs, so its launch and first instructions overlap that kernel's tail.
- * Every kernel launched here therefore calls la_pdl_wait() before it reads anything an
- * earlier kernel wrote and before it writes anything (la_pdl_enter() at its top does both
- * halves). LA_ERR_BACKEND naming `what` when the launch fails. */
+ * The rules every kernel launched here keeps:
+ *   - every thread calls la_pdl_wait() before it reads anything a kernel wrote and before
+ *     it writes any device memory, and no CTA exits before its wait: a wait covers the
+ *     grid just before it only, and it covers every earlier grid because that grid's CTAs
+ *     all waited too;
+ *   - since every kernel triggers at its top (la_pdl_trigger), the code before the wait
+ *     may run beside any number of earlier kernels still in flight: it may read only what
+ *     the host copied in (cudaMemcpyAsync is a full dependency) and write only shared
+ *     memory and registers.
+ * la_pdl_enter() at a kernel's top does both halves at once. LA_ERR_BACKEND naming `what`
+ * when the launch fails. */
 template <typename P>
 static inline la_status la_cuda_launch(void (*kernel)(P), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                                        const P &params, const char *what, la_err *err) {

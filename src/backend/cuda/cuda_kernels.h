@@ -41,6 +41,9 @@ typedef uint16_t la_bf16_t;
  * and newer unless LA_CUDA_PDL=0. launch.cu. */
 void la_cuda_pdl_set(bool on);
 bool la_cuda_pdl_on(void);
+/* Whether this build's kernels can wait as PDL needs on the current device: their code
+ * comes from PTX 9.0 or newer and runs as sm_90+ machine code (cudaFuncGetAttributes). */
+bool la_cuda_pdl_supported(void);
 
 /* ---- attention geometry shared by the host scheduler and the kernels -------------------- */
 

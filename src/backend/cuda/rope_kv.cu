@@ -13,11 +13,14 @@
  *                 Grid-stride over n_pos x half. Bytes: 8 n_pos half written.
  * kv_write        one CTA per new token: rotate its K heads at k_pos (skipped for
  *                 LA_POS_UNROTATED: mepic), write the rotated K back to the activation (the
- *                 interface modifies k in place) and K, V to the pool slot. Bytes: k and v
- *                 read, k written back, both written to the pool: 8 x n_kv_heads x head_dim
- *                 per token (bf16).
- * qkv_kv_write    kv_write fed from the fused QKV GEMM's rows, which also copies each
- *                 row's query and value columns out (replacing split_cols + kv_write).
+ *                 interface modifies k in place; unrotated rows are left as they are) and
+ *                 K, V to the pool slot. Bytes: k and v read, k written back, both written
+ *                 to the pool: 8 x n_kv_heads x head_dim per token (bf16).
+ * qkv_kv_write    one CTA per new token, reading its row of the fused QKV GEMM's output
+ *                 [q | k | v]: the q columns copied to q, then kv_write's work from the k and
+ *                 v columns, which also go to the k (rotated) and v activations (replacing
+ *                 split_cols + kv_write, bit-equal). Bytes per token: (q_cols + 2 kvd) x 2
+ *                 read, q_cols x 2 + kvd x 8 written (kvd = n_kv_heads x head_dim).
  * kv_copy_rotate  grid (job, layer): copy slots [0, n_valid) of the source block to the
  *                 destination block, keys rotated by delta, values as they are. Bytes:
  *                 8 x n_valid x n_kv_heads x head_dim per job and layer.
@@ -73,19 +76,26 @@ __global__ void __launch_bounds__(512) kv_write_kernel(const la_cuda_kv_write_pa
     la_pdl_enter();
     const int t = blockIdx.x, kvd = p.n_kv_heads * p.head_dim;
     la_bf16_t *k = p.k + (int64_t)t * kvd;
-    for (int u = threadIdx.x; u < kvd / 4; u += blockDim.x) kv_write_unit(p, t, u, k, k, p.v + (int64_t)t * kvd, nullptr);
+    const la_bf16_t *v = p.v + (int64_t)t * kvd;
+    for (int u = threadIdx.x; u < kvd / 4; u += blockDim.x) kv_write_unit(p, t, u, k, k, v, nullptr);
 }
 
-/* One CTA per token: the query columns of its qkv row copied to q (16 bytes per thread),
- * then kv_write_unit from the key and value columns. */
+/* One CTA per token, thread i: 16 bytes of the query columns of its qkv row copied to q
+ * and kv_write_unit i from the key and value columns, the q load first and its store last
+ * so that no load waits behind a store. */
 __global__ void __launch_bounds__(512) qkv_kv_write_kernel(const la_cuda_qkv_kv_write_params p) {
     la_pdl_enter();
     const int t = blockIdx.x, kvd = p.kv.n_kv_heads * p.kv.head_dim, qc = p.q_cols;
+    const int nq = qc / 8, nkv = kvd / 4, n = nq > nkv ? nq : nkv;
     const la_bf16_t *row = p.qkv + (int64_t)t * (qc + 2 * kvd);
-    for (int i = threadIdx.x; i < qc / 8; i += blockDim.x)
-        reinterpret_cast<uint4 *>(p.q + (int64_t)t * qc)[i] = reinterpret_cast<const uint4 *>(row)[i];
-    for (int u = threadIdx.x; u < kvd / 4; u += blockDim.x)
-        kv_write_unit(p.kv, t, u, row + qc, p.kv.k + (int64_t)t * kvd, row + qc + kvd, p.v_act + (int64_t)t * kvd);
+    uint4 *q = reinterpret_cast<uint4 *>(p.q + (int64_t)t * qc);
+    la_bf16_t *k = p.kv.k + (int64_t)t * kvd, *v = p.v_act + (int64_t)t * kvd;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        uint4 qv = make_uint4(0, 0, 0, 0);
+        if (i < nq) qv = reinterpret_cast<const uint4 *>(row)[i];
+        if (i < nkv) kv_write_unit(p.kv, t, i, row + qc, k, row + qc + kvd, v);
+        if (i < nq) q[i] = qv;
+    }
 }
 
 __global__ void __launch_bounds__(256) kv_copy_rotate_kernel(const la_cuda_kv_copy_params p) {
@@ -115,6 +125,21 @@ __global__ void __launch_bounds__(256) kv_copy_rotate_kernel(const la_cuda_kv_co
     }
 }
 
+/* kv_write's geometry (both launchers): head_dim a multiple of 8, a KV head, a block size
+ * and the RoPE table. LA_ERR_INTERNAL naming `what`. */
+la_status kv_write_check(const la_cuda_kv_write_params *p, const char *what, la_err *err) {
+    if (p->head_dim % 8 != 0 || p->n_kv_heads < 1 || p->block_size < 1 || !p->rope)
+        return la_err_set(err, LA_ERR_INTERNAL, "%s: bad geometry (head_dim %d, n_kv_heads %d)", what, p->head_dim,
+                          p->n_kv_heads);
+    return LA_OK;
+}
+
+/* Threads of a kv_write / qkv_kv_write CTA for `units` per-thread pieces: one thread each
+ * (64..512, whole warps), so a row's loads are all in flight at once (ncu, Llama-3-8B
+ * batch 1: 4 us per layer with 128 threads looping over 512 pairs; one thread per pair
+ * with 2-byte accesses: 55 us per layer at 8K rows). */
+int kv_write_threads(int units) { return units < 64 ? 64 : units > 512 ? 512 : (units + 31) / 32 * 32; }
+
 } /* namespace */
 
 /* ---- launchers -------------------------------------------------------------------------- */
@@ -131,29 +156,21 @@ extern "C" la_status la_cuda_rope_table(const la_cuda_rope_table_params *p, cuda
 extern "C" la_status la_cuda_kv_write(const la_cuda_kv_write_params *p, cudaStream_t stream,
                                       la_err *err) {
     if (p->n_tokens <= 0) return LA_OK;
-    if (p->head_dim % 8 != 0 || p->n_kv_heads < 1 || p->block_size < 1 || !p->rope)
-        return la_err_set(err, LA_ERR_INTERNAL, "kv_write: bad geometry (head_dim %d, n_kv_heads %d)",
-                          p->head_dim, p->n_kv_heads);
-    /* one thread per (KV head, two rotation pairs), so a row's loads are all in flight at
-     * once (ncu, Llama-3-8B batch 1: 4 us per layer with 128 threads looping over 512 pairs;
-     * one thread per pair with 2-byte accesses: 55 us per layer at 8K rows) */
-    const int units = p->n_kv_heads * (p->head_dim / 4);
-    const int threads = units < 64 ? 64 : units > 512 ? 512 : (units + 31) / 32 * 32;
+    LA_TRY(kv_write_check(p, "kv_write", err));
+    const int threads = kv_write_threads(p->n_kv_heads * (p->head_dim / 4));
     return la_cuda_launch(kv_write_kernel, (unsigned)p->n_tokens, (unsigned)threads, 0, stream, *p, "kv_write", err);
 }
 
 extern "C" la_status la_cuda_qkv_kv_write(const la_cuda_qkv_kv_write_params *p, cudaStream_t stream, la_err *err) {
     const la_cuda_kv_write_params *kv = &p->kv;
     if (kv->n_tokens <= 0) return LA_OK;
-    if (kv->head_dim % 8 != 0 || kv->n_kv_heads < 1 || kv->block_size < 1 || !kv->rope || p->q_cols % 8 != 0 ||
-        p->q_cols <= 0 || ((uintptr_t)p->qkv & 15) || ((uintptr_t)p->q & 15))
-        return la_err_set(err, LA_ERR_INTERNAL, "qkv_kv_write: bad geometry (head_dim %d, n_kv_heads %d, q_cols %d)",
-                          kv->head_dim, kv->n_kv_heads, p->q_cols);
-    const int units = p->q_cols / 8 > kv->n_kv_heads * (kv->head_dim / 4) ? p->q_cols / 8
-                                                                        : kv->n_kv_heads * (kv->head_dim / 4);
-    const int threads = units < 64 ? 64 : units > 512 ? 512 : (units + 31) / 32 * 32;
-    return la_cuda_launch(qkv_kv_write_kernel, (unsigned)kv->n_tokens, (unsigned)threads, 0, stream, *p,
-                          "qkv_kv_write", err);
+    LA_TRY(kv_write_check(kv, "qkv_kv_write", err));
+    if (p->q_cols % 8 != 0 || p->q_cols <= 0 || ((uintptr_t)p->qkv & 15) || ((uintptr_t)p->q & 15))
+        return la_err_set(err, LA_ERR_INTERNAL, "qkv_kv_write: %d query columns or misaligned rows", p->q_cols);
+    const int kv_units = kv->n_kv_heads * (kv->head_dim / 4);
+    const int threads = kv_write_threads(p->q_cols / 8 > kv_units ? p->q_cols / 8 : kv_units);
+    return la_cuda_launch(qkv_kv_write_kernel, (unsigned)kv->n_tokens, (unsigned)threads, 0, stream, *p, "qkv_kv_write",
+                          err);
 }
 
 extern "C" la_status la_cuda_kv_copy_rotate(const la_cuda_kv_copy_params *p, cudaStream_t stream,
