@@ -443,13 +443,8 @@ __device__ __forceinline__ void decode_v2_rotate_keys(la_bf16_t *Ks, int nv, int
         const int r = i / pairs, f = (i - r * pairs) * 2;
         const float4 cs = la_rope_cs2(p.rope, p.rope_len, half, (int64_t)kpos0 + r, f);
         la_bf16_t *row = Ks + r * STRIDE;
-        const uint32_t xv = *reinterpret_cast<const uint32_t *>(row + f);
-        const uint32_t yv = *reinterpret_cast<const uint32_t *>(row + f + half);
-        const float x0 = __uint_as_float(xv << 16), x1 = __uint_as_float(xv & 0xffff0000u);
-        const float y0 = __uint_as_float(yv << 16), y1 = __uint_as_float(yv & 0xffff0000u);
-        *reinterpret_cast<uint32_t *>(row + f) = la_pack_bf16x2(x0 * cs.x - y0 * cs.y, x1 * cs.z - y1 * cs.w);
-        *reinterpret_cast<uint32_t *>(row + f + half) =
-            la_pack_bf16x2(y0 * cs.x + x0 * cs.y, y1 * cs.z + x1 * cs.w);
+        uint32_t *x = reinterpret_cast<uint32_t *>(row + f), *y = reinterpret_cast<uint32_t *>(row + f + half);
+        la_rope_rotate_pair(*x, *y, cs, *x, *y);
     }
 }
 
