@@ -23,9 +23,9 @@
  * K and V slabs [n_blocks][n_kv_heads][block_size][head_dim] (cuda_kernels.h); pos
  * [n_tokens] int32; partial rows f32 [rows][head_dim] and (m, l) pairs.
  *
- * Grid: x = work item (la_cuda_attn_item: a tile of tokens of one sequence and a range of
- * its key slots, built by the host scheduler in cuda_backend.c), y = KV head x head
- * chunk. Three kernels, chosen per step by la_cuda_attn_params.prefill_variant (the host
+ * Grid: x = KV head x head chunk, y = work item (la_cuda_attn_item: a tile of tokens of
+ * one sequence and a range of its key slots, built by the host scheduler in cuda_backend.c,
+ * longest first; prefill_grid). Three kernels, chosen per step by la_cuda_attn_params.prefill_variant (the host
  * cuts tiles to match; LA_ATTN_PREFILL=v1|v2|v3): v3 (the default on compute capability
  * 9.0 with an sm_90a build, head_dim 128; described at its code below) computes v2's tiles
  * with Hopper's warpgroup MMA; v2 is the default elsewhere and runs every other head_dim.
@@ -75,6 +75,20 @@ constexpr int P_WARPS = 4;
 constexpr int P_THREADS = P_WARPS * 32;
 constexpr int P_ROWS = LA_ATTN_PREFILL_ROWS;
 static_assert(P_ROWS == P_WARPS * 16, "one m16 row tile per warp");
+
+/* Every prefill variant's grid: x = head group (n_kv_heads * n_head_chunks), y = item. The
+ * hardware starts CTAs x-fastest and the host sorts the items longest first, so all head
+ * groups of the longest item start first and the shortest items fill the last wave
+ * (longest-processing-time order). With the items in x, the last head groups' longest
+ * items started last and ran on alone: a causal 8K prefill's 64 items x 32 head groups
+ * left ~12% of the layer's attention to a tail (a list-scheduling model of 264 CTA slots).
+ * LA_ERR_UNSUPPORTED past 65535 items (gridDim.y). */
+la_status prefill_grid(const la_cuda_attn_params *p, dim3 *grid, la_err *err) {
+    if (p->n_items > 65535)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "attn_prefill: %d items in one launch (at most 65535)", p->n_items);
+    *grid = dim3((unsigned)(p->n_kv_heads * p->n_head_chunks), (unsigned)p->n_items);
+    return LA_OK;
+}
 
 template <int HD> struct prefill_layout {
     static constexpr int STRIDE = HD + 8;             /* bf16 per shared-memory row */
@@ -132,8 +146,8 @@ __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cud
     la_bf16_t *Vst = Kst + 2 * L::KV_ELEMS; /* [2][KT][STRIDE] */
     la_tile_meta *meta = reinterpret_cast<la_tile_meta *>(Vst + 2 * L::KV_ELEMS);
 
-    const la_cuda_attn_item it = p.items[blockIdx.x];
-    const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const la_cuda_attn_item it = p.items[blockIdx.y];
+    const int grp = blockIdx.x, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
@@ -361,7 +375,8 @@ la_status launch_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_e
     const size_t bytes = prefill_layout<HD>::BYTES;
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_kernel<HD>, bytes, &attr_done, "attn_prefill", err));
-    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
+    dim3 grid;
+    LA_TRY(prefill_grid(p, &grid, err));
     return la_cuda_launch(attn_prefill_kernel<HD>, grid, P_THREADS, bytes, stream, *p, "attn_prefill", err);
 }
 
@@ -647,9 +662,9 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
 
     /* the item in shared memory: read where used rather than held in registers */
     __shared__ la_cuda_attn_item it;
-    if (threadIdx.x == 0) it = p.items[blockIdx.x];
+    if (threadIdx.x == 0) it = p.items[blockIdx.y];
     __syncthreads();
-    const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const int grp = blockIdx.x, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta, B = p.block_size;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
@@ -958,7 +973,8 @@ la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, l
     const size_t bytes = prefill_v2_layout<HD>::BYTES;
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v2_kernel<HD>, bytes, &attr_done, "attn_prefill v2", err));
-    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
+    dim3 grid;
+    LA_TRY(prefill_grid(p, &grid, err));
     return la_cuda_launch(attn_prefill_v2_kernel<HD>, grid, V2_THREADS, bytes, stream, *p, "attn_prefill", err);
 }
 
@@ -1047,9 +1063,9 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     la_attn_block *raw = reinterpret_cast<la_attn_block *>(smem + L::RAW_OFF); /* [2][groups] */
 
     __shared__ la_cuda_attn_item it;
-    if (threadIdx.x == 0) it = p.items[blockIdx.x];
+    if (threadIdx.x == 0) it = p.items[blockIdx.y];
     __syncthreads();
-    const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const int grp = blockIdx.x, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = 128, hpc = p.heads_per_cta, B = p.block_size;
     const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
@@ -1289,7 +1305,8 @@ la_status launch_prefill_v3(const la_cuda_attn_params *p, cudaStream_t stream, l
     const size_t bytes = prefill_v3_layout::BYTES;
     static bool attr_done = false;
     LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v3_kernel, bytes, &attr_done, "attn_prefill v3", err));
-    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
+    dim3 grid;
+    LA_TRY(prefill_grid(p, &grid, err));
     return la_cuda_launch(attn_prefill_v3_kernel, grid, V3_THREADS, bytes, stream, *p, "attn_prefill", err);
 }
 
