@@ -1,14 +1,19 @@
 #include "model/forward.h"
 
+#include <stdlib.h>
+
 #include "base/err.h"
 
 typedef struct fwd_acts {
-    la_act x, h, q, k, v, o, gate, up, last, last_norm, logits;
+    la_act x, h, q, k, v, o, gate, up;
+    /* the logit rows' share of the last layer after its attention (run_layers) */
+    la_act last, last_q, last_o, last_h, last_gate, last_up, last_norm, logits;
 } fwd_acts;
 
 static void free_acts(la_backend *be, fwd_acts *a) {
     la_act *all[] = {&a->x, &a->h, &a->q, &a->k, &a->v, &a->o,
-                     &a->gate, &a->up, &a->last, &a->last_norm, &a->logits};
+                     &a->gate, &a->up, &a->last, &a->last_q, &a->last_o, &a->last_h,
+                     &a->last_gate, &a->last_up, &a->last_norm, &a->logits};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->data) be->ops->act_free(be, all[i]);
 }
@@ -24,7 +29,10 @@ static la_status alloc_acts(la_backend *be, const la_batch *b, fwd_acts *a, la_e
         {&a->x, n, m->hidden_size}, {&a->h, n, m->hidden_size}, {&a->q, n, qd},
         {&a->k, n, kvd}, {&a->v, n, kvd}, {&a->o, n, qd},
         {&a->gate, n, m->intermediate_size}, {&a->up, n, m->intermediate_size},
-        {&a->last, nl, m->hidden_size}, {&a->last_norm, nl, m->hidden_size},
+        {&a->last, nl, m->hidden_size}, {&a->last_q, nl, qd}, {&a->last_o, nl, qd},
+        {&a->last_h, nl, m->hidden_size},
+        {&a->last_gate, nl, m->intermediate_size}, {&a->last_up, nl, m->intermediate_size},
+        {&a->last_norm, nl, m->hidden_size},
         {&a->logits, nl, m->vocab_size},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++)
@@ -70,37 +78,110 @@ static la_status qkv_kv_write(la_backend *be, const la_act *x, int32_t layer, la
     return be->ops->kv_write(be, layer, k, v, err);
 }
 
+/* Rows without logits from which the last layer's W_q and attention, too, run on the logit
+ * rows alone (a second batch_begin, one-row sequences: logit_row_batch). Below it only W_o
+ * and the MLP do: the second batch_begin and the K/V GEMMs without W_q (unfused) cost about
+ * what they save on a 64-token question. */
+#define LAST_LAYER_ATTN_MIN_ROWS 256
+
+/* Begin the batch of b's logit rows alone, for the last layer's attention: logit row i of
+ * b becomes row i, a one-row sequence at the same position with the block list of the
+ * sequence it came from; its logit rows are 0 .. n_logit_rows - 1 in order. The K/V slots
+ * of b are written by then, so each row sees what it saw in b. LA_ERR_INVALID_ARG for a
+ * logit row in no sequence; LA_ERR_NO_MEMORY; the backend's batch_begin errors. */
+static la_status logit_row_batch(la_backend *be, const la_batch *b, la_err *err) {
+    const int32_t nl = b->n_logit_rows;
+    const size_t n = (size_t)nl;
+    void *mem = malloc(n * (4 * sizeof(int32_t) + sizeof(int64_t) + sizeof(la_batch_seq)));
+    if (!mem) return la_err_set(err, LA_ERR_NO_MEMORY, "forward: the logit rows' batch: out of memory");
+    int64_t *slots = mem;
+    la_batch_seq *seqs = (la_batch_seq *)(slots + n);
+    int32_t *tokens = (int32_t *)(seqs + n), *pos = tokens + n, *k_pos = pos + n, *rows = k_pos + n;
+    int32_t s = 0;
+    for (int32_t i = 0; i < nl; i++) {
+        const int32_t r = b->logit_rows[i];
+        /* the sequence holding row r: usually s or the next one (logit rows in row order) */
+        int32_t k = 0;
+        for (; k < b->n_seqs; k++) {
+            const la_batch_seq *q = &b->seqs[(s + k) % b->n_seqs];
+            if (r >= q->row0 && r < q->row0 + q->n_rows) break;
+        }
+        if (k == b->n_seqs || r < 0 || r >= b->n_tokens) {
+            free(mem);
+            return la_err_set(err, LA_ERR_INVALID_ARG, "forward: logit row %d is in no sequence of the batch", r);
+        }
+        s = (s + k) % b->n_seqs;
+        seqs[i] = (la_batch_seq){i, 1, b->seqs[s].block0, b->seqs[s].n_blocks};
+        tokens[i] = b->tokens[r], pos[i] = b->pos[r], k_pos[i] = b->k_pos[r], slots[i] = b->slots[r], rows[i] = i;
+    }
+    const la_batch sub = {nl, tokens, pos, k_pos, slots, nl, seqs, b->n_blocks, b->blocks, nl, rows};
+    la_status st = be->ops->batch_begin(be, &sub, err);
+    free(mem);
+    return st;
+}
+
 /* The forward pass; the step's result goes to logits (f32, to_host) or, when ids is not
- * NULL, to ids (greedy token ids, argmax_to_host). */
+ * NULL, to ids (greedy token ids, argmax_to_host).
+ *
+ * Unless every row is a logit row in order (a decode step), the last layer computes K and
+ * V for every row (later steps attend to them) and the rest for the logit rows alone:
+ * W_o, the MLP and the final norm always, and W_q and the attention too from
+ * LAST_LAYER_ATTN_MIN_ROWS rows without logits on. Nothing else reads a row's last-layer
+ * output (llama.cpp skips the same rows: inp_out_ids in its graph builders). A step with no
+ * logit rows (documents being cached) ends at the last layer's K/V write. The logit rows'
+ * values are the same computation on fewer rows (a GEMM of another row count may round
+ * differently in its last bit). At 8K tokens this skips 3.0% of the FLOPs of a Llama-3-8B prefill
+ * (bench_gpu.c prefill_flops: 4.0 of 131.9 TFLOP). */
 static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, float *logits, int32_t *ids,
                             la_err *err) {
     const la_backend_ops *op = be->ops;
-    const int32_t n_layers = be->cfg.n_layers;
-    /* every row a logit row, in order (a decode step): the last residual add and the final
-     * norm run as one add_rmsnorm, and no rows need gathering (the same values) */
+    const int32_t n_layers = be->cfg.n_layers, last = n_layers - 1;
+    /* every row a logit row, in order (a decode step): the last layer runs on every row and
+     * its residual add and the final norm run as one add_rmsnorm */
     bool every_row = n_layers > 0 && b->n_logit_rows == b->n_tokens;
     for (int32_t i = 0; every_row && i < b->n_logit_rows; i++) every_row = b->logit_rows[i] == i;
+    const bool rows_attn = !every_row && b->n_tokens - b->n_logit_rows >= LAST_LAYER_ATTN_MIN_ROWS;
     LA_TRY(op->batch_begin(be, b, err));
     LA_TRY(op->embed(be, &a->x, err));
     LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, 0, &a->h, err));
     for (int32_t l = 0; l < n_layers; l++) {
         /* attention block (h = the attention norm of x, from the step before) */
+        if (l == last && rows_attn) { /* K and V of every row; q of the logit rows below */
+            static const la_weight_kind kv[2] = {LA_W_K, LA_W_V};
+            LA_TRY(matmuls(be, &a->h, kv, 2, l, (la_act *const[]){&a->k, &a->v}, err));
+            LA_TRY(op->kv_write(be, l, &a->k, &a->v, err));
+            break;
+        }
         LA_TRY(qkv_kv_write(be, &a->h, l, &a->q, &a->k, &a->v, err));
+        if (l == last && !every_row) break; /* the logit rows' rest: below */
         LA_TRY(op->attention(be, l, &a->q, &a->o, err));
         LA_TRY(op->matmul(be, &a->o, LA_W_O, l, &a->h, err));
         /* x += attention output; MLP block */
         LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_MLP_NORM, l, &a->h, err));
         LA_TRY(gate_up_swiglu(be, &a->h, l, &a->gate, &a->up, err));
         LA_TRY(op->matmul(be, &a->gate, LA_W_DOWN, l, &a->h, err));
-        /* x += MLP output, then the next layer's attention norm */
-        if (l + 1 < n_layers) LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_ATTN_NORM, l + 1, &a->h, err));
-        else if (every_row) LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_FINAL_NORM, 0, &a->last_norm, err));
-        else LA_TRY(op->add(be, &a->x, &a->h, err));
+        /* x += MLP output, then the next layer's attention norm (the final norm after the
+         * last layer) */
+        if (l < last) LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_ATTN_NORM, l + 1, &a->h, err));
+        else LA_TRY(add_rmsnorm(be, &a->x, &a->h, LA_W_FINAL_NORM, 0, &a->last_norm, err));
     }
     if (b->n_logit_rows == 0) return LA_OK;
-    if (!every_row) {
+    if (!every_row) { /* the last layer's rest, the logit rows only */
         LA_TRY(op->gather_rows(be, &a->x, &a->last, err));
-        LA_TRY(op->rmsnorm(be, &a->last, LA_W_FINAL_NORM, 0, &a->last_norm, err));
+        if (rows_attn) {
+            LA_TRY(op->gather_rows(be, &a->h, &a->last_h, err));
+            LA_TRY(logit_row_batch(be, b, err)); /* from here on, the logit rows are the batch */
+            LA_TRY(op->matmul(be, &a->last_h, LA_W_Q, last, &a->last_q, err));
+            LA_TRY(op->attention(be, last, &a->last_q, &a->last_o, err));
+        } else {
+            LA_TRY(op->attention(be, last, &a->q, &a->o, err));
+            LA_TRY(op->gather_rows(be, &a->o, &a->last_o, err));
+        }
+        LA_TRY(op->matmul(be, &a->last_o, LA_W_O, last, &a->last_h, err));
+        LA_TRY(add_rmsnorm(be, &a->last, &a->last_h, LA_W_MLP_NORM, last, &a->last_h, err));
+        LA_TRY(gate_up_swiglu(be, &a->last_h, last, &a->last_gate, &a->last_up, err));
+        LA_TRY(op->matmul(be, &a->last_gate, LA_W_DOWN, last, &a->last_h, err));
+        LA_TRY(add_rmsnorm(be, &a->last, &a->last_h, LA_W_FINAL_NORM, 0, &a->last_norm, err));
     }
     LA_TRY(op->matmul(be, &a->last_norm, LA_W_LM_HEAD, 0, &a->logits, err));
     if (ids) return op->argmax_to_host(be, &a->logits, ids, err);

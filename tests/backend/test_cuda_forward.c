@@ -152,6 +152,77 @@ static void forward_vs_cpu(const char *name) {
     la_weights_destroy(w);
 }
 
+/* One step of one sequence on be: tokens ids[p0 .. p0 + n) at positions p0 .., slots
+ * block0 * B + position, its block list covering [0, p0 + n) from block0; logits of the
+ * step's rows rows[0 .. n_rows). */
+static void seq_step(la_backend *be, const int32_t *ids, int32_t p0, int32_t n, int32_t B, int32_t block0,
+                     const int32_t *rows, int32_t n_rows, float *logits) {
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+    const int32_t end = p0 + n, nb = (end + B - 1) / B;
+    la_attn_block *blocks = malloc(sizeof(la_attn_block) * (size_t)nb);
+    for (int32_t t = 0; t < n; t++) pos[t] = p0 + t, slots[t] = (int64_t)block0 * B + p0 + t;
+    for (int32_t b = 0; b < nb; b++) blocks[b] = (la_attn_block){block0 + b, end - b * B < B ? end - b * B : B, b * B, 0, 0};
+    la_batch_seq seq = {0, n, 0, nb};
+    la_batch batch = {n, ids + p0, pos, pos, slots, 1, &seq, nb, blocks, n_rows, rows};
+    la_err err = {0};
+    LA_CHECK_OK(la_forward(be, &batch, logits, &err), err);
+    free(pos), free(slots), free(blocks);
+}
+
+/* The last layer on the logit rows alone (forward.c: W_o and the MLP, and from 256 rows
+ * without logits on W_q and the attention as a batch of one-row sequences, which the GPU
+ * runs on attn_decode). A 300-token prompt: logit rows {299, 0, 150, 257}, and a 299-token
+ * step without logits followed by token 299 alone, on the GPU against the CPU's same steps
+ * (LOGIT_TOL_REL) and against the GPU step that computes every row (VARIANT_TOL_REL: the
+ * same bf16 math through other kernels and GEMM shapes). */
+Test(cuda_forward, last_layer_on_logit_rows_matches_cpu_and_every_row_step) {
+    if (!la_test_have_gpu()) return;
+    la_model_config cfg;
+    la_weights *w = NULL;
+    la_test_load_fixture_model("tiny-bf16-untied", &cfg, &w);
+    la_err err = {0};
+    la_backend *be[2];
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be[0], &err), err);
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[1], &err), err);
+    const int32_t B = 16, n = 300, V = cfg.vocab_size;
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
+        LA_CHECK_OK(be[i]->ops->kv_alloc(be[i], 64, B, &err), err);
+    }
+    int32_t ids[300], all_rows[300];
+    for (int32_t t = 0; t < n; t++) ids[t] = (t * 37 + 11) % V, all_rows[t] = t;
+    const int32_t rows[4] = {299, 0, 150, 257}, row0 = 0;
+    float *all = malloc(sizeof(float) * (size_t)n * (size_t)V), *sub[2];
+    seq_step(be[1], ids, 0, n, B, 0, all_rows, n, all);
+    double worst_c = 0, worst_a = 0;
+    for (int i = 0; i < 2; i++) {
+        sub[i] = malloc(sizeof(float) * 5 * (size_t)V);
+        seq_step(be[i], ids, 0, n, B, 20, rows, 4, sub[i]);
+        seq_step(be[i], ids, 0, n - 1, B, 40, NULL, 0, NULL);
+        seq_step(be[i], ids, n - 1, 1, B, 40, &row0, 1, sub[i] + 4 * (size_t)V);
+    }
+    for (int k = 0; k < 5; k++) {
+        const int32_t r = k < 4 ? rows[k] : n - 1;
+        const float *got = sub[1] + (size_t)k * V, *cpu = sub[0] + (size_t)k * V, *ev = all + (size_t)r * V;
+        size_t at;
+        double dc = la_test_max_abs_diff(got, cpu, (size_t)V, &at), tc = logit_tol(cpu, V);
+        cr_assert(dc <= tc, "position %d (%s): max |gpu - cpu| logit %.4g > tolerance %.4g", r,
+                  k < 4 ? "logit row subset" : "after a step without logits", dc, tc);
+        double da = la_test_max_abs_diff(got, ev, (size_t)V, &at), ta = logit_tol(ev, V) * (VARIANT_TOL_REL / LOGIT_TOL_REL);
+        cr_assert(da <= ta, "position %d (%s): max |logit rows - every row| logit %.4g > tolerance %.4g", r,
+                  k < 4 ? "logit row subset" : "after a step without logits", da, ta);
+        worst_c = fmax(worst_c, dc / tc), worst_a = fmax(worst_a, da / ta);
+    }
+    printf("last layer on the logit rows: worst |gpu - cpu| %.2f of its tolerance, |logit rows - every row step| "
+           "%.2f of its tolerance\n", worst_c, worst_a);
+    fflush(stdout);
+    free(all), free(sub[0]), free(sub[1]);
+    la_backend_destroy(be[0]);
+    la_backend_destroy(be[1]);
+    la_weights_destroy(w);
+}
+
 Test(cuda_forward, tiny_f32_tied_logits_match_cpu) { forward_vs_cpu("tiny-f32-tied"); }
 Test(cuda_forward, tiny_bf16_untied_mqa_logits_match_cpu) { forward_vs_cpu("tiny-bf16-untied"); }
 Test(cuda_forward, tiny_f32_linear_rope_logits_match_cpu) { forward_vs_cpu("tiny-f32-linear"); }

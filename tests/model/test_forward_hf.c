@@ -98,6 +98,103 @@ Test(forward_hf, f32_tied_llama3_logits_match_transformers) { check_model("tiny-
 Test(forward_hf, bf16_untied_mqa_head_dim_24_logits_match_transformers) { check_model("tiny-bf16-untied"); }
 Test(forward_hf, f32_linear_rope_mha_logits_match_transformers) { check_model("tiny-f32-linear"); }
 
+/* One step of a single sequence: tokens ids[p0 .. p0 + n) at positions p0 .., written to
+ * slot block0 * B + position; the sequence's block list covers positions [0, p0 + n) in
+ * blocks block0 ..; logits of the step's rows rows[0 .. n_rows) (relative to p0). */
+static void seq_step(la_backend *be, const int32_t *ids, int32_t p0, int32_t n, int32_t B, int32_t block0,
+                     const int32_t *rows, int32_t n_rows, float *logits) {
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+    const int32_t end = p0 + n, nb = (end + B - 1) / B;
+    la_attn_block *blocks = malloc(sizeof(la_attn_block) * (size_t)nb);
+    for (int32_t t = 0; t < n; t++) pos[t] = p0 + t, slots[t] = (int64_t)block0 * B + p0 + t;
+    for (int32_t b = 0; b < nb; b++) blocks[b] = (la_attn_block){block0 + b, end - b * B < B ? end - b * B : B, b * B, 0, 0};
+    la_batch_seq seq = {0, n, 0, nb};
+    la_batch batch = {n, ids + p0, pos, pos, slots, 1, &seq, nb, blocks, n_rows, rows};
+    la_err err = {0};
+    LA_CHECK_OK(la_forward(be, &batch, logits, &err), err);
+    free(pos), free(slots), free(blocks);
+}
+
+/* Steps whose logit rows are not every row in order run the last layer's W_o and MLP on
+ * the logit rows alone (forward.c). For each fixture model, on the longest oracle prompt of
+ * n tokens: (1) logit rows {n - 1, 0, n / 2}, out of order, match transformers at those
+ * positions; (2) a step of the first n - 1 tokens with no logit rows, then a one-token step
+ * of token n - 1 attending to the cached slots, matches transformers at position n - 1, so
+ * the first step wrote every row's K and V in every layer, the last included. */
+static void check_logit_row_subsets(const char *name) {
+    const int32_t B = 16;
+    loaded lm;
+    load(name, 2, 32, B, &lm);
+    const int32_t V = lm.cfg.vocab_size;
+    cJSON *oracle = la_test_oracle(lm.dir);
+    const cJSON *p, *best = NULL;
+    int32_t n = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(oracle, "prompts")) {
+        int32_t m = cJSON_GetArraySize(cJSON_GetObjectItem(p, "ids"));
+        if (m > n) n = m, best = p;
+    }
+    cr_assert(best && n >= 4 && 2 * n <= 16 * B, "%s: longest prompt %d tokens", name, n);
+    int32_t m_ids;
+    int32_t *ids = la_test_json_ints(cJSON_GetObjectItem(best, "ids"), &m_ids);
+    const cJSON *ref_rows = cJSON_GetObjectItem(best, "logits");
+    float *logits = malloc(sizeof(float) * 3 * (size_t)V);
+    const int32_t rows[3] = {n - 1, 0, n / 2}, row0 = 0;
+    seq_step(lm.be, ids, 0, n, B, 0, rows, 3, logits);
+    for (int i = 0; i < 4; i++) { /* i == 3: (2), position n - 1 */
+        if (i == 3) {
+            seq_step(lm.be, ids, 0, n - 1, B, 16, NULL, 0, NULL);
+            seq_step(lm.be, ids, n - 1, 1, B, 16, &row0, 1, logits);
+        }
+        const int32_t at_pos = i < 3 ? rows[i] : n - 1;
+        float *ref = la_test_json_floats(cJSON_GetArrayItem(ref_rows, at_pos), &m_ids);
+        size_t at;
+        double d = la_test_max_abs_diff(logits + (size_t)(i < 3 ? i : 0) * V, ref, (size_t)V, &at);
+        cr_assert(d <= LOGIT_TOL, "%s: %s position %d: max |diff| %.3g", name,
+                  i < 3 ? "logit row subset," : "after a step without logit rows,", at_pos, d);
+        free(ref);
+    }
+    free(ids), free(logits);
+    cJSON_Delete(oracle);
+    unload(&lm);
+}
+
+Test(forward_hf, logit_row_subsets_and_steps_without_logits_match_transformers) {
+    check_logit_row_subsets("tiny-f32-tied");
+    check_logit_row_subsets("tiny-bf16-untied");
+}
+
+/* From 256 rows without logits on, the last layer's W_q and attention run on the logit
+ * rows alone too, as a second batch of one-row sequences (forward.c). On a 300-token
+ * prompt (longer than the oracle's): logit rows {299, 0, 150, 257}, and a 299-token step
+ * without logits followed by token 299 alone, equal the logits of the step that computes
+ * every row (the path the transformers tests above check) to f32 rounding. */
+Test(forward_hf, last_layer_attention_on_logit_rows_equals_every_row_step) {
+    const int32_t B = 16, n = 300;
+    loaded lm;
+    load("tiny-bf16-untied", 2, 64, B, &lm);
+    const int32_t V = lm.cfg.vocab_size;
+    int32_t ids[300], all_rows[300];
+    for (int32_t t = 0; t < n; t++) ids[t] = (t * 37 + 11) % V, all_rows[t] = t;
+    float *all = malloc(sizeof(float) * (size_t)n * (size_t)V), *sub = malloc(sizeof(float) * 4 * (size_t)V);
+    seq_step(lm.be, ids, 0, n, B, 0, all_rows, n, all);
+    const int32_t rows[4] = {299, 0, 150, 257}, row0 = 0;
+    seq_step(lm.be, ids, 0, n, B, 20, rows, 4, sub);
+    for (int i = 0; i < 5; i++) {
+        if (i == 4) {
+            seq_step(lm.be, ids, 0, n - 1, B, 40, NULL, 0, NULL);
+            seq_step(lm.be, ids, n - 1, 1, B, 40, &row0, 1, sub);
+        }
+        const int32_t r = i < 4 ? rows[i] : n - 1;
+        size_t at;
+        double d = la_test_max_abs_diff(sub + (size_t)(i < 4 ? i : 0) * V, all + (size_t)r * V, (size_t)V, &at);
+        cr_assert(d <= 1e-5, "position %d (%s): max |diff| %.3g against the every-row step", r,
+                  i < 4 ? "logit row subset" : "after a step without logit rows", d);
+    }
+    free(all), free(sub);
+    unload(&lm);
+}
+
 /* The CPU backend has no argmax_to_host (the engine samples from its logits on the host):
  * la_forward_argmax says so before running anything. */
 Test(forward_hf, forward_argmax_without_backend_argmax_is_unsupported) {
