@@ -152,24 +152,6 @@ static void forward_vs_cpu(const char *name) {
     la_weights_destroy(w);
 }
 
-/* One step of one sequence on be: tokens ids[p0 .. p0 + n) at positions p0 .., slots
- * block0 * B + position, its block list covering [0, p0 + n) from block0; logits of the
- * step's rows rows[0 .. n_rows). */
-static void seq_step(la_backend *be, const int32_t *ids, int32_t p0, int32_t n, int32_t B, int32_t block0,
-                     const int32_t *rows, int32_t n_rows, float *logits) {
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
-    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
-    const int32_t end = p0 + n, nb = (end + B - 1) / B;
-    la_attn_block *blocks = malloc(sizeof(la_attn_block) * (size_t)nb);
-    for (int32_t t = 0; t < n; t++) pos[t] = p0 + t, slots[t] = (int64_t)block0 * B + p0 + t;
-    for (int32_t b = 0; b < nb; b++) blocks[b] = (la_attn_block){block0 + b, end - b * B < B ? end - b * B : B, b * B, 0, 0};
-    la_batch_seq seq = {0, n, 0, nb};
-    la_batch batch = {n, ids + p0, pos, pos, slots, 1, &seq, nb, blocks, n_rows, rows};
-    la_err err = {0};
-    LA_CHECK_OK(la_forward(be, &batch, logits, &err), err);
-    free(pos), free(slots), free(blocks);
-}
-
 /* The last layer on the logit rows alone (forward.c: W_o and the MLP, and from 256 rows
  * without logits on W_q and the attention as a batch of one-row sequences, which the GPU
  * runs on attn_decode). A 300-token prompt: logit rows {299, 0, 150, 257}, and a 299-token
@@ -194,13 +176,13 @@ Test(cuda_forward, last_layer_on_logit_rows_matches_cpu_and_every_row_step) {
     for (int32_t t = 0; t < n; t++) ids[t] = (t * 37 + 11) % V, all_rows[t] = t;
     const int32_t rows[4] = {299, 0, 150, 257}, row0 = 0;
     float *all = malloc(sizeof(float) * (size_t)n * (size_t)V), *sub[2];
-    seq_step(be[1], ids, 0, n, B, 0, all_rows, n, all);
+    la_test_seq_step(be[1], ids, 0, n, B, 0, all_rows, n, all);
     double worst_c = 0, worst_a = 0;
     for (int i = 0; i < 2; i++) {
         sub[i] = malloc(sizeof(float) * 5 * (size_t)V);
-        seq_step(be[i], ids, 0, n, B, 20, rows, 4, sub[i]);
-        seq_step(be[i], ids, 0, n - 1, B, 40, NULL, 0, NULL);
-        seq_step(be[i], ids, n - 1, 1, B, 40, &row0, 1, sub[i] + 4 * (size_t)V);
+        la_test_seq_step(be[i], ids, 0, n, B, 20, rows, 4, sub[i]);
+        la_test_seq_step(be[i], ids, 0, n - 1, B, 40, NULL, 0, NULL);
+        la_test_seq_step(be[i], ids, n - 1, 1, B, 40, &row0, 1, sub[i] + 4 * (size_t)V);
     }
     for (int k = 0; k < 5; k++) {
         const int32_t r = k < 4 ? rows[k] : n - 1;

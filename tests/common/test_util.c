@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "model/config.h"
+#include "model/forward.h"
 #include "model/weights.h"
 #include <unistd.h>
 
@@ -131,4 +132,20 @@ bool la_test_have_gpu(void) {
     }
     la_backend_destroy(be);
     return true;
+}
+
+void la_test_seq_step(la_backend *be, const int32_t *ids, int32_t p0, int32_t n, int32_t B, int32_t block0,
+                      const int32_t *rows, int32_t n_rows, float *logits) {
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+    const int32_t end = p0 + n, nb = (end + B - 1) / B;
+    la_attn_block *blocks = malloc(sizeof(la_attn_block) * (size_t)nb);
+    cr_assert(pos && slots && blocks);
+    for (int32_t t = 0; t < n; t++) pos[t] = p0 + t, slots[t] = (int64_t)block0 * B + p0 + t;
+    for (int32_t b = 0; b < nb; b++) blocks[b] = (la_attn_block){block0 + b, end - b * B < B ? end - b * B : B, b * B, 0, 0};
+    la_batch_seq seq = {0, n, 0, nb};
+    la_batch batch = {n, ids + p0, pos, pos, slots, 1, &seq, nb, blocks, n_rows, rows};
+    la_err err = {0};
+    LA_CHECK_OK(la_forward(be, &batch, logits, &err), err);
+    free(pos), free(slots), free(blocks);
 }

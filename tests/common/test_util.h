@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "lazyattn/status.h"
 
 /* Absolute path of a file in the source tree (LA_SOURCE_DIR/rel); static buffer per call
@@ -48,6 +49,14 @@ void la_test_cuda_env_rejected(const char *name, const char *value);
 struct la_model_config;
 struct la_weights;
 void la_test_load_fixture_model(const char *name, struct la_model_config *cfg, struct la_weights **w);
+
+/* One la_forward step of a single sequence on be: tokens ids[p0 .. p0 + n) at positions
+ * p0 .., K/V written to slot block0 * B + position; the sequence's block list covers
+ * positions [0, p0 + n) in blocks block0 ..; logits (f32 [n_rows][vocab]) of the step's
+ * rows rows[0 .. n_rows) (relative to p0; NULL and 0: none). The test fails on an error. */
+struct la_backend;
+void la_test_seq_step(struct la_backend *be, const int32_t *ids, int32_t p0, int32_t n, int32_t B, int32_t block0,
+                      const int32_t *rows, int32_t n_rows, float *logits);
 
 /* Max |a-b| over n floats; *at receives its index. */
 double la_test_max_abs_diff(const float *a, const float *b, size_t n, size_t *at);

@@ -98,24 +98,6 @@ Test(forward_hf, f32_tied_llama3_logits_match_transformers) { check_model("tiny-
 Test(forward_hf, bf16_untied_mqa_head_dim_24_logits_match_transformers) { check_model("tiny-bf16-untied"); }
 Test(forward_hf, f32_linear_rope_mha_logits_match_transformers) { check_model("tiny-f32-linear"); }
 
-/* One step of a single sequence: tokens ids[p0 .. p0 + n) at positions p0 .., written to
- * slot block0 * B + position; the sequence's block list covers positions [0, p0 + n) in
- * blocks block0 ..; logits of the step's rows rows[0 .. n_rows) (relative to p0). */
-static void seq_step(la_backend *be, const int32_t *ids, int32_t p0, int32_t n, int32_t B, int32_t block0,
-                     const int32_t *rows, int32_t n_rows, float *logits) {
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
-    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
-    const int32_t end = p0 + n, nb = (end + B - 1) / B;
-    la_attn_block *blocks = malloc(sizeof(la_attn_block) * (size_t)nb);
-    for (int32_t t = 0; t < n; t++) pos[t] = p0 + t, slots[t] = (int64_t)block0 * B + p0 + t;
-    for (int32_t b = 0; b < nb; b++) blocks[b] = (la_attn_block){block0 + b, end - b * B < B ? end - b * B : B, b * B, 0, 0};
-    la_batch_seq seq = {0, n, 0, nb};
-    la_batch batch = {n, ids + p0, pos, pos, slots, 1, &seq, nb, blocks, n_rows, rows};
-    la_err err = {0};
-    LA_CHECK_OK(la_forward(be, &batch, logits, &err), err);
-    free(pos), free(slots), free(blocks);
-}
-
 /* Steps whose logit rows are not every row in order run the last layer's W_o and MLP on
  * the logit rows alone (forward.c). For each fixture model, on the longest oracle prompt of
  * n tokens: (1) logit rows {n - 1, 0, n / 2}, out of order, match transformers at those
@@ -140,11 +122,11 @@ static void check_logit_row_subsets(const char *name) {
     const cJSON *ref_rows = cJSON_GetObjectItem(best, "logits");
     float *logits = malloc(sizeof(float) * 3 * (size_t)V);
     const int32_t rows[3] = {n - 1, 0, n / 2}, row0 = 0;
-    seq_step(lm.be, ids, 0, n, B, 0, rows, 3, logits);
+    la_test_seq_step(lm.be, ids, 0, n, B, 0, rows, 3, logits);
     for (int i = 0; i < 4; i++) { /* i == 3: (2), position n - 1 */
         if (i == 3) {
-            seq_step(lm.be, ids, 0, n - 1, B, 16, NULL, 0, NULL);
-            seq_step(lm.be, ids, n - 1, 1, B, 16, &row0, 1, logits);
+            la_test_seq_step(lm.be, ids, 0, n - 1, B, 16, NULL, 0, NULL);
+            la_test_seq_step(lm.be, ids, n - 1, 1, B, 16, &row0, 1, logits);
         }
         const int32_t at_pos = i < 3 ? rows[i] : n - 1;
         float *ref = la_test_json_floats(cJSON_GetArrayItem(ref_rows, at_pos), &m_ids);
@@ -177,13 +159,13 @@ Test(forward_hf, last_layer_attention_on_logit_rows_equals_every_row_step) {
     int32_t ids[300], all_rows[300];
     for (int32_t t = 0; t < n; t++) ids[t] = (t * 37 + 11) % V, all_rows[t] = t;
     float *all = malloc(sizeof(float) * (size_t)n * (size_t)V), *sub = malloc(sizeof(float) * 4 * (size_t)V);
-    seq_step(lm.be, ids, 0, n, B, 0, all_rows, n, all);
+    la_test_seq_step(lm.be, ids, 0, n, B, 0, all_rows, n, all);
     const int32_t rows[4] = {299, 0, 150, 257}, row0 = 0;
-    seq_step(lm.be, ids, 0, n, B, 20, rows, 4, sub);
+    la_test_seq_step(lm.be, ids, 0, n, B, 20, rows, 4, sub);
     for (int i = 0; i < 5; i++) {
         if (i == 4) {
-            seq_step(lm.be, ids, 0, n - 1, B, 40, NULL, 0, NULL);
-            seq_step(lm.be, ids, n - 1, 1, B, 40, &row0, 1, sub);
+            la_test_seq_step(lm.be, ids, 0, n - 1, B, 40, NULL, 0, NULL);
+            la_test_seq_step(lm.be, ids, n - 1, 1, B, 40, &row0, 1, sub);
         }
         const int32_t r = i < 4 ? rows[i] : n - 1;
         size_t at;
