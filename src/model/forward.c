@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "base/err.h"
@@ -18,9 +19,17 @@ static void free_acts(la_backend *be, fwd_acts *a) {
         if (all[i]->data) be->ops->act_free(be, all[i]);
 }
 
-static la_status alloc_acts(la_backend *be, const la_batch *b, fwd_acts *a, la_err *err) {
+/* How a step's last layer runs (run_layers): every_row, every row a logit row in order (a
+ * decode step: the last layer on every row, its residual add and the final norm as one
+ * add_rmsnorm); otherwise the logit rows alone after the K/V write, with W_q and the
+ * attention too when rows_attn. */
+typedef struct fwd_tail {
+    bool every_row, rows_attn;
+} fwd_tail;
+
+static la_status alloc_acts(la_backend *be, const la_batch *b, fwd_tail t, fwd_acts *a, la_err *err) {
     const la_model_config *m = &be->cfg;
-    int64_t n = b->n_tokens, nl = b->n_logit_rows;
+    int64_t n = b->n_tokens, nl = b->n_logit_rows, nt = t.every_row ? 0 : nl, nq = t.rows_attn ? nl : 0;
     int64_t qd = (int64_t)m->n_heads * m->head_dim, kvd = (int64_t)m->n_kv_heads * m->head_dim;
     const struct {
         la_act *act;
@@ -29,9 +38,9 @@ static la_status alloc_acts(la_backend *be, const la_batch *b, fwd_acts *a, la_e
         {&a->x, n, m->hidden_size}, {&a->h, n, m->hidden_size}, {&a->q, n, qd},
         {&a->k, n, kvd}, {&a->v, n, kvd}, {&a->o, n, qd},
         {&a->gate, n, m->intermediate_size}, {&a->up, n, m->intermediate_size},
-        {&a->last, nl, m->hidden_size}, {&a->last_q, nl, qd}, {&a->last_o, nl, qd},
-        {&a->last_h, nl, m->hidden_size},
-        {&a->last_gate, nl, m->intermediate_size}, {&a->last_up, nl, m->intermediate_size},
+        {&a->last, nt, m->hidden_size}, {&a->last_q, nq, qd}, {&a->last_o, nt, qd},
+        {&a->last_h, nt, m->hidden_size},
+        {&a->last_gate, nt, m->intermediate_size}, {&a->last_up, nt, m->intermediate_size},
         {&a->last_norm, nl, m->hidden_size},
         {&a->logits, nl, m->vocab_size},
     };
@@ -132,15 +141,11 @@ static la_status logit_row_batch(la_backend *be, const la_batch *b, la_err *err)
  * values are the same computation on fewer rows (a GEMM of another row count may round
  * differently in its last bit). At 8K tokens this skips 3.0% of the FLOPs of a Llama-3-8B prefill
  * (bench_gpu.c prefill_flops: 4.0 of 131.9 TFLOP). */
-static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, float *logits, int32_t *ids,
+static la_status run_layers(la_backend *be, const la_batch *b, fwd_tail t, fwd_acts *a, float *logits, int32_t *ids,
                             la_err *err) {
     const la_backend_ops *op = be->ops;
     const int32_t n_layers = be->cfg.n_layers, last = n_layers - 1;
-    /* every row a logit row, in order (a decode step): the last layer runs on every row and
-     * its residual add and the final norm run as one add_rmsnorm */
-    bool every_row = n_layers > 0 && b->n_logit_rows == b->n_tokens;
-    for (int32_t i = 0; every_row && i < b->n_logit_rows; i++) every_row = b->logit_rows[i] == i;
-    const bool rows_attn = !every_row && b->n_tokens - b->n_logit_rows >= LAST_LAYER_ATTN_MIN_ROWS;
+    const bool every_row = t.every_row, rows_attn = t.rows_attn;
     LA_TRY(op->batch_begin(be, b, err));
     LA_TRY(op->embed(be, &a->x, err));
     LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, 0, &a->h, err));
@@ -191,9 +196,13 @@ static la_status run_layers(la_backend *be, const la_batch *b, fwd_acts *a, floa
 static la_status forward(la_backend *be, const la_batch *batch, float *logits, int32_t *ids, la_err *err) {
     if (batch->n_tokens <= 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "forward: empty batch");
+    if (be->cfg.n_layers < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "forward: a model without layers");
+    fwd_tail t = {batch->n_logit_rows == batch->n_tokens, false};
+    for (int32_t i = 0; t.every_row && i < batch->n_logit_rows; i++) t.every_row = batch->logit_rows[i] == i;
+    t.rows_attn = !t.every_row && batch->n_tokens - batch->n_logit_rows >= LAST_LAYER_ATTN_MIN_ROWS;
     fwd_acts a = {0};
-    la_status s = alloc_acts(be, batch, &a, err);
-    if (s == LA_OK) s = run_layers(be, batch, &a, logits, ids, err);
+    la_status s = alloc_acts(be, batch, t, &a, err);
+    if (s == LA_OK) s = run_layers(be, batch, t, &a, logits, ids, err);
     free_acts(be, &a);
     return s;
 }

@@ -16,7 +16,8 @@
 /* Run one step over batch on be (weights and KV pool already loaded).
  *   logits  [batch->n_logit_rows, vocab_size] f32 host memory, written on success
  * Errors: those of the backend ops (LA_ERR_NO_MEMORY, LA_ERR_BACKEND, LA_ERR_INVALID_ARG for
- * a token id outside the vocabulary). On error the KV slots of this batch may hold partial
+ * a token id outside the vocabulary); LA_ERR_INVALID_ARG for an empty batch, a model
+ * without layers or a logit row in no sequence of the batch. On error the KV slots of this batch may hold partial
  * data; the caller must not mark those blocks computed. The backend's current batch
  * afterwards may be the step's logit rows alone (forward.c logit_row_batch): a caller
  * that runs backend ops after la_forward begins its own batch first. */

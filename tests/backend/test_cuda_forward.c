@@ -701,6 +701,92 @@ Test(cuda_forward, graph_step_interrupted_runs_recorded_ops_first) {
 
 /* LA_CUDA_GRAPHS at create: unset, empty or 1 graphs on (the default), 0 off; another value
  * fails the create. */
+/* A prefill's last-layer tail on the logit rows (forward.c logit_row_batch) is a batch of
+ * one-row sequences with logits: a graph candidate like a decode step. The same 300-token
+ * step with logit rows {299, 0, 150, 257}, three times, graphs off and on: bit-equal logits
+ * each time, and the graphs-on backend replayed the tail's graph (third time). */
+Test(cuda_forward, logit_row_tail_graph_replay_equals_eager) {
+    if (!la_test_have_gpu()) return;
+    la_model_config cfg;
+    la_weights *w = NULL;
+    la_test_load_fixture_model("tiny-bf16-untied", &cfg, &w);
+    la_err err = {0};
+    la_backend *be[2];
+    const int32_t B = 16, n = 300, V = cfg.vocab_size;
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[i], &err), err);
+        la_cuda_graphs_enable(be[i], i == 1);
+        LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
+        LA_CHECK_OK(be[i]->ops->kv_alloc(be[i], 32, B, &err), err);
+    }
+    int32_t ids[300];
+    for (int32_t t = 0; t < n; t++) ids[t] = (t * 37 + 11) % V;
+    const int32_t rows[4] = {299, 0, 150, 257};
+    float *lg[2] = {malloc(sizeof(float) * 4 * (size_t)V), malloc(sizeof(float) * 4 * (size_t)V)};
+    la_cuda_graph_stats st0, st1;
+    la_cuda_graph_stats_get(be[1], &st0);
+    for (int rep = 0; rep < 3; rep++) {
+        for (int i = 0; i < 2; i++) la_test_seq_step(be[i], ids, 0, n, B, 0, rows, 4, lg[i]);
+        cr_assert(memcmp(lg[0], lg[1], sizeof(float) * 4 * (size_t)V) == 0,
+                  "repetition %d: the logit rows' tail with graphs on differs from graphs off", rep);
+    }
+    la_cuda_graph_stats_get(be[1], &st1);
+    printf("logit-row tail, graphs on: %lld recorded, %lld replayed, %lld captured\n",
+           (long long)(st1.steps_recorded - st0.steps_recorded), (long long)(st1.steps_replayed - st0.steps_replayed),
+           (long long)(st1.captures - st0.captures));
+    fflush(stdout);
+    cr_assert_eq(st1.steps_recorded - st0.steps_recorded, 3, "the tail is a graph candidate");
+    cr_assert_geq(st1.steps_replayed - st0.steps_replayed, 1, "the third tail replays the captured graph");
+    for (int i = 0; i < 2; i++) {
+        free(lg[i]);
+        la_backend_destroy(be[i]);
+    }
+    la_weights_destroy(w);
+}
+
+/* A step whose prefill tiles exceed attn_prefill's grid (LA_ATTN_MAX_PREFILL_ITEMS: 65536
+ * two-row sequences) is refused by batch_begin with LA_ERR_UNSUPPORTED before it writes
+ * anything, and the backend runs the next step as before. */
+Test(cuda_forward, too_many_prefill_tiles_refused_up_front) {
+    if (!la_test_have_gpu()) return;
+    la_model_config cfg;
+    la_weights *w = NULL;
+    la_test_load_fixture_model("tiny-f32-tied", &cfg, &w);
+    la_err err = {0};
+    la_backend *be = NULL;
+    const int32_t B = 16, n_seqs = 65536, n = 2 * n_seqs;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
+    LA_CHECK_OK(be->ops->load_weights(be, &cfg, w, &err), err);
+    LA_CHECK_OK(be->ops->kv_alloc(be, n_seqs + 8, B, &err), err);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+    la_batch_seq *seqs = malloc(sizeof(la_batch_seq) * (size_t)n_seqs);
+    la_attn_block *blocks = malloc(sizeof(la_attn_block) * (size_t)n_seqs);
+    for (int32_t s = 0; s < n_seqs; s++) {
+        for (int32_t j = 0; j < 2; j++) ids[2 * s + j] = (s + j) % cfg.vocab_size, pos[2 * s + j] = j,
+                                       slots[2 * s + j] = (int64_t)s * B + j;
+        seqs[s] = (la_batch_seq){2 * s, 2, s, 1};
+        blocks[s] = (la_attn_block){s, 2, 0, 0, 0};
+    }
+    la_batch big = {n, ids, pos, pos, slots, n_seqs, seqs, n_seqs, blocks, 0, NULL};
+    cr_assert_eq(la_forward(be, &big, NULL, &err), LA_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "prefill tiles"), "message: %s", err.msg);
+    /* the next step, on blocks the refused one would have written, matches a fresh backend */
+    const int32_t row = 0;
+    float *lg = malloc(sizeof(float) * (size_t)cfg.vocab_size), *ref = malloc(sizeof(float) * (size_t)cfg.vocab_size);
+    la_test_seq_step(be, ids, 0, 2, B, 0, &row, 1, lg);
+    la_backend *fresh = NULL;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &fresh, &err), err);
+    LA_CHECK_OK(fresh->ops->load_weights(fresh, &cfg, w, &err), err);
+    LA_CHECK_OK(fresh->ops->kv_alloc(fresh, 8, B, &err), err);
+    la_test_seq_step(fresh, ids, 0, 2, B, 0, &row, 1, ref);
+    cr_assert(memcmp(lg, ref, sizeof(float) * (size_t)cfg.vocab_size) == 0, "the step after the refused one");
+    free(ids), free(pos), free(slots), free(seqs), free(blocks), free(lg), free(ref);
+    la_backend_destroy(fresh);
+    la_backend_destroy(be);
+    la_weights_destroy(w);
+}
+
 Test(cuda_forward, graphs_env_sets_the_default) {
     if (!la_test_have_gpu()) return;
     const struct {

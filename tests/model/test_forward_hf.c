@@ -177,6 +177,56 @@ Test(forward_hf, last_layer_attention_on_logit_rows_equals_every_row_step) {
     unload(&lm);
 }
 
+/* Logit rows of several sequences in one step: each row's last-layer attention must read
+ * its own sequence's blocks (forward.c logit_row_batch). Two sequences of n0 and n1 tokens
+ * (blocks 0.. and 20..), logit rows out of order from both and from their middles, against
+ * each sequence run alone with every row's logits (blocks 40.. and 60..): once with more
+ * than 256 rows without logits (W_q and the attention on the logit rows too) and once
+ * with fewer (W_o and the MLP only). */
+static void check_two_sequences(la_backend *be, int32_t V, int32_t n0, int32_t n1, const int32_t *rows, int32_t n_rows) {
+    const int32_t B = 16, n = n0 + n1, nb0 = (n0 + B - 1) / B, nb1 = (n1 + B - 1) / B;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n);
+    int32_t *all_rows = malloc(sizeof(int32_t) * (size_t)n);
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
+    la_attn_block blocks[40];
+    cr_assert(nb0 <= 20 && nb1 <= 20);
+    for (int32_t t = 0; t < n; t++) {
+        const bool second = t >= n0;
+        const int32_t p = second ? t - n0 : t;
+        ids[t] = ((second ? 7 : 3) * p + 11 * (second ? 2 : 1)) % V, pos[t] = p, all_rows[t] = t;
+        slots[t] = (int64_t)(second ? 20 : 0) * B + p;
+    }
+    for (int32_t b = 0; b < nb0; b++) blocks[b] = (la_attn_block){b, n0 - b * B < B ? n0 - b * B : B, b * B, 0, 0};
+    for (int32_t b = 0; b < nb1; b++) blocks[nb0 + b] = (la_attn_block){20 + b, n1 - b * B < B ? n1 - b * B : B, b * B, 0, 0};
+    const la_batch_seq seqs[3] = {{0, n0, 0, nb0}, {n0, 0, 0, 0}, {n0, n1, nb0, nb1}}; /* the middle one: no rows */
+    const la_batch batch = {n, ids, pos, pos, slots, 3, seqs, nb0 + nb1, blocks, n_rows, rows};
+    float *got = malloc(sizeof(float) * (size_t)n_rows * (size_t)V);
+    float *ref0 = malloc(sizeof(float) * (size_t)n0 * (size_t)V), *ref1 = malloc(sizeof(float) * (size_t)n1 * (size_t)V);
+    la_err err = {0};
+    LA_CHECK_OK(la_forward(be, &batch, got, &err), err);
+    la_test_seq_step(be, ids, 0, n0, B, 40, all_rows, n0, ref0);
+    la_test_seq_step(be, ids + n0, 0, n1, B, 60, all_rows, n1, ref1);
+    for (int32_t i = 0; i < n_rows; i++) {
+        const int32_t r = rows[i];
+        const float *ref = r < n0 ? ref0 + (size_t)r * V : ref1 + (size_t)(r - n0) * V;
+        size_t at;
+        double d = la_test_max_abs_diff(got + (size_t)i * V, ref, (size_t)V, &at);
+        cr_assert(d <= 1e-5, "%d + %d tokens: logit row %d (batch row %d, sequence %d): max |diff| %.3g against the "
+                  "sequence alone", n0, n1, i, r, r < n0 ? 0 : 2, d);
+    }
+    free(ids), free(pos), free(all_rows), free(slots), free(got), free(ref0), free(ref1);
+}
+
+Test(forward_hf, logit_rows_of_two_sequences_read_their_own_blocks) {
+    loaded lm;
+    load("tiny-bf16-untied", 2, 80, 16, &lm);
+    const int32_t long_rows[4] = {299, 119, 40, 200}; /* 120 + 180 tokens: 296 rows without logits */
+    check_two_sequences(lm.be, lm.cfg.vocab_size, 120, 180, long_rows, 4);
+    const int32_t short_rows[3] = {129, 59, 10}; /* 60 + 70 tokens: 127 */
+    check_two_sequences(lm.be, lm.cfg.vocab_size, 60, 70, short_rows, 3);
+    unload(&lm);
+}
+
 /* The CPU backend has no argmax_to_host (the engine samples from its logits on the host):
  * la_forward_argmax says so before running anything. */
 Test(forward_hf, forward_argmax_without_backend_argmax_is_unsupported) {

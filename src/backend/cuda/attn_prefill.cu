@@ -83,11 +83,12 @@ static_assert(P_ROWS == P_WARPS * 16, "one m16 row tile per warp");
  * items started last and ran on alone. A list-scheduling model of 264 CTA slots
  * (Llama-3-8B, 32 tokens x 4 heads per CTA, 8 head groups) gives the tail as 37% of a
  * causal 2K prefill's attention (64 items) and 0.8% at 8K (256 items); measured on the
- * H200: recompute TTFT -1.4% at 2K, -0.7% at 8K. LA_ERR_UNSUPPORTED past 65535 items
- * (gridDim.y). */
+ * H200: recompute TTFT -1.4% at 2K, -0.7% at 8K. LA_ERR_UNSUPPORTED past
+ * LA_ATTN_MAX_PREFILL_ITEMS (gridDim.y; batch_begin refuses such a step first). */
 la_status prefill_grid(const la_cuda_attn_params *p, dim3 *grid, la_err *err) {
-    if (p->n_items > 65535)
-        return la_err_set(err, LA_ERR_UNSUPPORTED, "attn_prefill: %d items in one launch (at most 65535)", p->n_items);
+    if (p->n_items > LA_ATTN_MAX_PREFILL_ITEMS)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "attn_prefill: %d items in one launch (at most %d)", p->n_items,
+                          LA_ATTN_MAX_PREFILL_ITEMS);
     *grid = dim3((unsigned)(p->n_kv_heads * p->n_head_chunks), (unsigned)p->n_items);
     return LA_OK;
 }

@@ -50,7 +50,7 @@
  * itself, without it.
  *
  * Activations come from a caching allocator: freed buffers are kept and reused by later
- * allocations of at most twice their size (the forward pass allocates eleven per step);
+ * allocations of at most twice their size (the forward pass allocates sixteen per step);
  * the cache is emptied when cudaMalloc fails, then the allocation is retried.
  *
  * Fused GEMMs (matmul_group, LA_CUDA_FUSED_GEMM / la_cuda_fused_gemm_set): each layer's
@@ -73,7 +73,9 @@
  * CUDA graphs for decode steps (on by default; LA_CUDA_GRAPHS=0 or la_cuda_graphs_enable
  * turn them off): a decode step queues about 11 operations per layer, ~450 launches for Llama-3-8B, and the
  * gaps between them cost milliseconds. A step is a graph candidate when every sequence has
- * exactly one new row, logits are wanted and profiling is off. For a candidate,
+ * exactly one new row, logits are wanted and profiling is off: a decode step, or the tail of
+ * a long prefill (forward.c runs the last layer's attention and MLP for the logit rows as a
+ * batch of one-row sequences), which is recorded, captured and replayed the same way. For a candidate,
  * batch_begin uploads the metadata as usual, except that the one array whose length
  * changes from step to step, the block list, goes last (every other array keeps its
  * device address); then every operation validates its arguments as always but only
@@ -98,7 +100,7 @@
  * once), and combine items and in-kernel merge sets to one per sequence with empty ones
  * (never read); (2) with graphs on,
  * the activation cache breaks ties between equal sizes by address, so the forward pass's
- * eleven allocations get the same buffers every step. A call that needs the queue in
+ * sixteen allocations get the same buffers every step. A call that needs the queue in
  * order mid-step (kv_read_slot, kv_copy_rotate, la_cuda_synchronize, a new batch_begin,
  * ...) first runs the recorded operations eagerly (flush_recorded), and the rest of that
  * step runs eagerly. Nothing between capture begin and end waits or allocates: the
@@ -1126,6 +1128,9 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
             (*items)[(*n_items)++] = item;
         }
     }
+    if (n_p > LA_ATTN_MAX_PREFILL_ITEMS) /* refused here, before the step writes anything */
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "attention: %lld prefill tiles in one step (at most %d)",
+                          (long long)n_p, LA_ATTN_MAX_PREFILL_ITEMS);
     if (n_p > 1) qsort(c->items_prefill, (size_t)n_p, sizeof(la_cuda_attn_item), cmp_items_longest_first);
     if (fixed_grid && n_c + n_m > 0)
         LA_TRY(pad_split_schedule(c, b, slots, n_groups, n_tiles, &n_d, &n_c, &n_m, &part_rows, err));

@@ -10,7 +10,8 @@
  *
  * Limits (checked, LA_ERR_UNSUPPORTED): head_dim a multiple of 8 and at most 128;
  * block_size a multiple of 16 (each 16-key group of an attention tile lies in one block);
- * positions (and lazy offsets) below 2^21.
+ * positions (and lazy offsets) below 2^21; at most 65535 prefill tiles per step (a tile:
+ * up to 128 query rows of one sequence, 32 tokens x 4 heads for Llama-3 under v2 / v3).
  */
 #ifndef LA_BACKEND_CUDA_CUDA_BACKEND_H
 #define LA_BACKEND_CUDA_CUDA_BACKEND_H
@@ -71,7 +72,8 @@ bool la_cuda_graphs_enabled(const la_backend *be);
 /* Counters since the backend was created (tests and benchmarks check that replays really
  * happened). */
 typedef struct la_cuda_graph_stats {
-    int64_t steps_recorded;  /* decode steps whose operations were recorded (graph candidates) */
+    int64_t steps_recorded;  /* steps whose operations were recorded (graph candidates: decode
+                                steps and the logit-row tails of long prefills, forward.c) */
     int64_t steps_replayed;  /* of those: ran as one cudaGraphLaunch of a cached graph */
     int64_t steps_eager;     /* of those: ran operation by operation (first sight of a key,
                                 a failed capture, a key whose capture failed before) */

@@ -52,6 +52,7 @@ bool la_cuda_pdl_supported(void);
 #define LA_ATTN_KEYS_PER_TILE 64     /* keys staged in shared memory per step */
 #define LA_ATTN_MAX_HEADS_PER_CTA 8  /* query heads of one KV head handled together */
 #define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
+#define LA_ATTN_MAX_PREFILL_ITEMS 65535 /* prefill items per launch (attn_prefill's gridDim.y) */
 
 /* One CTA's share of attention (x one KV-head group: the grid's y in attn_decode, x in
  * attn_prefill):
@@ -133,7 +134,7 @@ static inline int32_t la_cuda_attn_prefill_kernel_for(int32_t variant, int32_t h
 /* Prefill: tensor cores (mma.sync m16n8k16, or wgmma under v3; bf16 in, f32 accumulate),
  * online softmax; the kernel of la_cuda_attn_prefill_kernel_for(p->prefill_variant,
  * p->head_dim). Grid (n_kv_heads * n_head_chunks, n_items): every head group of the longest
- * item first (LA_ERR_UNSUPPORTED past 65535 items). attn_prefill.cu. */
+ * item first (LA_ERR_UNSUPPORTED past LA_ATTN_MAX_PREFILL_ITEMS). attn_prefill.cu. */
 /* Validate what both attention launchers require: head_dim a multiple of 8 and at most
  * LA_ATTN_MAX_HEAD_DIM (LA_ERR_UNSUPPORTED), block_size a multiple of 16 and a head geometry
  * with n_heads / n_kv_heads = heads_per_cta x n_head_chunks, heads_per_cta in
