@@ -89,8 +89,9 @@ static la_status qkv_kv_write(la_backend *be, const la_act *x, int32_t layer, la
 
 /* Rows without logits from which the last layer's W_q and attention, too, run on the logit
  * rows alone (a second batch_begin, one-row sequences: logit_row_batch). Below it only W_o
- * and the MLP do: the second batch_begin and the K/V GEMMs without W_q (unfused) cost about
- * what they save on a 64-token question. */
+ * and the MLP do: on a 64-token question the second batch_begin and the K/V GEMMs without
+ * W_q (unfused) would cost about what they save (an estimate, not measured; the W_o / MLP
+ * part left the question's TTFT unchanged on the H200, bench/GPU_NOTES.md version 29). */
 #define LAST_LAYER_ATTN_MIN_ROWS 256
 
 /* Begin the batch of b's logit rows alone, for the last layer's attention: logit row i of
