@@ -152,6 +152,17 @@ static void forward_vs_cpu(const char *name) {
     la_weights_destroy(w);
 }
 
+/* A backend of device dev (CPU: 2 threads) with w loaded and a pool of n_blocks x B slots. */
+static la_backend *loaded_backend(la_device dev, const la_model_config *cfg, la_weights *w, int32_t n_blocks,
+                                  int32_t B) {
+    la_err err = {0};
+    la_backend *be = NULL;
+    LA_CHECK_OK(la_backend_create(dev, dev == LA_DEVICE_CPU ? 2 : 0, &be, &err), err);
+    LA_CHECK_OK(be->ops->load_weights(be, cfg, w, &err), err);
+    LA_CHECK_OK(be->ops->kv_alloc(be, n_blocks, B, &err), err);
+    return be;
+}
+
 /* The last layer on the logit rows alone (forward.c: W_o and the MLP, and from 256 rows
  * without logits on W_q and the attention as a batch of one-row sequences, which the GPU
  * runs on attn_decode). A 300-token prompt: logit rows {299, 0, 150, 257}, and a 299-token
@@ -163,15 +174,8 @@ Test(cuda_forward, last_layer_on_logit_rows_matches_cpu_and_every_row_step) {
     la_model_config cfg;
     la_weights *w = NULL;
     la_test_load_fixture_model("tiny-bf16-untied", &cfg, &w);
-    la_err err = {0};
-    la_backend *be[2];
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 2, &be[0], &err), err);
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[1], &err), err);
     const int32_t B = 16, n = 300, V = cfg.vocab_size;
-    for (int i = 0; i < 2; i++) {
-        LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
-        LA_CHECK_OK(be[i]->ops->kv_alloc(be[i], 64, B, &err), err);
-    }
+    la_backend *be[2] = {loaded_backend(LA_DEVICE_CPU, &cfg, w, 64, B), loaded_backend(LA_DEVICE_CUDA, &cfg, w, 64, B)};
     int32_t ids[300], all_rows[300];
     for (int32_t t = 0; t < n; t++) ids[t] = (t * 37 + 11) % V, all_rows[t] = t;
     const int32_t rows[4] = {299, 0, 150, 257}, row0 = 0;
@@ -710,14 +714,11 @@ Test(cuda_forward, logit_row_tail_graph_replay_equals_eager) {
     la_model_config cfg;
     la_weights *w = NULL;
     la_test_load_fixture_model("tiny-bf16-untied", &cfg, &w);
-    la_err err = {0};
     la_backend *be[2];
     const int32_t B = 16, n = 300, V = cfg.vocab_size;
     for (int i = 0; i < 2; i++) {
-        LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be[i], &err), err);
+        be[i] = loaded_backend(LA_DEVICE_CUDA, &cfg, w, 32, B);
         la_cuda_graphs_enable(be[i], i == 1);
-        LA_CHECK_OK(be[i]->ops->load_weights(be[i], &cfg, w, &err), err);
-        LA_CHECK_OK(be[i]->ops->kv_alloc(be[i], 32, B, &err), err);
     }
     int32_t ids[300];
     for (int32_t t = 0; t < n; t++) ids[t] = (t * 37 + 11) % V;
@@ -753,11 +754,8 @@ Test(cuda_forward, too_many_prefill_tiles_refused_up_front) {
     la_weights *w = NULL;
     la_test_load_fixture_model("tiny-f32-tied", &cfg, &w);
     la_err err = {0};
-    la_backend *be = NULL;
     const int32_t B = 16, n_seqs = 65536, n = 2 * n_seqs;
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
-    LA_CHECK_OK(be->ops->load_weights(be, &cfg, w, &err), err);
-    LA_CHECK_OK(be->ops->kv_alloc(be, n_seqs + 8, B, &err), err);
+    la_backend *be = loaded_backend(LA_DEVICE_CUDA, &cfg, w, n_seqs + 8, B);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n);
     int64_t *slots = malloc(sizeof(int64_t) * (size_t)n);
     la_batch_seq *seqs = malloc(sizeof(la_batch_seq) * (size_t)n_seqs);
@@ -775,10 +773,7 @@ Test(cuda_forward, too_many_prefill_tiles_refused_up_front) {
     const int32_t row = 0;
     float *lg = malloc(sizeof(float) * (size_t)cfg.vocab_size), *ref = malloc(sizeof(float) * (size_t)cfg.vocab_size);
     la_test_seq_step(be, ids, 0, 2, B, 0, &row, 1, lg);
-    la_backend *fresh = NULL;
-    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &fresh, &err), err);
-    LA_CHECK_OK(fresh->ops->load_weights(fresh, &cfg, w, &err), err);
-    LA_CHECK_OK(fresh->ops->kv_alloc(fresh, 8, B, &err), err);
+    la_backend *fresh = loaded_backend(LA_DEVICE_CUDA, &cfg, w, 8, B);
     la_test_seq_step(fresh, ids, 0, 2, B, 0, &row, 1, ref);
     cr_assert(memcmp(lg, ref, sizeof(float) * (size_t)cfg.vocab_size) == 0, "the step after the refused one");
     free(ids), free(pos), free(slots), free(seqs), free(blocks), free(lg), free(ref);
