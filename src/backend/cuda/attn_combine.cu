@@ -28,9 +28,7 @@ __global__ void __launch_bounds__(C_WARPS * 32) attn_combine_kernel(const la_cud
     la_pdl_enter();
     const la_cuda_attn_combine_item ci = p.combine[blockIdx.x];
     const int grp = blockIdx.y, n_groups = gridDim.y;
-    const int kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
-    const int hd = p.head_dim, hpc = p.heads_per_cta;
-    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
+    const int hd = p.head_dim, hpc = p.heads_per_cta, head0 = la_attn_group_of(p, grp).head0;
     const int64_t qstride = (int64_t)p.n_heads * hd;
     const int r = blockIdx.z * C_WARPS + (threadIdx.x >> 5);
     if (r >= ci.n_tokens * hpc || r >= ci.rows) return; /* whole warp leaves together */

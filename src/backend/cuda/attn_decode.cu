@@ -134,10 +134,11 @@ __global__ void __launch_bounds__(D_THREADS, 2) attn_decode_kernel(const la_cuda
 
     const la_cuda_attn_item it = p.items[blockIdx.x];
     if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
-    const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const int grp = blockIdx.y;
+    const la_attn_group ag = la_attn_group_of(p, grp);
+    const int kvh = ag.kvh, head0 = ag.head0;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, half = hd / 2, hpc = p.heads_per_cta;
-    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const unsigned full = 0xffffffffu;
@@ -493,10 +494,11 @@ __global__ void __launch_bounds__(decode_v2_layout<HD, DEEP>::THREADS, DEEP ? 1 
 
     const la_cuda_attn_item it = p.items[blockIdx.x];
     if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
-    const int grp = blockIdx.y, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const int grp = blockIdx.y;
+    const la_attn_group ag = la_attn_group_of(p, grp);
+    const int kvh = ag.kvh, head0 = ag.head0;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta, B = p.block_size;
-    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;
     const int pos = p.pos[it.row0];
     const float sl2 = p.scale_log2;

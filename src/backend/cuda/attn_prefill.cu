@@ -150,10 +150,11 @@ __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cud
     la_tile_meta *meta = reinterpret_cast<la_tile_meta *>(Vst + 2 * L::KV_ELEMS);
 
     const la_cuda_attn_item it = p.items[blockIdx.y];
-    const int grp = blockIdx.x, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const int grp = blockIdx.x;
+    const la_attn_group ag = la_attn_group_of(p, grp);
+    const int kvh = ag.kvh, head0 = ag.head0;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta;
-    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int64_t qstride = (int64_t)p.n_heads * hd;
     const int n_rows_used = it.n_tokens * hpc;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
@@ -667,10 +668,11 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
     __shared__ la_cuda_attn_item it;
     if (threadIdx.x == 0) it = p.items[blockIdx.y];
     __syncthreads();
-    const int grp = blockIdx.x, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const int grp = blockIdx.x;
+    const la_attn_group ag = la_attn_group_of(p, grp);
+    const int kvh = ag.kvh, head0 = ag.head0;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = p.head_dim, hpc = p.heads_per_cta, B = p.block_size;
-    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int n_rows_used = it.n_tokens * hpc;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
     const int mi = lane >> 3, rr = lane & 7; /* ldmatrix: which 8x8 matrix / row this lane addresses */
@@ -1068,10 +1070,11 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
     __shared__ la_cuda_attn_item it;
     if (threadIdx.x == 0) it = p.items[blockIdx.y];
     __syncthreads();
-    const int grp = blockIdx.x, kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    const int grp = blockIdx.x;
+    const la_attn_group ag = la_attn_group_of(p, grp);
+    const int kvh = ag.kvh, head0 = ag.head0;
     const la_attn_block *blocks = p.blocks + it.block0;
     const int hd = 128, hpc = p.heads_per_cta, B = p.block_size;
-    const int head0 = kvh * (p.n_heads / p.n_kv_heads) + chunk * hpc;
     const int n_rows_used = it.n_tokens * hpc;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c4 = lane & 3;
     const int wg = warp >> 2, row0 = wg * 64 + (warp & 3) * 16; /* this warp's slab */

@@ -34,6 +34,17 @@
  * the same softmax (the threshold of FlashAttention-4's conditional rescaling). */
 #define LA_ATTN_RESCALE_SLACK 8.0f
 
+/* KV-head group grp of an attention launch (n_kv_heads x n_head_chunks groups, GQA): its KV
+ * head, and the first of the heads_per_cta query heads it serves (query head h reads KV
+ * head h / (n_heads / n_kv_heads)). */
+struct la_attn_group {
+    int kvh, head0;
+};
+__device__ __forceinline__ la_attn_group la_attn_group_of(const la_cuda_attn_params &p, int grp) {
+    const int kvh = grp / p.n_head_chunks, chunk = grp - kvh * p.n_head_chunks;
+    return {kvh, kvh * (p.n_heads / p.n_kv_heads) + chunk * p.heads_per_cta};
+}
+
 /* Offset of flat key slot f inside its block of B slots (f % B), without a division when
  * B is a power of two (the usual block sizes). */
 __device__ __forceinline__ int la_slot_in_block(int f, int B) {
