@@ -2054,6 +2054,20 @@ static la_status env_variant(const char *name, int32_t max_variant, int32_t *v, 
                       max_variant > 2 ? "v1, v2 or v3" : "v1 or v2");
 }
 
+/* *on = the switch the environment variable `name` (LA_CUDA_GRAPHS, LA_CUDA_PDL) sets: 0 ->
+ * false, 1 -> true, unset or empty -> true (both default on); another value is
+ * LA_ERR_INVALID_ARG. */
+static la_status env_switch(const char *name, bool *on, la_err *err) {
+    const char *e = getenv(name);
+    *on = true;
+    if (!e || !*e || strcmp(e, "1") == 0) return LA_OK;
+    if (strcmp(e, "0") == 0) {
+        *on = false;
+        return LA_OK;
+    }
+    return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected 0 or 1", name, e);
+}
+
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
@@ -2088,20 +2102,9 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
         split_ctas = split_ctas_decode = (int32_t)v;
     }
-    const char *graphs_env = getenv("LA_CUDA_GRAPHS"); /* la_cuda_graphs_enable: on by default */
-    bool graphs = true;
-    if (graphs_env && *graphs_env) {
-        if (strcmp(graphs_env, "0") == 0) graphs = false;
-        else if (strcmp(graphs_env, "1") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_GRAPHS=%s: expected 0 or 1", graphs_env);
-    }
-    const char *pdl_env = getenv("LA_CUDA_PDL"); /* programmatic dependent launch: on by default */
-    bool pdl = true;
-    if (pdl_env && *pdl_env) {
-        if (strcmp(pdl_env, "0") == 0) pdl = false;
-        else if (strcmp(pdl_env, "1") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_PDL=%s: expected 0 or 1", pdl_env);
-    }
+    bool graphs, pdl; /* la_cuda_graphs_enable; programmatic dependent launch */
+    LA_TRY(env_switch("LA_CUDA_GRAPHS", &graphs, err));
+    LA_TRY(env_switch("LA_CUDA_PDL", &pdl, err));
     cuda_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->pdl = pdl;
