@@ -3,7 +3,7 @@
  * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
- *             [--prefill-variants v1,v2,v3] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
+ *             [--prefill-variants v1,v2,v3,v4] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
  *             [--readback argmax,logits] [--out FILE]
  *             [--commit SHA] [--methods recompute,prefix,block,mepic,lazy] [--no-engine]
  *             [--no-ttft] [--no-tpot]
@@ -32,9 +32,10 @@
  * replays, so a key that changed mid-run shows).
  *
  * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
- * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v3 on an H100/H200, else
- * v2), in the same run; every TTFT row names the "prefill_variant" that ran (v3 runs v2 at
- * head_dim other than 128: la_cuda_attn_prefill_kernel).
+ * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v4 on an H100/H200, else
+ * v2), in the same run; every TTFT row names the "prefill_variant" asked for (v3 and v4 run
+ * v2 at head_dim other than 128: la_cuda_attn_prefill_kernel; v4 runs v3 for the steps
+ * with rotation metadata, mepic's and lazy's questions).
  *
  * --decode-variants times every TPOT row once per attn_decode kernel
  * (la_cuda_attn_decode_variant_set; default: the backend's, v2 unless LA_ATTN_DECODE=v1),
@@ -825,7 +826,7 @@ int main(int argc, char **argv) {
             }
         }
         else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
-            if (!parse_variants(argv[i], argv[i + 1], 3, variants, &n_variants)) return 2;
+            if (!parse_variants(argv[i], argv[i + 1], 4, variants, &n_variants)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--decode-variants") && i + 1 < argc) {
             if (!parse_variants(argv[i], argv[i + 1], 2, dvariants, &n_dvariants)) return 2;
@@ -866,7 +867,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2,v3] "
+            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2,v3,v4] "
                             "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge,nokv_write|both] [--readback argmax,logits] "
                             "[--methods recompute,prefix,block,mepic,lazy] [--out FILE] [--commit SHA] [--no-engine] "
                             "[--no-ttft] [--no-tpot]\n");

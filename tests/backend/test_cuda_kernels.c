@@ -328,9 +328,11 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
     LA_CHECK_OK(p->be[0]->ops->batch_begin(p->be[0], &b, &err), err);
     LA_CHECK_OK(p->be[0]->ops->kv_write(p->be[0], layer, &k[0], &v[0], &err), err);
     LA_CHECK_OK(p->be[0]->ops->attention(p->be[0], layer, &q[0], &o[0], &err), err);
-    /* v3 (wgmma, head_dim 128 on a 9.0 GPU; elsewhere it runs v2) where it exists, then v2
-     * and v1: a state one run leaves behind for the next would show in the later ones */
-    const int32_t first = la_cuda_attn_prefill_variant_set(p->be[1], 3, &err) == LA_OK ? 3 : 2;
+    /* v4 and v3 (wgmma, head_dim 128 on a 9.0 GPU; elsewhere they run v2) where they exist,
+     * then v2 and v1: a state one run leaves behind for the next would show in the later
+     * ones. v4 runs plain steps only (no q_delta, no k_rope): under "v4" a lazy or mepic
+     * case runs v3 */
+    const int32_t first = la_cuda_attn_prefill_variant_set(p->be[1], 4, &err) == LA_OK ? 4 : 2;
     for (int32_t variant = first; variant >= 1; variant--)
         for (int32_t dv = 2; dv >= 1; dv--) {
             LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
@@ -1020,6 +1022,35 @@ Test(cuda_attention, ragged_causal_prefills_and_long_lazy_question) {
     }
 }
 
+/* Plain steps (no q_delta, no k_rope), which attn_prefill v4 runs at head_dim 128 with 256
+ * rows per CTA: ragged causal prefills from position 0, a prefill chunk over 90 cached
+ * tokens, and a prefix-caching question (64 new tokens over 2000 cached, split over the KV
+ * length and merged by attn_combine), in one batch; 3 query heads per KV head (255 of a
+ * v4 CTA's 256 rows used) at block size 16, then 4 at block size 48. */
+Test(cuda_attention, plain_prefills_and_prefix_question_hd128) {
+    const geometry gs[2] = {{768, 6, 2, 128, 16}, {512, 8, 2, 128, 48}};
+    for (int gi = 0; gi < 2; gi++) {
+        const geometry g = gs[gi];
+        pair p;
+        synth s;
+        if (!attn_open(&p, &s, g)) return;
+        builder cache, q;
+        builder_init(&cache);
+        builder_init(&q);
+        int32_t blk = 1;
+        const int32_t lens[3] = {45, 300, 77};
+        for (int i = 0; i < 3; i++) blk = plain_seq(&cache, &q, g.B, blk, 0, lens[i]);
+        blk = plain_seq(&cache, &q, g.B, blk, 90, 163);
+        blk = plain_seq(&cache, &q, g.B, blk, 2000, 2064);
+        run_case(&p, gi == 0 ? "plain: ragged prefills, chunk, prefix question; hd 128 hpc 3 B 16"
+                             : "plain: ragged prefills, chunk, prefix question; hd 128 hpc 4 B 48",
+                 &cache, &q, 1);
+        builder_free(&cache);
+        builder_free(&q);
+        attn_close(&p, &s);
+    }
+}
+
 /* The same 150-token question over mepic documents at a 100k offset, hd 64 (8 query heads
  * per KV head: 16 tokens per v2 CTA), block size 32. */
 Test(cuda_attention, mepic_long_question_hd64) {
@@ -1083,17 +1114,20 @@ Test(cuda_attention, prefill_variant_setter_rejects_unknown_variants) {
     }
     LA_CHECK_OK(st, err);
     const int32_t def = la_cuda_attn_prefill_variant(be);
-    cr_assert(def >= 1 && def <= 3, "attn_prefill variant %d at create", def);
-    cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 4, &err), LA_ERR_INVALID_ARG);
+    cr_assert(def >= 1 && def <= 4, "attn_prefill variant %d at create", def);
+    cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 5, &err), LA_ERR_INVALID_ARG);
     cr_assert_eq(la_cuda_attn_prefill_variant_set(be, 0, &err), LA_ERR_INVALID_ARG);
     cr_assert_eq(la_cuda_attn_prefill_variant(be), def, "a rejected variant changed nothing");
-    /* v3 runs where the GPU and the build allow it, and is then the default (unless
-     * LA_ATTN_PREFILL chose another); elsewhere setting it is LA_ERR_UNSUPPORTED */
+    /* v3 and v4 run where the GPU and the build allow them, and v4 is then the default
+     * (unless LA_ATTN_PREFILL chose another); elsewhere setting either is
+     * LA_ERR_UNSUPPORTED */
     st = la_cuda_attn_prefill_variant_set(be, 3, &err);
     cr_assert(st == LA_OK || st == LA_ERR_UNSUPPORTED, "v3: status %d (%s)", (int)st, err.msg);
+    const la_status st4 = la_cuda_attn_prefill_variant_set(be, 4, &err);
+    cr_assert_eq(st4, st, "v4 (status %d) runs exactly where v3 (status %d) does", (int)st4, (int)st);
     const char *env = getenv("LA_ATTN_PREFILL");
-    if (!env || !*env) cr_assert_eq(def == 3, st == LA_OK, "default v%d, but v3 %s", def, st == LA_OK ? "runs" : "does not");
-    if (st != LA_OK) cr_assert_eq(la_cuda_attn_prefill_variant(be), def, "a refused v3 changed nothing");
+    if (!env || !*env) cr_assert_eq(def == 4, st == LA_OK, "default v%d, but v4 %s", def, st == LA_OK ? "runs" : "does not");
+    if (st != LA_OK) cr_assert_eq(la_cuda_attn_prefill_variant(be), def, "a refused v3 / v4 changed nothing");
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(be, 1, &err), err);
     cr_assert_eq(la_cuda_attn_prefill_variant(be), 1);
     la_backend_destroy(be);

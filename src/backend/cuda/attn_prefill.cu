@@ -25,10 +25,13 @@
  *
  * Grid: x = KV head x head chunk, y = work item (la_cuda_attn_item: a tile of tokens of
  * one sequence and a range of its key slots, built by the host scheduler in cuda_backend.c,
- * longest first; prefill_grid). Three kernels, chosen per step by la_cuda_attn_params.prefill_variant (the host
- * cuts tiles to match; LA_ATTN_PREFILL=v1|v2|v3): v3 (the default on compute capability
- * 9.0 with an sm_90a build, head_dim 128; described at its code below) computes v2's tiles
- * with Hopper's warpgroup MMA; v2 is the default elsewhere and runs every other head_dim.
+ * longest first; prefill_grid). Four kernels, chosen per step from
+ * la_cuda_attn_params.prefill_variant and .plain (la_cuda_attn_prefill_step_kernel; the
+ * host cuts tiles to match; LA_ATTN_PREFILL=v1|v2|v3|v4). On compute capability 9.0 with
+ * an sm_90a build at head_dim 128 (described at their code below), v4 (the default) runs
+ * the plain steps, 256 rows per CTA, warp-specialized, and v3 the steps with rotation
+ * metadata, v2's tiles on Hopper's warpgroup MMA; v2 is the default elsewhere and runs
+ * every other head_dim.
  *
  * v2. One CTA = 4 warps = 128 query rows (32 tokens x 4 heads for Llama-3), each
  * warp owning 32 rows as two m16 tiles, so every K fragment (ldmatrix) feeds four MMAs and
@@ -590,10 +593,10 @@ __device__ __forceinline__ void prefill_p_frag(const float (&s)[NT][4], int kk, 
     a[3] = la_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
-/* Write row `row` of a v2 / v3 CTA (its half h of the slab's C layout, O in o): the
- * normalised bf16 output, or for a split item the unnormalised partial row and (m, l) for
- * attn_combine. l: the row's sum over its quad. */
-template <int DT>
+/* Write row `row` of a v2 / v3 / v4 CTA of ROWS rows (its half h of the slab's C layout, O
+ * in o): the normalised bf16 output, or for a split item the unnormalised partial row and
+ * (m, l) for attn_combine. l: the row's sum over its quad. */
+template <int DT, int ROWS = LA_ATTN_PREFILL_ROWS_V2>
 __device__ __forceinline__ void prefill_write_row(const la_cuda_attn_params &p, const la_cuda_attn_item &it, int grp,
                                                   int row, int h, int head0, int n_rows_used, int c4,
                                                   const float (&o)[DT][4], float m, float l) {
@@ -609,7 +612,7 @@ __device__ __forceinline__ void prefill_write_row(const la_cuda_attn_params &p, 
             if (d < hd) *reinterpret_cast<uint32_t *>(out + d) = la_pack_bf16x2(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
         }
     } else {
-        const int64_t pr = it.part_row0 + (int64_t)grp * LA_ATTN_PREFILL_ROWS_V2 + row;
+        const int64_t pr = it.part_row0 + (int64_t)grp * ROWS + row;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
             const int d = dt * 8 + 2 * c4;
@@ -1040,16 +1043,16 @@ __device__ __forceinline__ uint32_t v3_elem(uint32_t half_bytes, uint32_t r, uin
 /* rows per batch of v3's later rotations: more than 2 adds spills to its 128 registers */
 constexpr int ROT_ROWS_V3 = 2;
 
-/* v3's Q rotation: this warp's 16 rows (row0 ..) at p - delta, written swizzled; lane l does
- * frequencies 2 l, 2 l + 1; RB rows' loads in flight at once (rope_q_load). The caller
- * fences and syncs. */
-template <int RB>
+/* v3's and v4's Q rotation: this warp's 16 rows (row0 ..) at p - delta, written swizzled
+ * into a Q of two Q_HALF-byte column halves; lane l does frequencies 2 l, 2 l + 1; RB rows'
+ * loads in flight at once (rope_q_load). The caller fences and syncs. */
+template <int RB, uint32_t Q_HALF = prefill_v3_layout::Q_HALF>
 __device__ __forceinline__ void rotate_q_v3(unsigned char *Qs, const la_cuda_attn_params &p, int row0, int32_t delta,
                                             const int32_t *row_pos, const la_bf16_t *const *row_q) {
     const int f = 2 * (threadIdx.x & 31);
     rotate_rows<16, RB>(p, row0, delta, 64, f, row_pos, row_q, [&](int r, uint32_t lo, uint32_t hi) {
-        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r, f)) = lo;
-        *reinterpret_cast<uint32_t *>(Qs + v3_elem(prefill_v3_layout::Q_HALF, row0 + r, 64 + f)) = hi;
+        *reinterpret_cast<uint32_t *>(Qs + v3_elem(Q_HALF, row0 + r, f)) = lo;
+        *reinterpret_cast<uint32_t *>(Qs + v3_elem(Q_HALF, row0 + r, 64 + f)) = hi;
     });
 }
 #endif
@@ -1316,6 +1319,277 @@ la_status launch_prefill_v3(const la_cuda_attn_params *p, cudaStream_t stream, l
     return la_cuda_launch(attn_prefill_v3_kernel, grid, V3_THREADS, bytes, stream, *p, "attn_prefill", err);
 }
 
+/* ---- v4: warp-specialized, 256 rows x 128-key tiles, for plain steps ------------------ */
+
+/* Full recompute, prefix caching and BlockAttention's question over its re-rotated copies are
+ * plain steps (la_cuda_attn_params.plain: no block carries a q_delta or k_rope), where each
+ * query is rotated once, at its own position. There, what limits v3 is not its arithmetic
+ * but the K/V it streams from L2: each CTA of 128 rows reads its whole key range, so an 8K
+ * Llama-3-8B prefill moves ~137 GB through L2 (measured on the H200 with a first draft of
+ * v4 at 128 rows per CTA: with the copies alone the kernel took 30 ms of its 52, with the
+ * MMAs and softmax alone 35; GPU_NOTES.md, version 31). v4 doubles the rows per CTA to 256
+ * (64 tokens x 4 heads for Llama-3), which halves those bytes, and keeps the tensor cores
+ * fed with FlashAttention-3's layout (Shah
+ * et al. 2024, "FlashAttention-3: Fast and Accurate Attention with Asynchrony and
+ * Low-precision", sec. 3.1): one CTA per SM of three warpgroups.
+ *
+ * Warpgroup 0 is the producer (40 registers per thread, setmaxnreg): its 128 threads copy
+ * each 128-key K/V tile of the paged block list into a two-stage ring (cp.async, zero-filled
+ * past a 16-key group's valid keys) and its first warp writes the tile's key positions. A
+ * stage's arrival is an mbarrier phase (`full`: 128 cp.async arrivals as the copies land and
+ * 32 ordinary ones after the positions), its release another (`empty`: one arrival per
+ * consumer warp). Warpgroups 1 and 2 are the consumers (232 registers): 128 query rows each,
+ * as two 64-row wgmma tiles (slabs) that share every K/V stage. Per slab and tile: S = Q K^T
+ * by eight wgmma m64n128k16 (Q and K in shared memory, K-major), v3's online softmax in
+ * registers (prefill_softmax), O += P V by eight wgmma m64n128k16 (P in registers, V
+ * MN-major). No CTA-wide barrier in the tile loop: tile t + 1's copies run under tile t's
+ * MMAs, and the two consumer warpgroups drift apart, one's softmax under the other's MMAs.
+ * Per consumer thread: O 2 x 64, S 64 f32 registers. Shared memory: Q 64 KiB (v3's swizzled
+ * layout, 256 rows), K and V 2 x 32 KiB each, ~194 KiB. Head dim 128, sm_90a. */
+constexpr int V4_THREADS = 384;
+constexpr int V4_PRODUCERS = 128; /* warpgroup 0 */
+constexpr int V4_ROWS = LA_ATTN_PREFILL_ROWS_V4;
+constexpr int V4_KT = 128; /* keys per tile */
+constexpr int V4_GROUPS = V4_KT / 16;
+constexpr int V4_CONSUMER_WARPS = 8;
+constexpr int V4_PRODUCER_REGS = 40, V4_CONSUMER_REGS = 232;
+static_assert(V4_ROWS == 256 && V4_CONSUMER_WARPS * 32 == V4_THREADS - V4_PRODUCERS,
+              "two consumer warpgroups of two 64-row slabs");
+static_assert(V4_GROUPS * 16 == V4_KT, "a tile is whole 16-key groups");
+static_assert(V4_PRODUCERS * V4_PRODUCER_REGS + (V4_THREADS - V4_PRODUCERS) * V4_CONSUMER_REGS <= 65536,
+              "the register file of one SM");
+
+/* tile metadata, written by the producer's first warp: key positions (INT_MAX past a
+ * group's valid keys), the tile's smallest and largest valid position (INT_MAX / INT_MIN:
+ * none), whether all 128 keys are valid */
+struct v4_meta {
+    int32_t kpos[V4_KT];
+    int32_t tmin, tmax, all_valid, pad_;
+};
+static_assert(sizeof(v4_meta) % 16 == 0, "v4_meta keeps 16-byte alignment");
+
+struct prefill_v4_layout {
+    static constexpr uint32_t Q_OFF = 0; /* [2 halves][256 rows][128 B] */
+    static constexpr uint32_t Q_HALF = V4_ROWS * 128;
+    static constexpr uint32_t KV_HALF = V4_KT * 128; /* one column half of a K or V stage */
+    static constexpr uint32_t STAGE = 2 * KV_HALF;
+    static constexpr uint32_t K_OFF = 2 * Q_HALF; /* [2 stages][2 halves][128 keys][128 B] */
+    static constexpr uint32_t V_OFF = K_OFF + 2 * STAGE;
+    static constexpr uint32_t META_OFF = V_OFF + 2 * STAGE;             /* [2] v4_meta */
+    static constexpr uint32_t BAR_OFF = META_OFF + 2 * sizeof(v4_meta); /* full[2], empty[2] */
+    static constexpr uint32_t END = BAR_OFF + 4 * 8;
+    static constexpr size_t BYTES = END + 1024;
+};
+static_assert(prefill_v4_layout::Q_OFF % 1024 == 0 && prefill_v4_layout::K_OFF % 1024 == 0 &&
+                  prefill_v4_layout::V_OFF % 1024 == 0 &&
+                  prefill_v4_layout::KV_HALF % 1024 == 0 && prefill_v4_layout::Q_HALF % 1024 == 0,
+              "every swizzled region starts on a 1024-byte swizzle atom");
+
+__global__ void __launch_bounds__(V4_THREADS, 1) attn_prefill_v4_kernel(const la_cuda_attn_params p) {
+    la_pdl_trigger();
+#ifdef LA_WGMMA
+    using L = prefill_v4_layout;
+    constexpr int DT = 16; /* n8 column blocks of O (head_dim 128) */
+    constexpr int NT = V4_KT / 8;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    const uint32_t pad = (1024u - (s_raw & 1023u)) & 1023u;
+    unsigned char *smem = smem_raw + pad;
+    const uint32_t sb = s_raw + pad;
+    v4_meta *meta = reinterpret_cast<v4_meta *>(smem + L::META_OFF);
+    const uint32_t bar_full = sb + L::BAR_OFF, bar_empty = sb + L::BAR_OFF + 16; /* stage s: + 8 s */
+
+    __shared__ la_cuda_attn_item it;
+    __shared__ int32_t row_pos[V4_ROWS];
+    __shared__ const la_bf16_t *row_q[V4_ROWS];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const unsigned full = 0xffffffffu;
+    if (tid == 0) {
+        it = p.items[blockIdx.y];
+        for (int s = 0; s < 2; s++) {
+            la_mbar_init(bar_full + 8 * s, V4_PRODUCERS + 32);
+            la_mbar_init(bar_empty + 8 * s, V4_CONSUMER_WARPS);
+        }
+        la_mbar_init_fence();
+    }
+    __syncthreads();
+    const la_attn_group ag = la_attn_group_of(p, blockIdx.x);
+    const int kvh = ag.kvh, head0 = ag.head0, hd = 128, B = p.block_size;
+    const int n_tiles = it.kv1 > it.kv0 ? (it.kv1 - it.kv0 + V4_KT - 1) / V4_KT : 0;
+    /* everything below reads q or the pool, written by the kernels before this one */
+    la_pdl_wait();
+
+    if (warp < V4_PRODUCERS / 32) {
+        la_setmaxnreg_dec<V4_PRODUCER_REGS>();
+        /* ---- producer: thread (k0, c) copies 16-byte chunk c of keys k0 + 8 i, i < 16 (two
+         * per 16-key group: group i / 2, key k0 + 8 (i % 2) in it) of K and V; key k0 + 8 i
+         * sits 8 i rows below key k0 in the same swizzle column */
+        const la_attn_block *blocks = p.blocks + it.block0;
+        const int c = tid & 15, k0 = tid >> 4;
+        const uint32_t dst0 = sb + (uint32_t)(c >> 3) * L::KV_HALF + la_sw128((uint32_t)k0, (uint32_t)(c & 7));
+        /* 16-key group gi of tile t: its valid keys, its first key's position and pool row
+         * (key slot of this KV head: elements / head_dim, below 2^31 for any pool a GPU holds) */
+        auto group = [&](int t, int gi, int32_t &nvg, int32_t &gpos, int32_t &grow) {
+            const int f0 = it.kv0 + t * V4_KT + gi * 16, j0 = la_slot_in_block(f0, B);
+            const bool in = f0 < it.kv1;
+            const la_attn_block *b = blocks + (in ? f0 / B : 0);
+            nvg = in ? max(0, min(16, min(b->n_valid - j0, it.kv1 - f0))) : 0;
+            gpos = b->pos0 + j0;
+            grow = (b->block_id * p.n_kv_heads + kvh) * B + j0;
+        };
+        for (int t = 0; t < n_tiles; t++) {
+            const int s = t & 1;
+            /* the tile's block entries are loaded before the wait for its stage, so the
+             * wait hides their latency */
+            int32_t nvg[V4_GROUPS], grow[V4_GROUPS];
+#pragma unroll
+            for (int gi = 0; gi < V4_GROUPS; gi++) {
+                int32_t gpos;
+                group(t, gi, nvg[gi], gpos, grow[gi]);
+            }
+            if (t >= 2) la_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            const uint32_t dk = dst0 + L::K_OFF + s * L::STAGE, dv = dst0 + L::V_OFF + s * L::STAGE;
+#pragma unroll
+            for (int gi = 0; gi < V4_GROUPS; gi++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int kk = k0 + 8 * h, i = 2 * gi + h;
+                    const bool ok = kk < nvg[gi];
+                    const int64_t off = ok ? (int64_t)(grow[gi] + kk) * hd + c * 8 : 0;
+                    la_cp_async16_s(dk + (uint32_t)i * 1024, p.k_pool + off, ok);
+                    la_cp_async16_s(dv + (uint32_t)i * 1024, p.v_pool + off, ok);
+                }
+            }
+            la_mbar_arrive_cp_async(bar_full + 8 * s);
+            if (warp == 0) { /* lane l: keys 4 l .. 4 l + 3, all in group l / 4 */
+                int32_t nvg, gpos, grow;
+                group(t, lane >> 2, nvg, gpos, grow);
+                const int kk = (lane & 3) * 4;
+                int4 kp;
+                kp.x = kk < nvg ? gpos + kk : INT_MAX;
+                kp.y = kk + 1 < nvg ? gpos + kk + 1 : INT_MAX;
+                kp.z = kk + 2 < nvg ? gpos + kk + 2 : INT_MAX;
+                kp.w = kk + 3 < nvg ? gpos + kk + 3 : INT_MAX;
+                *reinterpret_cast<int4 *>(&meta[s].kpos[4 * lane]) = kp;
+                const int32_t tmin = __reduce_min_sync(full, nvg > 0 ? gpos : INT_MAX);
+                const int32_t tmax = __reduce_max_sync(full, nvg > 0 ? gpos + nvg - 1 : INT_MIN);
+                const bool all_valid = __all_sync(full, nvg == 16);
+                if (lane == 0) {
+                    meta[s].tmin = tmin;
+                    meta[s].tmax = tmax;
+                    meta[s].all_valid = all_valid;
+                }
+                la_mbar_arrive(bar_full + 8 * s);
+            }
+        }
+        la_cp_async_wait<0>(); /* nothing in flight when the thread exits */
+        return;
+    }
+    la_setmaxnreg_inc<V4_CONSUMER_REGS>();
+
+    /* ---- consumers: warp cw of 8 in warpgroup wg; its slab j holds rows
+     * 128 wg + 64 j + 16 (cw % 4) .. + 15 */
+    const int cw = warp - V4_PRODUCERS / 32, wg = cw >> 2, g = lane >> 2, c4 = lane & 3;
+    const int hpc = p.heads_per_cta, n_rows_used = it.n_tokens * hpc;
+    int row0[2], wmin[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        row0[j] = wg * 128 + j * 64 + (cw & 3) * 16;
+        int wmax = INT_MIN;
+        wmin[j] = INT_MAX;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            prefill_row_init(p, it, row0[j] + h * 8 + g, head0, n_rows_used, c4, row_pos, row_q, wmax, wmin[j]);
+        warp_minmax(wmax, wmin[j]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 2; j++) rotate_q_v3<ROT_ROWS_FIRST, L::Q_HALF>(smem + L::Q_OFF, p, row0[j], 0, row_pos, row_q);
+    la_fence_proxy_async();
+    la_bar_sync(1 + wg, 128); /* the warpgroup's 128 rows of Q written */
+    int32_t rpos[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) rpos[j][0] = row_pos[row0[j] + g], rpos[j][1] = row_pos[row0[j] + g + 8];
+
+    float o[2][DT][4];
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int d = 0; d < DT; d++) o[j][d][0] = o[j][d][1] = o[j][d][2] = o[j][d][3] = 0.f;
+    float mr[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}}, lr[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    const float sl2 = p.scale_log2;
+
+    for (int t = 0; t < n_tiles; t++) {
+        const int s = t & 1;
+        la_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+        const v4_meta *m = meta + s;
+        if (m->tmin <= it.pos_max) {
+            la_fence_proxy_async(); /* the producer's copies, seen through the barrier, to wgmma */
+            const uint64_t dk = la_wgmma_desc(sb + L::K_OFF + s * L::STAGE, 16, 1024);
+            const uint64_t dv = la_wgmma_desc(sb + L::V_OFF + s * L::STAGE, L::KV_HALF, 1024);
+            const bool all_valid = m->all_valid;
+            const int32_t tmax = m->tmax;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const uint64_t dq = la_wgmma_desc(sb + L::Q_OFF + (wg * 128 + j * 64) * 128, 16, 1024);
+                float sc[NT][4];
+                float(&sacc)[4 * NT] = *reinterpret_cast<float(*)[4 * NT]>(&sc[0][0]);
+                float(&oacc)[4 * DT] = *reinterpret_cast<float(*)[4 * DT]>(&o[j][0][0]);
+                la_wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < 8; ks++) {
+                    const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
+                    const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
+                    if (ks == 0) la_wgmma_ss_n128_first(sacc, da, db);
+                    else la_wgmma_ss_n128(sacc, da, db);
+                }
+                la_wgmma_commit();
+                la_wgmma_wait<0>();
+#pragma unroll
+                for (int k = 0; k < 4 * NT; k++) la_wgmma_fence_operand(sacc[k]);
+                if (!(all_valid && tmax <= wmin[j])) prefill_mask<NT>(sc, m->kpos, c4, rpos[j]);
+                float alpha[2];
+                prefill_softmax<NT>(sc, mr[j], lr[j], sl2, alpha);
+                if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) prefill_rescale<DT>(o[j], alpha);
+                uint32_t a[V4_GROUPS][4];
+#pragma unroll
+                for (int kk = 0; kk < V4_GROUPS; kk++) prefill_p_frag<NT>(sc, kk, a[kk]);
+                la_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < V4_GROUPS; kk++) la_wgmma_rs_n128_tb(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
+                la_wgmma_commit();
+                la_wgmma_wait<0>();
+#pragma unroll
+                for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
+            }
+        }
+        __syncwarp();
+        if (lane == 0) la_mbar_arrive(bar_empty + 8 * s); /* this warp is done with stage s */
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float l = lr[j][h];
+            l += __shfl_xor_sync(full, l, 1);
+            l += __shfl_xor_sync(full, l, 2);
+            prefill_write_row<DT, V4_ROWS>(p, it, blockIdx.x, row0[j] + h * 8 + g, h, head0, n_rows_used, c4, o[j],
+                                          mr[j][h], l);
+        }
+#else
+    __trap(); /* not built for sm_90a: the host never launches this instance */
+#endif
+}
+
+la_status launch_prefill_v4(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
+    const size_t bytes = prefill_v4_layout::BYTES;
+    static bool attr_done = false;
+    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v4_kernel, bytes, &attr_done, "attn_prefill v4", err));
+    dim3 grid;
+    LA_TRY(prefill_grid(p, &grid, err));
+    return la_cuda_launch(attn_prefill_v4_kernel, grid, V4_THREADS, bytes, stream, *p, "attn_prefill", err);
+}
+
 } /* namespace */
 
 /* ---- launcher --------------------------------------------------------------------------------- */
@@ -1330,7 +1604,9 @@ extern "C" la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStre
         if (hd <= 64) return launch_prefill<64>(p, stream, err);
         return launch_prefill<128>(p, stream, err);
     }
-    if (la_cuda_attn_prefill_kernel_for(p->prefill_variant, hd) == 3) return launch_prefill_v3(p, stream, err);
+    const int32_t kernel = la_cuda_attn_prefill_step_kernel(p->prefill_variant, hd, p->plain);
+    if (kernel == 4) return launch_prefill_v4(p, stream, err);
+    if (kernel == 3) return launch_prefill_v3(p, stream, err);
     if (hd <= 32) return launch_prefill_v2<32>(p, stream, err);
     if (hd <= 64) return launch_prefill_v2<64>(p, stream, err);
     return launch_prefill_v2<128>(p, stream, err);

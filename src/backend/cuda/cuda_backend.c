@@ -11,18 +11,19 @@
  * work is scheduled on the host there, once per step, for every layer:
  *
  *   - each sequence's new rows are cut into tiles: rows / heads_per_cta tokens for prefill,
- *     rows = the attn_prefill variant's rows per CTA (v3, the default on a 9.0 GPU, and v2:
- *     128, so 32 tokens x 4 query heads for Llama-3; v1: 64, 16 tokens;
- *     LA_ATTN_PREFILL=v1|v2|v3 at create or la_cuda_attn_prefill_variant_set, read at each
- *     batch_begin), one token for decode
- *     (a sequence with one new row);
+ *     rows = the attn_prefill kernel's rows per CTA (v4, the default on a 9.0 GPU for
+ *     plain steps: 256, so 64 tokens x 4 query heads for Llama-3; v3, which runs the
+ *     other steps, and v2: 128; v1: 64, 16 tokens; LA_ATTN_PREFILL=v1|v2|v3|v4 at create
+ *     or la_cuda_attn_prefill_variant_set, read at each batch_begin), one token for
+ *     decode (a sequence with one new row);
  *   - a tile reads key slots [0, kv_len): the blocks up to the last whose first slot is
  *     causally visible to the tile's latest token (a binary search over the suffix
  *     minimum of pos0, so blocks after the question are never staged);
  *   - when tiles x KV-head groups would leave SMs idle (fewer CTAs than 2 per SM: a
  *     64-token question, a small decode batch), every tile is split over its key range
  *     into balanced chunks of at least 2 key tiles so the total reaches about 2 CTAs per
- *     SM (flash-decoding). A step of decode rows only targets 1 CTA per SM, at most one
+ *     SM (flash-decoding; 1 v4 CTA per SM, as it holds two v3 CTAs' rows). A step of
+ *     decode rows only targets 1 CTA per SM, at most one
  *     wave, in chunks of at least 8 key tiles, and a grid that fits that wave runs
  *     attn_decode v2's deep instance, 8 warps per CTA (c->step_decode_deep; a decode CTA
  *     is bound by latency and instruction issue: GPU_NOTES.md, versions 11-12).
@@ -247,7 +248,7 @@ typedef struct cuda_backend {
     la_bf16_t *gemm_scratch;                 /* [LA_CUDA_FUSED_MAX_ROWS, widest group] */
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
-    int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1, 2 or 3 */
+    int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1 to 4 */
     bool wgmma;                              /* v3 can run: a 9.0 device and sm_90a code */
     int32_t decode_variant;                  /* attn_decode kernel: 1 or 2 (attn_decode.cu) */
     float *inv_freq_dev;                     /* [head_dim / 2] */
@@ -276,6 +277,8 @@ typedef struct cuda_backend {
     const la_cuda_attn_combine_item *d_combine, *d_merge;
     int32_t n_items_prefill, n_items_decode, n_combine, n_merge;
     int32_t step_prefill_variant; /* the variant the step's prefill items were cut for */
+    bool step_plain;              /* no block of the step carries rotation metadata
+                                   * (la_cuda_attn_params.plain) */
     int32_t step_decode_variant;  /* the decode kernel the step's items were cut for */
     bool step_decode_deep;        /* its decode CTAs fit in one wave at one per SM */
     int32_t combine_rows;         /* the largest rows of the step's combine items */
@@ -1019,7 +1022,10 @@ static la_status pad_split_schedule(cuda_backend *c, const la_batch *b, int64_t 
  * sequence one decode row); pad the lists (pad_split_schedule). */
 static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fixed_grid, la_err *err) {
     const la_model_config *m = &c->base.cfg;
-    const int32_t rows = la_cuda_attn_prefill_rows(c->prefill_variant);
+    bool plain = true; /* la_cuda_attn_params.plain */
+    for (int32_t i = 0; i < b->n_blocks && plain; i++) plain = b->blocks[i].q_delta == 0 && b->blocks[i].k_rope == 0;
+    const int32_t kernel = la_cuda_attn_prefill_step_kernel(c->prefill_variant, m->head_dim, plain);
+    const int32_t rows = la_cuda_attn_prefill_rows(kernel);
     const int32_t B = c->block_size, hpc = c->heads_per_cta, TT = rows / hpc;
     const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
     int64_t n_tiles = 0, max_nb = 0;
@@ -1068,7 +1074,9 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     key_tiles *= n_groups;
     /* decode v2's target in decode-only steps; v1 keeps the one it was measured with */
     const bool decode_target = all_decode && c->decode_variant == 2;
-    const int64_t slots = (int64_t)(decode_target ? c->split_ctas_decode : c->split_ctas) * c->n_sm;
+    /* a v4 CTA holds two v3 CTAs' rows and runs one per SM: half the CTAs per SM */
+    const int64_t per_sm = decode_target ? c->split_ctas_decode : kernel == 4 ? (c->split_ctas + 1) / 2 : c->split_ctas;
+    const int64_t slots = per_sm * c->n_sm;
     int64_t chunk = INT64_MAX;
     if (n_tiles * n_groups < slots && key_tiles > 0) {
         chunk = ceil_div64(key_tiles, slots);
@@ -1162,6 +1170,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     c->n_combine = (int32_t)n_c;
     c->n_merge = (int32_t)n_m;
     c->step_prefill_variant = c->prefill_variant;
+    c->step_plain = plain;
     c->step_decode_variant = c->decode_variant;
     /* a decode-only grid within one wave at one CTA per SM: every CTA has an SM to itself,
      * so attn_decode v2 takes its deep instance, 8 warps per CTA (attn_decode.cu) */
@@ -1534,7 +1543,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads, .head_dim = m->head_dim,
         .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
-        .prefill_variant = c->step_prefill_variant, .combine_rows = c->combine_rows,
+        .prefill_variant = c->step_prefill_variant, .plain = c->step_plain, .combine_rows = c->combine_rows,
         .decode_variant = c->step_decode_variant, .decode_deep = c->step_decode_deep,
     };
     prof_begin(c);
@@ -2051,7 +2060,7 @@ static la_status env_variant(const char *name, int32_t max_variant, int32_t *v, 
         return LA_OK;
     }
     return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected %s", name, e,
-                      max_variant > 2 ? "v1, v2 or v3" : "v1 or v2");
+                      max_variant > 3 ? "v1, v2, v3 or v4" : "v1 or v2");
 }
 
 /* *on = the switch the environment variable `name` (LA_CUDA_GRAPHS, LA_CUDA_PDL) sets: 0 ->
@@ -2077,7 +2086,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
                           e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     }
     int32_t variant, decode_variant; /* la_cuda_attn_{prefill,decode}_variant_set */
-    LA_TRY(env_variant("LA_ATTN_PREFILL", 3, &variant, err));
+    LA_TRY(env_variant("LA_ATTN_PREFILL", 4, &variant, err));
     LA_TRY(env_variant("LA_ATTN_DECODE", 2, &decode_variant, err));
     if (decode_variant == 0) decode_variant = 2;
     uint32_t fused = LA_CUDA_FUSED_ALL; /* la_cuda_fused_gemm_set */
@@ -2119,13 +2128,13 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     la_status s = create_resources(c, err);
     /* INVALID_ARG, not UNSUPPORTED: a test run asking for v3 where it cannot run must fail,
      * not skip as if there were no GPU */
-    if (s == LA_OK && variant == 3 && !c->wgmma)
-        s = la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=v3: %s", k_no_wgmma);
+    if (s == LA_OK && variant >= 3 && !c->wgmma)
+        s = la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=v%d: %s", variant, k_no_wgmma);
     if (s != LA_OK) {
         cuda_destroy(&c->base);
         return s;
     }
-    if (c->prefill_variant == 0) c->prefill_variant = c->wgmma ? 3 : 2;
+    if (c->prefill_variant == 0) c->prefill_variant = c->wgmma ? 4 : 2;
     *out = &c->base;
     return LA_OK;
 }
@@ -2137,10 +2146,10 @@ bool la_cuda_backend_is(const la_backend *be) { return be && be->ops == &k_cuda_
 la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err) {
     if (!la_cuda_backend_is(be))
         return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: not a CUDA backend");
-    if (variant < 1 || variant > 3)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: variant %d (1, 2 or 3)", variant);
-    if (variant == 3 && !cu(be)->wgmma)
-        return la_err_set(err, LA_ERR_UNSUPPORTED, "la_cuda_attn_prefill_variant_set: v3: %s", k_no_wgmma);
+    if (variant < 1 || variant > 4)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_prefill_variant_set: variant %d (1 to 4)", variant);
+    if (variant >= 3 && !cu(be)->wgmma)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "la_cuda_attn_prefill_variant_set: v%d: %s", variant, k_no_wgmma);
     cu(be)->prefill_variant = variant;
     return LA_OK;
 }

@@ -129,17 +129,21 @@ void la_cuda_fused_gemm_set(la_backend *be, uint32_t groups);
 uint32_t la_cuda_fused_gemm(const la_backend *be);
 
 /* Which attn_prefill kernel the steps from the next batch_begin on use (attn_prefill.cu):
- * 1 = 64 query rows per CTA, 2 = 128 rows per CTA, 3 = v2's tiles on Hopper's warpgroup MMA
- * (head_dim 128; other head dims run v2). The default is 3 on a compute capability 9.0
- * GPU when the build has sm_90a code (LA_CUDA_ARCHITECTURES with 90a, the default), else
- * 2. The environment variable LA_ATTN_PREFILL=v1|v2|v3 sets it at create.
- * LA_ERR_INVALID_ARG for another value or another backend, LA_ERR_UNSUPPORTED for 3 where
- * it cannot run (nothing changed either way). Tests and benchmarks compare them. */
+ * 1 = 64 query rows per CTA, 2 = 128 rows per CTA, 3 = v2's tiles on Hopper's warpgroup MMA,
+ * 4 = 256 rows per CTA, warp-specialized, for plain steps (no block with a q_delta or
+ * k_rope: full recompute, prefix caching, BlockAttention's copies; the other steps run
+ * v3). 3 and 4 need head_dim 128 (other head dims run v2). The default is 4 on a compute
+ * capability 9.0 GPU when the build has sm_90a code (LA_CUDA_ARCHITECTURES with 90a, the
+ * default), else 2. The environment variable LA_ATTN_PREFILL=v1|v2|v3|v4 sets it at
+ * create. LA_ERR_INVALID_ARG for another value or another backend, LA_ERR_UNSUPPORTED for
+ * 3 or 4 where they cannot run (nothing changed either way). Tests and benchmarks compare
+ * them. */
 la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_err *err);
 /* The variant of the next steps; 0 for a backend that is not CUDA. */
 int32_t la_cuda_attn_prefill_variant(const la_backend *be);
-/* The kernel the variant runs for the loaded model's head_dim (v3 runs v2 at a head_dim other
- * than 128); 0 for a backend that is not CUDA. */
+/* The kernel the variant runs for the loaded model's head_dim (v3 and v4 run v2 at a
+ * head_dim other than 128; v4 runs v3 for a step that is not plain); 0 for a backend that
+ * is not CUDA. */
 int32_t la_cuda_attn_prefill_kernel(const la_backend *be);
 
 /* Which attn_decode kernel the decode items use from the next launch on (attn_decode.cu):

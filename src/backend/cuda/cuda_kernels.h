@@ -49,6 +49,7 @@ bool la_cuda_pdl_supported(void);
 
 #define LA_ATTN_PREFILL_ROWS 64      /* query rows (token x head) of one v1 prefill CTA */
 #define LA_ATTN_PREFILL_ROWS_V2 128  /* query rows of one v2 or v3 prefill CTA */
+#define LA_ATTN_PREFILL_ROWS_V4 256  /* query rows of one v4 prefill CTA */
 #define LA_ATTN_KEYS_PER_TILE 64     /* keys staged in shared memory per step */
 #define LA_ATTN_MAX_HEADS_PER_CTA 8  /* query heads of one KV head handled together */
 #define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
@@ -109,8 +110,12 @@ typedef struct la_cuda_attn_params {
     int32_t heads_per_cta;        /* query heads of one KV head in one CTA */
     int32_t n_head_chunks;        /* (n_heads / n_kv_heads) / heads_per_cta */
     float scale_log2;             /* log2(e) / sqrt(head_dim) */
-    int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA), 2 (128) or 3
-                                     (v2's tiles on wgmma: head_dim 128, sm_90a) */
+    int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA), 2 (128), 3
+                                     (v2's tiles on wgmma: head_dim 128, sm_90a) or 4 (v3's
+                                     tiles, warp-specialized, 128-key tiles: for plain steps;
+                                     v3 runs the others) */
+    int32_t plain;                /* 1 when no block of the step carries rotation metadata
+                                     (every q_delta 0, every k_rope 0) */
     int32_t combine_rows;         /* the largest rows of the combine items (grid z) */
     int32_t decode_variant;       /* attn_decode kernel: 1 (CUDA cores, 64-key CTA tiles) or
                                      2 (tensor cores, one key stream per warp) */
@@ -119,16 +124,24 @@ typedef struct la_cuda_attn_params {
                                      warps per CTA instead of 4 */
 } la_cuda_attn_params;
 
-/* Query rows (token x head) of one attn_prefill CTA of the given variant (1, 2 or 3): the
- * host scheduler cuts prefill tiles of rows / heads_per_cta tokens. */
-static inline int32_t la_cuda_attn_prefill_rows(int32_t variant) {
-    return variant == 1 ? LA_ATTN_PREFILL_ROWS : LA_ATTN_PREFILL_ROWS_V2;
+/* Query rows (token x head) of one CTA of attn_prefill kernel `kernel` (1 to 4): the host
+ * scheduler cuts prefill tiles of rows / heads_per_cta tokens. */
+static inline int32_t la_cuda_attn_prefill_rows(int32_t kernel) {
+    return kernel == 1 ? LA_ATTN_PREFILL_ROWS : kernel == 4 ? LA_ATTN_PREFILL_ROWS_V4 : LA_ATTN_PREFILL_ROWS_V2;
 }
 
-/* The attn_prefill kernel that runs for `variant` at `head_dim`: v3 exists for head_dim 128
- * only and runs v2 otherwise (the same tiles). */
+/* The attn_prefill kernel that runs for `variant` at `head_dim`: v3 and v4 exist for
+ * head_dim 128 only and run v2 otherwise (the same tiles). Under 4, a step that is not
+ * plain (la_cuda_attn_params.plain) runs v3. */
 static inline int32_t la_cuda_attn_prefill_kernel_for(int32_t variant, int32_t head_dim) {
-    return variant == 3 && head_dim != 128 ? 2 : variant;
+    return variant >= 3 && head_dim != 128 ? 2 : variant;
+}
+
+/* The kernel a step runs: la_cuda_attn_prefill_kernel_for's, with v3 for a step under v4
+ * that is not plain (la_cuda_attn_params.plain). */
+static inline int32_t la_cuda_attn_prefill_step_kernel(int32_t variant, int32_t head_dim, int32_t plain) {
+    const int32_t k = la_cuda_attn_prefill_kernel_for(variant, head_dim);
+    return k == 4 && !plain ? 3 : k;
 }
 
 /* Prefill: tensor cores (mma.sync m16n8k16, or wgmma under v3; bf16 in, f32 accumulate),
