@@ -292,7 +292,7 @@ static void gpu_step(pair *p, la_batch *b, int32_t layer, la_act *k, const float
 
 /* Run one attention case on layer `layer`: write the cache batch's K/V, then the query
  * batch's own K/V, then attention; compare the outputs. The GPU runs the step once per
- * pair of attn_prefill variant (3: wgmma, the default on a 9.0 GPU built for sm_90a,
+ * pair of attn_prefill variant (4 and 3: wgmma, 4 the default on a 9.0 GPU built for sm_90a,
  * head_dim 128; 2: mma.sync, 128 rows per CTA; 1: 64) and attn_decode variant (1: CUDA
  * cores, 2: tensor cores, the default) against the one CPU result, its
  * output poisoned and its K re-uploaded before each (kv_write rotates k in place: reusing
