@@ -34,8 +34,9 @@
  * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
  * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v4 on an H100/H200, else
  * v2), in the same run; every TTFT row names the "prefill_variant" asked for (v3 and v4 run
- * v2 at head_dim other than 128: la_cuda_attn_prefill_kernel; v4 runs v3 for the steps
- * with rotation metadata, mepic's and lazy's questions).
+ * v2 at head_dim other than 128: la_cuda_attn_prefill_kernel) and the "prefill_kernel"
+ * that ran (v4 runs v3 for the steps with rotation metadata, mepic's and lazy's questions:
+ * la_cuda_attn_prefill_kernel_ran).
  *
  * --decode-variants times every TPOT row once per attn_decode kernel
  * (la_cuda_attn_decode_variant_set; default: the backend's, v2 unless LA_ATTN_DECODE=v1),
@@ -410,16 +411,18 @@ static void emit_fused(bench *bn) {
 static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
                       int32_t computed, const char *profile) {
     jbuf *j = bn->out;
-    const int32_t variant = la_cuda_attn_prefill_kernel(bn->be); /* the kernel that ran */
-    jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"prefill_variant\": \"v%d\", \"ttft_ms\": %.3f, "
-               "\"floor_ms\": %.3f, \"floor\": \"%s\", \"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
-            bn->first_row ? "" : ",", ctx, method, variant, ms, floor_ms, floor_kind, ms / floor_ms, computed);
+    const int32_t variant = la_cuda_attn_prefill_kernel(bn->be);   /* the variant asked for */
+    const int32_t ran = la_cuda_attn_prefill_kernel_ran(bn->be); /* the kernel that ran */
+    jprintf(j, "%s\n      {\"context\": %d, \"method\": \"%s\", \"prefill_variant\": \"v%d\", "
+               "\"prefill_kernel\": \"v%d\", \"ttft_ms\": %.3f, \"floor_ms\": %.3f, \"floor\": \"%s\", "
+               "\"ratio_to_floor\": %.3f, \"tokens_computed\": %d",
+            bn->first_row ? "" : ",", ctx, method, variant, ran, ms, floor_ms, floor_kind, ms / floor_ms, computed);
     emit_fused(bn);
     if (profile) jprintf(j, ", \"profile_ms\": %s", profile);
     jprintf(j, "}");
     bn->first_row = false;
-    fprintf(stderr, "  %-10s ctx %6d  v%d  fused %-7s  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n", method, ctx,
-            variant, fused_name(la_cuda_fused_gemm(bn->be)), ms, floor_ms, floor_kind, ms / floor_ms);
+    fprintf(stderr, "  %-10s ctx %6d  v%d (ran v%d)  fused %-7s  TTFT %9.3f ms  floor %8.3f ms (%s)  ratio %6.2f\n",
+            method, ctx, variant, ran, fused_name(la_cuda_fused_gemm(bn->be)), ms, floor_ms, floor_kind, ms / floor_ms);
 }
 
 static char g_prof[8192];

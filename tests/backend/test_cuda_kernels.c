@@ -297,7 +297,7 @@ static void gpu_step(pair *p, la_batch *b, int32_t layer, la_act *k, const float
  * cores, 2: tensor cores, the default) against the one CPU result, its
  * output poisoned and its K re-uploaded before each (kv_write rotates k in place: reusing
  * the activation wrote keys rotated twice into the second run). */
-static void run_case(pair *p, const char *what, builder *cache, builder *query, int32_t layer) {
+static uint32_t run_case(pair *p, const char *what, builder *cache, builder *query, int32_t layer) {
     const la_model_config *m = p->cfg;
     la_err err = {0};
     int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim, qd = (int64_t)m->n_heads * m->head_dim;
@@ -333,15 +333,17 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
      * ones. v4 runs plain steps only (no q_delta, no k_rope): under "v4" a lazy or mepic
      * case runs v3 */
     const int32_t first = la_cuda_attn_prefill_variant_set(p->be[1], 4, &err) == LA_OK ? 4 : 2;
+    uint32_t ran = 0; /* bit k: attn_prefill kernel k ran a step (la_cuda_attn_prefill_kernel_ran) */
     for (int32_t variant = first; variant >= 1; variant--)
         for (int32_t dv = 2; dv >= 1; dv--) {
             LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
             if (la_cuda_attn_prefill_kernel(p->be[1]) != variant) continue; /* v3 at hd != 128: v2's run */
-            char label[160];
-            snprintf(label, sizeof label, "%s [v%d, decode v%d]", what, variant, dv);
-            LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
             LA_CHECK_OK(la_cuda_attn_decode_variant_set(p->be[1], dv, &err), err);
             gpu_step(p, &b, layer, &k[1], kh, &v[1], &q[1], o);
+            const int32_t kernel = la_cuda_attn_prefill_kernel_ran(p->be[1]);
+            ran |= 1u << kernel;
+            char label[160];
+            snprintf(label, sizeof label, "%s [v%d ran v%d, decode v%d]", what, variant, kernel, dv);
             expect_close(label, o, p, ATTN_TOL, 0);
         }
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
@@ -370,6 +372,7 @@ static void run_case(pair *p, const char *what, builder *cache, builder *query, 
     act_pair_free(p, v);
     act_pair_free(p, q);
     act_pair_free(p, o);
+    return ran;
 }
 
 /* Query rows of one sequence: n_q tokens at positions t0.., own K rotated there, in tail
@@ -1023,13 +1026,16 @@ Test(cuda_attention, ragged_causal_prefills_and_long_lazy_question) {
 }
 
 /* Plain steps (no q_delta, no k_rope), which attn_prefill v4 runs at head_dim 128 with 256
- * rows per CTA: ragged causal prefills from position 0, a prefill chunk over 90 cached
- * tokens, and a prefix-caching question (64 new tokens over 2000 cached, split over the KV
- * length and merged by attn_combine), in one batch; 3 query heads per KV head (255 of a
- * v4 CTA's 256 rows used) at block size 16, then 4 at block size 48. */
+ * rows per CTA, against the CPU, asserting that v4 ran where it exists. First ragged causal
+ * prefills from position 0, a prefill chunk over 90 cached tokens and a prefix-caching
+ * question (64 new tokens over 2000 cached), in one batch, at 3 query heads per KV head (255
+ * of a v4 CTA's 256 rows used) and block size 16, then at 4 and block size 48: few CTAs, so
+ * every tile splits over its KV length (attn_combine merges) and each CTA sees one or two
+ * 128-key tiles. Then one 2500-token prefill with 8 KV heads: 160 CTAs, no split, up to 20
+ * key tiles per CTA, so the two-stage K/V ring wraps many times. */
 Test(cuda_attention, plain_prefills_and_prefix_question_hd128) {
-    const geometry gs[2] = {{768, 6, 2, 128, 16}, {512, 8, 2, 128, 48}};
-    for (int gi = 0; gi < 2; gi++) {
+    const geometry gs[3] = {{768, 6, 2, 128, 16}, {512, 8, 2, 128, 48}, {2048, 16, 8, 128, 16}};
+    for (int gi = 0; gi < 3; gi++) {
         const geometry g = gs[gi];
         pair p;
         synth s;
@@ -1037,14 +1043,23 @@ Test(cuda_attention, plain_prefills_and_prefix_question_hd128) {
         builder cache, q;
         builder_init(&cache);
         builder_init(&q);
-        int32_t blk = 1;
-        const int32_t lens[3] = {45, 300, 77};
-        for (int i = 0; i < 3; i++) blk = plain_seq(&cache, &q, g.B, blk, 0, lens[i]);
-        blk = plain_seq(&cache, &q, g.B, blk, 90, 163);
-        blk = plain_seq(&cache, &q, g.B, blk, 2000, 2064);
-        run_case(&p, gi == 0 ? "plain: ragged prefills, chunk, prefix question; hd 128 hpc 3 B 16"
-                             : "plain: ragged prefills, chunk, prefix question; hd 128 hpc 4 B 48",
-                 &cache, &q, 1);
+        char what[128];
+        if (gi < 2) {
+            int32_t blk = 1;
+            const int32_t lens[3] = {45, 300, 77};
+            for (int i = 0; i < 3; i++) blk = plain_seq(&cache, &q, g.B, blk, 0, lens[i]);
+            blk = plain_seq(&cache, &q, g.B, blk, 90, 163);
+            plain_seq(&cache, &q, g.B, blk, 2000, 2064);
+            snprintf(what, sizeof what, "plain: ragged prefills, chunk, prefix question; hd 128 hpc %d B %d",
+                     g.n_heads / g.n_kv, g.B);
+        } else {
+            plain_seq(&cache, &q, g.B, 1, 0, 2500);
+            snprintf(what, sizeof what, "plain: 2500-token prefill; hd 128, 8 KV heads");
+        }
+        const uint32_t ran = run_case(&p, what, &cache, &q, 1);
+        la_err err = {0};
+        if (la_cuda_attn_prefill_variant_set(p.be[1], 4, &err) == LA_OK)
+            cr_assert(ran & (1u << 4), "%s: attn_prefill v4 never ran (kernels 0x%x)", what, ran);
         builder_free(&cache);
         builder_free(&q);
         attn_close(&p, &s);

@@ -96,6 +96,16 @@ la_status prefill_grid(const la_cuda_attn_params *p, dim3 *grid, la_err *err) {
     return LA_OK;
 }
 
+/* Launch attn_prefill kernel `kernel` (threads per CTA, `bytes` of dynamic shared memory,
+ * allowed once per kernel: *attr_done) over prefill_grid. `what` names it in errors. */
+la_status launch_prefill_kernel(void (*kernel)(la_cuda_attn_params), int threads, size_t bytes, bool *attr_done,
+                                const char *what, const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
+    LA_TRY(la_cuda_allow_smem((const void *)kernel, bytes, attr_done, what, err));
+    dim3 grid;
+    LA_TRY(prefill_grid(p, &grid, err));
+    return la_cuda_launch(kernel, grid, threads, bytes, stream, *p, "attn_prefill", err);
+}
+
 template <int HD> struct prefill_layout {
     static constexpr int STRIDE = HD + 8;             /* bf16 per shared-memory row */
     static constexpr int Q_ELEMS = P_ROWS * STRIDE;   /* unrotated Q tile */
@@ -379,12 +389,8 @@ __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cud
 
 template <int HD>
 la_status launch_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    const size_t bytes = prefill_layout<HD>::BYTES;
     static bool attr_done = false;
-    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_kernel<HD>, bytes, &attr_done, "attn_prefill", err));
-    dim3 grid;
-    LA_TRY(prefill_grid(p, &grid, err));
-    return la_cuda_launch(attn_prefill_kernel<HD>, grid, P_THREADS, bytes, stream, *p, "attn_prefill", err);
+    return launch_prefill_kernel(attn_prefill_kernel<HD>, P_THREADS, prefill_layout<HD>::BYTES, &attr_done, "attn_prefill", p, stream, err);
 }
 
 
@@ -978,12 +984,8 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
 
 template <int HD>
 la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    const size_t bytes = prefill_v2_layout<HD>::BYTES;
     static bool attr_done = false;
-    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v2_kernel<HD>, bytes, &attr_done, "attn_prefill v2", err));
-    dim3 grid;
-    LA_TRY(prefill_grid(p, &grid, err));
-    return la_cuda_launch(attn_prefill_v2_kernel<HD>, grid, V2_THREADS, bytes, stream, *p, "attn_prefill", err);
+    return launch_prefill_kernel(attn_prefill_v2_kernel<HD>, V2_THREADS, prefill_v2_layout<HD>::BYTES, &attr_done, "attn_prefill v2", p, stream, err);
 }
 
 /* ---- v3: v2's tiling on Hopper's warpgroup MMA (wgmma, sm_90a), head_dim 128 ------------ */
@@ -1311,12 +1313,8 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
 }
 
 la_status launch_prefill_v3(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    const size_t bytes = prefill_v3_layout::BYTES;
     static bool attr_done = false;
-    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v3_kernel, bytes, &attr_done, "attn_prefill v3", err));
-    dim3 grid;
-    LA_TRY(prefill_grid(p, &grid, err));
-    return la_cuda_launch(attn_prefill_v3_kernel, grid, V3_THREADS, bytes, stream, *p, "attn_prefill", err);
+    return launch_prefill_kernel(attn_prefill_v3_kernel, V3_THREADS, prefill_v3_layout::BYTES, &attr_done, "attn_prefill v3", p, stream, err);
 }
 
 /* ---- v4: warp-specialized, 256 rows x 128-key tiles, for plain steps ------------------ */
@@ -1482,7 +1480,8 @@ __global__ void __launch_bounds__(V4_THREADS, 1) attn_prefill_v4_kernel(const la
                 la_mbar_arrive(bar_full + 8 * s);
             }
         }
-        la_cp_async_wait<0>(); /* nothing in flight when the thread exits */
+        la_cp_async_commit(); /* the copies were never committed: wait_group covers them so */
+        la_cp_async_wait<0>(); /* nothing is in flight when the thread exits */
         return;
     }
     la_setmaxnreg_inc<V4_CONSUMER_REGS>();
@@ -1582,12 +1581,8 @@ __global__ void __launch_bounds__(V4_THREADS, 1) attn_prefill_v4_kernel(const la
 }
 
 la_status launch_prefill_v4(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    const size_t bytes = prefill_v4_layout::BYTES;
     static bool attr_done = false;
-    LA_TRY(la_cuda_allow_smem((const void *)attn_prefill_v4_kernel, bytes, &attr_done, "attn_prefill v4", err));
-    dim3 grid;
-    LA_TRY(prefill_grid(p, &grid, err));
-    return la_cuda_launch(attn_prefill_v4_kernel, grid, V4_THREADS, bytes, stream, *p, "attn_prefill", err);
+    return launch_prefill_kernel(attn_prefill_v4_kernel, V4_THREADS, prefill_v4_layout::BYTES, &attr_done, "attn_prefill v4", p, stream, err);
 }
 
 } /* namespace */

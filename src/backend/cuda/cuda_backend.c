@@ -27,7 +27,8 @@
  *     wave, in chunks of at least 8 key tiles, and a grid that fits that wave runs
  *     attn_decode v2's deep instance, 8 warps per CTA (c->step_decode_deep; a decode CTA
  *     is bound by latency and instruction issue: GPU_NOTES.md, versions 11-12).
- *     LA_ATTN_SPLIT_CTAS=N at create sets both targets, 1..16 CTAs per SM, for benchmarks.
+ *     LA_ATTN_SPLIT_CTAS=N at create sets both targets, 1..16 CTAs per SM, for benchmarks
+ *     (under v4, (N + 1) / 2 for steps with prefill tiles).
  *     Split tiles write partial rows that attn_combine merges, except split decode rows
  *     under decode v2 with LA_CUDA_FUSED_MERGE (on by default): the last CTA of each split
  *     set merges them inside attn_decode (la_cuda_attn_item.merge).
@@ -46,7 +47,7 @@
  * Launches (la_cuda_launch): every kernel is launched with programmatic dependent launch on
  * compute capability 9.0+ (LA_CUDA_PDL=0 turns it off), so its launch overlaps the tail of
  * the kernel before it; each kernel waits (griddepcontrol.wait) before it reads what an
- * earlier kernel wrote: at its top, except attn_prefill v2 / v3, which first read the
+ * earlier kernel wrote: at its top, except attn_prefill v2 / v3 / v4, which first read the
  * step's host-written metadata (items, positions, block lists). cuBLAS launches its GEMMs
  * itself, without it.
  *
@@ -279,6 +280,8 @@ typedef struct cuda_backend {
     int32_t step_prefill_variant; /* the variant the step's prefill items were cut for */
     bool step_plain;              /* no block of the step carries rotation metadata
                                    * (la_cuda_attn_params.plain) */
+    int32_t last_prefill_kernel;  /* attn_prefill kernel of the latest step with prefill
+                                   * tiles (la_cuda_attn_prefill_kernel_ran) */
     int32_t step_decode_variant;  /* the decode kernel the step's items were cut for */
     bool step_decode_deep;        /* its decode CTAs fit in one wave at one per SM */
     int32_t combine_rows;         /* the largest rows of the step's combine items */
@@ -1074,8 +1077,11 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     key_tiles *= n_groups;
     /* decode v2's target in decode-only steps; v1 keeps the one it was measured with */
     const bool decode_target = all_decode && c->decode_variant == 2;
-    /* a v4 CTA holds two v3 CTAs' rows and runs one per SM: half the CTAs per SM */
-    const int64_t per_sm = decode_target ? c->split_ctas_decode : kernel == 4 ? (c->split_ctas + 1) / 2 : c->split_ctas;
+    /* a v4 CTA holds two v3 CTAs' rows and runs one per SM: half the CTAs per SM in a step
+     * with v4's prefill tiles */
+    const int64_t per_sm = decode_target                  ? c->split_ctas_decode
+                           : kernel == 4 && !all_decode ? (c->split_ctas + 1) / 2
+                                                          : c->split_ctas;
     const int64_t slots = per_sm * c->n_sm;
     int64_t chunk = INT64_MAX;
     if (n_tiles * n_groups < slots && key_tiles > 0) {
@@ -1171,6 +1177,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     c->n_merge = (int32_t)n_m;
     c->step_prefill_variant = c->prefill_variant;
     c->step_plain = plain;
+    if (n_p > 0) c->last_prefill_kernel = kernel;
     c->step_decode_variant = c->decode_variant;
     /* a decode-only grid within one wave at one CTA per SM: every CTA has an SM to itself,
      * so attn_decode v2 takes its deep instance, 8 warps per CTA (attn_decode.cu) */
@@ -2045,7 +2052,7 @@ static la_status create_resources(cuda_backend *c, la_err *err) {
     return LA_OK;
 }
 
-static const char k_no_wgmma[] = "attn_prefill v3 needs compute capability 9.0 and a build for sm_90a "
+static const char k_no_wgmma[] = "attn_prefill v3 and v4 need compute capability 9.0 and a build for sm_90a "
                                  "(LA_CUDA_ARCHITECTURES with 90a)";
 
 /* *v = the kernel variant the environment variable `name` (LA_ATTN_PREFILL, LA_ATTN_DECODE)
@@ -2162,6 +2169,10 @@ int32_t la_cuda_attn_prefill_kernel(const la_backend *be) {
     if (!la_cuda_backend_is(be)) return 0;
     const cuda_backend *c = (const cuda_backend *)be;
     return la_cuda_attn_prefill_kernel_for(c->prefill_variant, c->base.cfg.head_dim);
+}
+
+int32_t la_cuda_attn_prefill_kernel_ran(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->last_prefill_kernel : 0;
 }
 
 la_status la_cuda_attn_decode_variant_set(la_backend *be, int32_t variant, la_err *err) {

@@ -11,7 +11,8 @@
  * Limits (checked, LA_ERR_UNSUPPORTED): head_dim a multiple of 8 and at most 128;
  * block_size a multiple of 16 (each 16-key group of an attention tile lies in one block);
  * positions (and lazy offsets) below 2^21; at most 65535 prefill tiles per step (a tile:
- * up to 128 query rows of one sequence, 32 tokens x 4 heads for Llama-3 under v2 / v3).
+ * up to 256 query rows of one sequence, 64 tokens x 4 heads for Llama-3 under v4, 128
+ * rows under v2 / v3).
  */
 #ifndef LA_BACKEND_CUDA_CUDA_BACKEND_H
 #define LA_BACKEND_CUDA_CUDA_BACKEND_H
@@ -145,6 +146,10 @@ int32_t la_cuda_attn_prefill_variant(const la_backend *be);
  * head_dim other than 128; v4 runs v3 for a step that is not plain); 0 for a backend that
  * is not CUDA. */
 int32_t la_cuda_attn_prefill_kernel(const la_backend *be);
+/* The attn_prefill kernel (1 to 4) that the latest step with prefill tiles was scheduled
+ * for (batch_begin): under v4, 3 for a step that is not plain. 0 for a backend that is not
+ * CUDA or before any such step. Tests and benchmarks report it. */
+int32_t la_cuda_attn_prefill_kernel_ran(const la_backend *be);
 
 /* Which attn_decode kernel the decode items use from the next launch on (attn_decode.cu):
  * 1 = f32 on the CUDA cores, 64-key tiles shared by the CTA; 2 = tensor cores, each warp

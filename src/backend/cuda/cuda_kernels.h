@@ -61,7 +61,7 @@ bool la_cuda_pdl_supported(void);
  * block list (flat slot f = block f / block_size, offset f % block_size). kv0 is a
  * multiple of LA_ATTN_KEYS_PER_TILE. part_row0 < 0: write the normalised output; else
  * write unnormalised partial rows (combined by la_cuda_attn_combine): group g's row r
- * goes to partial row part_row0 + g * rows + r, rows = the prefill variant's rows per CTA
+ * goes to partial row part_row0 + g * rows + r, rows = the step kernel's rows per CTA
  * (la_cuda_attn_prefill_rows) for prefill items and heads_per_cta for decode items.
  * merge >= 0 (split decode items under decode v2 only): the split set's last CTA to finish
  * merges the partial rows itself (la_cuda_attn_params.merge[merge]); -1: attn_combine
@@ -111,8 +111,8 @@ typedef struct la_cuda_attn_params {
     int32_t n_head_chunks;        /* (n_heads / n_kv_heads) / heads_per_cta */
     float scale_log2;             /* log2(e) / sqrt(head_dim) */
     int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA), 2 (128), 3
-                                     (v2's tiles on wgmma: head_dim 128, sm_90a) or 4 (v3's
-                                     tiles, warp-specialized, 128-key tiles: for plain steps;
+                                     (v2's tiles on wgmma: head_dim 128, sm_90a) or 4 (256
+                                     rows x 128-key tiles, warp-specialized: for plain steps;
                                      v3 runs the others) */
     int32_t plain;                /* 1 when no block of the step carries rotation metadata
                                      (every q_delta 0, every k_rope 0) */
@@ -131,8 +131,8 @@ static inline int32_t la_cuda_attn_prefill_rows(int32_t kernel) {
 }
 
 /* The attn_prefill kernel that runs for `variant` at `head_dim`: v3 and v4 exist for
- * head_dim 128 only and run v2 otherwise (the same tiles). Under 4, a step that is not
- * plain (la_cuda_attn_params.plain) runs v3. */
+ * head_dim 128 only and run v2 otherwise. Under 4, a step that is not plain
+ * (la_cuda_attn_params.plain) runs v3: la_cuda_attn_prefill_step_kernel. */
 static inline int32_t la_cuda_attn_prefill_kernel_for(int32_t variant, int32_t head_dim) {
     return variant >= 3 && head_dim != 128 ? 2 : variant;
 }
@@ -144,9 +144,9 @@ static inline int32_t la_cuda_attn_prefill_step_kernel(int32_t variant, int32_t 
     return k == 4 && !plain ? 3 : k;
 }
 
-/* Prefill: tensor cores (mma.sync m16n8k16, or wgmma under v3; bf16 in, f32 accumulate),
- * online softmax; the kernel of la_cuda_attn_prefill_kernel_for(p->prefill_variant,
- * p->head_dim). Grid (n_kv_heads * n_head_chunks, n_items): every head group of the longest
+/* Prefill: tensor cores (mma.sync m16n8k16, or wgmma under v3 and v4; bf16 in, f32
+ * accumulate), online softmax; the kernel of la_cuda_attn_prefill_step_kernel(
+ * p->prefill_variant, p->head_dim, p->plain). Grid (n_kv_heads * n_head_chunks, n_items): every head group of the longest
  * item first (LA_ERR_UNSUPPORTED past LA_ATTN_MAX_PREFILL_ITEMS). attn_prefill.cu. */
 /* Validate what both attention launchers require: head_dim a multiple of 8 and at most
  * LA_ATTN_MAX_HEAD_DIM (LA_ERR_UNSUPPORTED), block_size a multiple of 16 and a head geometry

@@ -1,4 +1,4 @@
-/* Hopper warpgroup MMA (wgmma.mma_async, PTX ISA 8.0+, sm_90a only) for attn_prefill's v3
+/* Hopper warpgroup MMA (wgmma.mma_async, PTX ISA 8.0+, sm_90a only) for attn_prefill's v3 / v4
  * kernel (module-private). A warpgroup is 4 consecutive warps (128 threads); one wgmma
  * multiplies a 64-row A tile by an N-column B tile over k = 16, asynchronously: the
  * tensor cores run it while the warps go on, until wgmma.wait_group.
