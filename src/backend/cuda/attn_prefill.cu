@@ -1042,6 +1042,31 @@ __device__ __forceinline__ uint32_t v3_elem(uint32_t half_bytes, uint32_t r, uin
     return (e >> 6) * half_bytes + la_sw128(r, (e & 63) >> 3) + (e & 7) * 2;
 }
 
+/* S = Q K^T of one 64-row warpgroup tile over head_dim 128, for N keys (64: v3, 128: v4):
+ * eight k-steps of 16 by wgmma, Q and K K-major in two 128-byte-swizzled column halves
+ * q_half / kv_half bytes apart, dq and dk the descriptors of their first rows; the first
+ * k-step writes S without reading it. Committed and waited for. */
+template <int N>
+__device__ __forceinline__ void qk_wgmma(float (&sacc)[N / 2], uint64_t dq, uint64_t dk, uint32_t q_half,
+                                         uint32_t kv_half) {
+    static_assert(N == 64 || N == 128, "the wgmma shapes of wgmma.cuh");
+    la_wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 8; ks++) {
+        const uint64_t da = dq + (((ks >> 2) * q_half + (ks & 3) * 32) >> 4);
+        const uint64_t db = dk + (((ks >> 2) * kv_half + (ks & 3) * 32) >> 4);
+        if constexpr (N == 64) {
+            if (ks == 0) la_wgmma_ss_n64_first(sacc, da, db);
+            else la_wgmma_ss_n64(sacc, da, db);
+        } else {
+            if (ks == 0) la_wgmma_ss_n128_first(sacc, da, db);
+            else la_wgmma_ss_n128(sacc, da, db);
+        }
+    }
+    la_wgmma_commit();
+    la_wgmma_wait<0>();
+}
+
 /* rows per batch of v3's later rotations: more than 2 adds spills to its 128 registers */
 constexpr int ROT_ROWS_V3 = 2;
 
@@ -1234,16 +1259,7 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
         float(&sacc)[LA_KT / 2] = *reinterpret_cast<float(*)[LA_KT / 2]>(&s[0][0]);
         const uint64_t dk = la_wgmma_desc(kst, 16, 1024);
         if (uniform) {
-            la_wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < 8; ks++) {
-                const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
-                const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
-                if (ks == 0) la_wgmma_ss_n64_first(sacc, da, db);
-                else la_wgmma_ss_n64(sacc, da, db);
-            }
-            la_wgmma_commit();
-            la_wgmma_wait<0>();
+            qk_wgmma<LA_KT>(sacc, dq, dk, L::Q_HALF, L::KV_HALF);
         } else {
             /* the visible groups need different rotations (a tile straddling a document
              * boundary, rare): one visible group at a time, Q rotated for each new
@@ -1534,16 +1550,7 @@ __global__ void __launch_bounds__(V4_THREADS, 1) attn_prefill_v4_kernel(const la
                 float sc[NT][4];
                 float(&sacc)[4 * NT] = *reinterpret_cast<float(*)[4 * NT]>(&sc[0][0]);
                 float(&oacc)[4 * DT] = *reinterpret_cast<float(*)[4 * DT]>(&o[j][0][0]);
-                la_wgmma_fence();
-#pragma unroll
-                for (int ks = 0; ks < 8; ks++) {
-                    const uint64_t da = dq + (((ks >> 2) * L::Q_HALF + (ks & 3) * 32) >> 4);
-                    const uint64_t db = dk + (((ks >> 2) * L::KV_HALF + (ks & 3) * 32) >> 4);
-                    if (ks == 0) la_wgmma_ss_n128_first(sacc, da, db);
-                    else la_wgmma_ss_n128(sacc, da, db);
-                }
-                la_wgmma_commit();
-                la_wgmma_wait<0>();
+                qk_wgmma<V4_KT>(sacc, dq, dk, L::Q_HALF, L::KV_HALF);
 #pragma unroll
                 for (int k = 0; k < 4 * NT; k++) la_wgmma_fence_operand(sacc[k]);
                 if (!(all_valid && tmax <= wmin[j])) prefill_mask<NT>(sc, m->kpos, c4, rpos[j]);
