@@ -390,7 +390,8 @@ __global__ void __launch_bounds__(P_THREADS, 2) attn_prefill_kernel(const la_cud
 template <int HD>
 la_status launch_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     static bool attr_done = false;
-    return launch_prefill_kernel(attn_prefill_kernel<HD>, P_THREADS, prefill_layout<HD>::BYTES, &attr_done, "attn_prefill", p, stream, err);
+    return launch_prefill_kernel(attn_prefill_kernel<HD>, P_THREADS, prefill_layout<HD>::BYTES, &attr_done,
+                                 "attn_prefill", p, stream, err);
 }
 
 
@@ -985,7 +986,8 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
 template <int HD>
 la_status launch_prefill_v2(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     static bool attr_done = false;
-    return launch_prefill_kernel(attn_prefill_v2_kernel<HD>, V2_THREADS, prefill_v2_layout<HD>::BYTES, &attr_done, "attn_prefill v2", p, stream, err);
+    return launch_prefill_kernel(attn_prefill_v2_kernel<HD>, V2_THREADS, prefill_v2_layout<HD>::BYTES, &attr_done,
+                                 "attn_prefill v2", p, stream, err);
 }
 
 /* ---- v3: v2's tiling on Hopper's warpgroup MMA (wgmma, sm_90a), head_dim 128 ------------ */
@@ -1330,7 +1332,8 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
 
 la_status launch_prefill_v3(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     static bool attr_done = false;
-    return launch_prefill_kernel(attn_prefill_v3_kernel, V3_THREADS, prefill_v3_layout::BYTES, &attr_done, "attn_prefill v3", p, stream, err);
+    return launch_prefill_kernel(attn_prefill_v3_kernel, V3_THREADS, prefill_v3_layout::BYTES, &attr_done,
+                                 "attn_prefill v3", p, stream, err);
 }
 
 /* ---- v4: warp-specialized, 256 rows x 128-key tiles, for plain steps ------------------ */
@@ -1589,7 +1592,8 @@ __global__ void __launch_bounds__(V4_THREADS, 1) attn_prefill_v4_kernel(const la
 
 la_status launch_prefill_v4(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
     static bool attr_done = false;
-    return launch_prefill_kernel(attn_prefill_v4_kernel, V4_THREADS, prefill_v4_layout::BYTES, &attr_done, "attn_prefill v4", p, stream, err);
+    return launch_prefill_kernel(attn_prefill_v4_kernel, V4_THREADS, prefill_v4_layout::BYTES, &attr_done,
+                                 "attn_prefill v4", p, stream, err);
 }
 
 } /* namespace */

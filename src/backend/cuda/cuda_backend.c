@@ -250,7 +250,7 @@ typedef struct cuda_backend {
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */
     int32_t prefill_variant;                 /* attn_prefill kernel of the next steps: 1 to 4 */
-    bool wgmma;                              /* v3 can run: a 9.0 device and sm_90a code */
+    bool wgmma;                              /* v3 and v4 can run: a 9.0 device and sm_90a code */
     int32_t decode_variant;                  /* attn_decode kernel: 1 or 2 (attn_decode.cu) */
     float *inv_freq_dev;                     /* [head_dim / 2] */
     float2 *rope;                            /* [rope_len][head_dim / 2] */
