@@ -602,11 +602,14 @@ __device__ __forceinline__ void prefill_p_frag(const float (&s)[NT][4], int kk, 
 
 /* Write row `row` of a v2 / v3 / v4 CTA of ROWS rows (its half h of the slab's C layout, O
  * in o): the normalised bf16 output, or for a split item the unnormalised partial row and
- * (m, l) for attn_combine. l: the row's sum over its quad. */
+ * (m, l) for attn_combine. l: this lane's part of the row's sum, summed here over the
+ * row's quad, so every lane of the warp calls. */
 template <int DT, int ROWS = LA_ATTN_PREFILL_ROWS_V2>
 __device__ __forceinline__ void prefill_write_row(const la_cuda_attn_params &p, const la_cuda_attn_item &it, int grp,
                                                   int row, int h, int head0, int n_rows_used, int c4,
                                                   const float (&o)[DT][4], float m, float l) {
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int hd = p.head_dim, hpc = p.heads_per_cta;
     if (it.part_row0 < 0) {
         if (row >= n_rows_used) return;
@@ -974,13 +977,9 @@ __global__ void __launch_bounds__(V2_THREADS, 2) attn_prefill_v2_kernel(const la
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float l = lr[i][h];
-            l += __shfl_xor_sync(full, l, 1);
-            l += __shfl_xor_sync(full, l, 2);
+        for (int h = 0; h < 2; h++)
             prefill_write_row<DT>(p, it, grp, warp * V2_WROWS + i * 16 + h * 8 + g, h, head0, n_rows_used, c4, o[i],
-                                  mr[i][h], l);
-        }
+                                  mr[i][h], lr[i][h]);
 }
 
 template <int HD>
@@ -1319,12 +1318,8 @@ __global__ void __launch_bounds__(V3_THREADS, 2) attn_prefill_v3_kernel(const la
 
     /* write: as v2's, rows row0 + 8 h + g */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float l = lr[h];
-        l += __shfl_xor_sync(full, l, 1);
-        l += __shfl_xor_sync(full, l, 2);
-        prefill_write_row<DT>(p, it, grp, row0 + h * 8 + g, h, head0, n_rows_used, c4, o, mr[h], l);
-    }
+    for (int h = 0; h < 2; h++)
+        prefill_write_row<DT>(p, it, grp, row0 + h * 8 + g, h, head0, n_rows_used, c4, o, mr[h], lr[h]);
 #else
     __trap(); /* not built for sm_90a: the host never launches this instance */
 #endif
@@ -1578,13 +1573,9 @@ __global__ void __launch_bounds__(V4_THREADS, 1) attn_prefill_v4_kernel(const la
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float l = lr[j][h];
-            l += __shfl_xor_sync(full, l, 1);
-            l += __shfl_xor_sync(full, l, 2);
+        for (int h = 0; h < 2; h++)
             prefill_write_row<DT, V4_ROWS>(p, it, blockIdx.x, row0[j] + h * 8 + g, h, head0, n_rows_used, c4, o[j],
-                                          mr[j][h], l);
-        }
+                                          mr[j][h], lr[j][h]);
 #else
     __trap(); /* not built for sm_90a: the host never launches this instance */
 #endif
