@@ -19,21 +19,33 @@ root=$(pwd)
 if [ "$mode" = prepare ]; then
     set -e
     cmake -S . -B .carry/build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm bench_gpu lazyattn
+    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm backend_test_cuda_kv_store backend_test_cuda_shared_attn bench_gpu bench_sampling lazyattn
     rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/stage/data .carry/dev
-    bins="backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm bench_gpu lazyattn"
+    bins="backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm backend_test_cuda_kv_store backend_test_cuda_shared_attn bench_gpu bench_sampling lazyattn"
     # the engine runs (scripts/device_engine.sh) read a real RAG file and the Llama-3
     # tokenizer; ../shared does not travel to the GPU machine
     data=${LA_SHARED_DATA:-../shared/data}
     cp "$data/2wikimultihopqa/2wikimultihopqa_dev_first200_flashrag.jsonl" .carry/stage/data/2wiki.jsonl
     mkdir -p .carry/stage/data/llama3-tokenizer
     cp "$data/tokenizers/llama3/tokenizer.json" "$data/tokenizers/llama3/tokenizer_config.json" .carry/stage/data/llama3-tokenizer/
+    # scripts/paper_experiments.sh (scripts/device_paper.sh) reads ../shared/data's layout
+    for f in 2wikimultihopqa/2wikimultihopqa_dev_first200_flashrag.jsonl hotpotqa/hotpotqa_dev_distractor_ircot_500.jsonl \
+             nq/nq-open-oracle.jsonl.gz triviaqa/retrievalqa_triviaqa_subset50.jsonl tokenizers/llama3/tokenizer.json \
+             tokenizers/llama3/tokenizer_config.json; do
+        mkdir -p ".carry/stage/data/shared/$(dirname "$f")" && cp "$data/$f" ".carry/stage/data/shared/$f"
+    done
     for b in $bins; do cp .carry/build/$b .carry/stage/bin/; done
     # every resolved library except glibc's, the C++ runtime (newer there), the CUDA
     # toolkit's (the GPU machine has its own cuBLAS 13) and the driver's
     for b in $bins; do ldd .carry/build/$b; done | awk '/=>/ {print $3}' | sort -u |
         grep -v -E '/(libc|libm|libdl|librt|libpthread|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|libcublas' |
         while read -r lib; do cp -L "$lib" .carry/stage/lib/; done
+    # the shared tier's runs (issue 22) need a redis-server there: Debian's, with the two
+    # libraries Ubuntu's image lacks
+    if command -v redis-server >/dev/null; then
+        cp "$(command -v redis-server)" "$(command -v redis-cli)" .carry/stage/bin/
+        for lib in liblzf.so.1 libjemalloc.so.2; do cp -L "/lib/x86_64-linux-gnu/$lib" .carry/stage/lib/; done
+    fi
     tar -C .carry/stage -cJf .carry/dev/bundle.tar.xz bin lib data
     ls -la .carry/dev/bundle.tar.xz
     exit 0
@@ -41,16 +53,7 @@ fi
 
 : "${OUT:?OUT must be set (the device tool sets it)}"
 t_start=$(date +%s)
-mkdir -p /tmp/la && tar -C /tmp/la -xJf .carry/dev/bundle.tar.xz
-# tests find their fixtures under the source path they were built with
-if [ ! -e /work/main/tests ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
-cublas=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-    "$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)"; do
-    if [ -n "$d" ] && [ -e "$d/libcublasLt.so.13" ]; then cublas=$d; break; fi
-done
-orig_ld=${LD_LIBRARY_PATH:-}
-export LD_LIBRARY_PATH=/tmp/la/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. scripts/device_env.sh
 {
     nvidia-smi
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used,memory.total --format=csv
@@ -59,7 +62,7 @@ export LD_LIBRARY_PATH=/tmp/la/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIB
 } >"$OUT/nvidia_smi.txt" 2>&1
 
 cd /work/main
-for t in backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm; do
+for t in backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm backend_test_cuda_kv_store backend_test_cuda_shared_attn; do
     echo "=== $t" >>"$OUT/tests.log"
     timeout ${LA_TEST_TIMEOUT:-75} /tmp/la/bin/$t --jobs 1 >>"$OUT/tests.log" 2>&1
     echo "=== $t exit $?" >>"$OUT/tests.log"

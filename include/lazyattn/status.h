@@ -7,6 +7,8 @@
 #ifndef LAZYATTN_STATUS_H
 #define LAZYATTN_STATUS_H
 
+#include "lazyattn/abi.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,16 +32,17 @@ typedef enum la_status {
 
 #define LA_ERR_MSG_LEN 512
 
+/* Frozen layout (lazyattn/abi.h). */
 typedef struct la_err {
     la_status code;
     char msg[LA_ERR_MSG_LEN];
 } la_err;
 
 /* Stable lower-case name of a status ("ok", "invalid_arg", ...). Never NULL. */
-const char *la_status_name(la_status s);
+LA_API const char *la_status_name(la_status s);
 
 /* Default one-line description of a status. Never NULL. */
-const char *la_status_describe(la_status s);
+LA_API const char *la_status_describe(la_status s);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #define LAZYATTN_TYPES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "lazyattn/status.h"
 
@@ -35,17 +36,44 @@ typedef enum la_method {
 } la_method;
 
 /* "recompute", "prefix", "block", "mepic", "lazy", "block-ref". */
-const char *la_method_name(la_method m);
+LA_API const char *la_method_name(la_method m);
 /* Parse a method name. Errors: LA_ERR_INVALID_ARG naming the value and the choices. */
-la_status la_method_parse(const char *s, la_method *out, la_err *err);
+LA_API la_status la_method_parse(const char *s, la_method *out, la_err *err);
 /* Whether the method encodes documents block-diagonally (BLOCK, MEPIC, LAZY, BLOCK_REF). */
-bool la_method_is_blockwise(la_method m);
+LA_API bool la_method_is_blockwise(la_method m);
 
 /* Where the model runs. */
 typedef enum la_device { LA_DEVICE_CPU = 0, LA_DEVICE_CUDA } la_device;
 
 /* Parse "cpu" / "cuda". Errors: LA_ERR_INVALID_ARG naming the value. */
-la_status la_device_parse(const char *s, la_device *out, la_err *err);
+LA_API la_status la_device_parse(const char *s, la_device *out, la_err *err);
+
+/* Frozen layout (lazyattn/abi.h): callers pass arrays of it.
+ * A span of input: text (UTF-8, `len` bytes or NUL-terminated when len == 0), or token
+ * ids when ids != NULL (then text is ignored). */
+typedef struct la_segment {
+    const char *text;
+    size_t len;
+    const int32_t *ids;
+    int32_t n_ids;
+    const char *title;  /* documents of chat requests: rendered "- Title: {title}\n{text}\n" */
+} la_segment;
+
+/* Chat formatting of la_request_params.messages (model/prompt_template.h). */
+typedef enum la_chat_format {
+    LA_CHAT_FORMAT_AUTO = 0, /* the model's chat template: rendered as it is, except that one
+                                that renders as LLAMA3 or TULU does gets that format's Block-FT
+                                RAG layout for documents (model/prompt_template.h) */
+    LA_CHAT_FORMAT_LLAMA3,   /* Block-FT, Llama-3 headers: <|start_header_id|>role ... <|eot_id|> */
+    LA_CHAT_FORMAT_TULU,     /* Block-FT, Tulu: <|user|> / <|assistant|> */
+    LA_CHAT_FORMAT_TEMPLATE, /* the model's chat template (Jinja), also for documents */
+} la_chat_format;
+
+/* Frozen layout (lazyattn/abi.h): callers pass arrays of it. */
+typedef struct la_chat_message {
+    const char *role;     /* "system", "user", "assistant" */
+    const char *content;  /* UTF-8 */
+} la_chat_message;
 
 #ifdef __cplusplus
 }

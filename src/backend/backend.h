@@ -1,6 +1,11 @@
-/* The backend interface: the primitive operations the Llama forward pass (model/forward.c)
+/* The backend interface: the primitive operations the Llama forward pass (engine/forward.c)
  * is written against, once, for every device. backend/cpu implements them with f32 and
- * OpenBLAS; backend/cuda with bf16, cuBLAS and our own kernels.
+ * OpenBLAS; backend/cuda with bf16, cuBLAS and our own kernels; backend/registry.c lists
+ * them for la_backend_create.
+ *
+ * Backends know shapes and dtypes, not checkpoints: load_weights takes a la_backend_shape
+ * and a la_weight_table of tensor views, which the engine fills from the model's config
+ * and weights (engine/backend_model.h).
  *
  * Activations are backend-owned row-major matrices (la_act) whose element type and memory
  * space are the backend's business (CPU: f32 host; CUDA: bf16 device). The forward pass
@@ -18,10 +23,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/dtype.h"
 #include "lazyattn/status.h"
 #include "lazyattn/types.h"
-#include "model/config.h"
-#include "model/weights.h"
 
 /* ---- per-step metadata ------------------------------------------------------------ */
 
@@ -78,16 +82,71 @@ typedef struct la_act {
     int64_t n_cols;  /* features */
 } la_act;
 
+/* ---- the model as a backend sees it: shape and weights --------------------------------- */
+
+/* The sizes of a Llama-family decoder, what every operation below needs to know of the
+ * model (HF LlamaConfig's meanings). Set by load_weights into la_backend.shape. */
+typedef struct la_backend_shape {
+    int32_t vocab_size;
+    int32_t hidden_size;       /* d_model */
+    int32_t intermediate_size; /* SwiGLU inner width */
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;        /* GQA: n_heads is a multiple */
+    int32_t head_dim;
+    double rms_norm_eps;
+    int64_t max_position_embeddings; /* tokens the model was trained for (sizes the first
+                                        RoPE table); positions beyond still work */
+    bool tie_word_embeddings;  /* lm_head is the embedding (random weights: one tensor) */
+    bool qkv_bias;             /* matmul of W_q / W_k / W_v adds LA_W_{Q,K,V}_BIAS (Qwen2) */
+    bool qk_norm;              /* the model has LA_W_Q_NORM / LA_W_K_NORM (Qwen3): forward.c
+                                  applies them to each head of q and k through rmsnorm */
+    const float *rope_inv_freq;/* [head_dim / 2] f32 radians per position, after
+                                  rope_scaling (la_rope_inv_freq, model/config.h). In
+                                  load_weights' argument: the caller's, read during the
+                                  call; in la_backend.shape: the backend's own copy */
+} la_backend_shape;
+
+/* Weight kinds: the per-layer ones first, then the model-wide ones. A new architecture adds
+ * kinds before LA_W_FINAL_NORM and a flag in la_backend_shape saying whether the model has
+ * them (a model without them has no data for them). */
 typedef enum la_weight_kind {
     LA_W_ATTN_NORM, LA_W_Q, LA_W_K, LA_W_V, LA_W_O,
     LA_W_MLP_NORM, LA_W_GATE, LA_W_UP, LA_W_DOWN,
-    LA_W_FINAL_NORM, LA_W_LM_HEAD,
+    LA_W_Q_BIAS, LA_W_K_BIAS, LA_W_V_BIAS, /* [1, q dim] / [1, kv dim]: shape.qkv_bias */
+    LA_W_Q_NORM, LA_W_K_NORM,              /* [1, head_dim]: shape.qk_norm */
+    LA_W_FINAL_NORM, LA_W_LM_HEAD, LA_W_EMBED,
     LA_W_KIND_COUNT
 } la_weight_kind;
 
-/* Shape of weight kind k as HF stores it, [n_out, n_in] (norm weights: [1, hidden]); both
- * 0 for an unknown kind. Shared by every backend. */
-void la_weight_shape(const la_model_config *cfg, la_weight_kind k, int64_t *n_out, int64_t *n_in);
+/* Whether kind k has one tensor per layer (else one for the model, at layer 0). */
+static inline bool la_weight_kind_per_layer(la_weight_kind k) { return k < LA_W_FINAL_NORM; }
+
+/* Shape of weight kind k as HF stores it, [n_out, n_in] (norm weights: [1, hidden];
+ * the embedding [vocab, hidden]); both 0 for an unknown kind. Shared by every backend. */
+void la_weight_shape(const la_backend_shape *shape, la_weight_kind k, int64_t *n_out, int64_t *n_in);
+
+/* One weight tensor as the engine hands it over: host memory (a checkpoint's mmap),
+ * row-major [n_out, n_in] elements of dtype (F32, F16 or BF16; a 1-D tensor is [1, n]);
+ * name for messages. data NULL: the model lacks it. */
+typedef struct la_tensor_view {
+    const char *name;
+    const void *data;
+    la_dtype dtype;
+    int64_t n_out, n_in;
+} la_tensor_view;
+
+/* Every weight of a model by (kind, layer): views[layer * LA_W_KIND_COUNT + kind] for the
+ * per-layer kinds, layer 0's row for the model-wide ones (la_weight_table_at). When the
+ * head is tied, LA_W_LM_HEAD's view has the embedding's data. */
+typedef struct la_weight_table {
+    int32_t n_layers;
+    const la_tensor_view *views; /* [n_layers (at least 1)][LA_W_KIND_COUNT] */
+} la_weight_table;
+
+static inline const la_tensor_view *la_weight_table_at(const la_weight_table *t, la_weight_kind k, int32_t layer) {
+    return &t->views[(size_t)(la_weight_kind_per_layer(k) ? layer : 0) * LA_W_KIND_COUNT + (size_t)k];
+}
 
 typedef struct la_backend la_backend;
 
@@ -95,10 +154,10 @@ typedef struct la_backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*destroy)(la_backend *be);
 
-    /* Convert and upload every weight (and RoPE tables) for cfg. w == NULL: random weights
-     * of cfg's exact shape (uniform, std 0.02, norm weights 1, deterministic), for timing
-     * without a checkpoint. */
-    la_status (*load_weights)(la_backend *be, const la_model_config *cfg, const la_weights *w,
+    /* Convert and upload every weight (and RoPE tables) for shape; w's views are read
+     * during the call only. w == NULL: random weights of the exact shape (uniform, std
+     * 0.02, norm weights 1, deterministic), for timing without a checkpoint. */
+    la_status (*load_weights)(la_backend *be, const la_backend_shape *shape, const la_weight_table *w,
                               la_err *err);
     /* Allocate K/V storage: n_blocks x block_size slots per layer. Replaces any previous
      * pool (its contents are lost). */
@@ -119,10 +178,13 @@ typedef struct la_backend_ops {
 
     /* x[t] = embed[tokens[t]]                               x: [n_tokens, hidden] */
     la_status (*embed)(la_backend *be, la_act *x, la_err *err);
-    /* out = x / rms(x) * w (HF LlamaRMSNorm: f32 variance, eps inside sqrt) */
+    /* out = x / rms(x) * w (HF LlamaRMSNorm: f32 variance, eps inside sqrt), over each row
+     * of x's n_cols (hidden; head_dim for LA_W_Q_NORM / LA_W_K_NORM, x then viewed as
+     * [n_tokens * heads, head_dim]); out may be x */
     la_status (*rmsnorm)(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
                          la_act *out, la_err *err);
-    /* out = x W^T, W the [n_out, n_in] HF weight                 x: [n, n_in] */
+    /* out = x W^T, W the [n_out, n_in] HF weight (+ the bias of W_q / W_k / W_v when
+     * shape.qkv_bias)                                             x: [n, n_in] */
     la_status (*matmul)(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
                         la_act *out, la_err *err);
     /* Optional (NULL: forward.c calls matmul once per weight). x times several weights of
@@ -189,16 +251,53 @@ typedef struct la_backend_ops {
      * (tests). */
     la_status (*kv_read_slot)(la_backend *be, int32_t layer, int64_t slot, float *k, float *v,
                               la_err *err);
+
+    /* ---- the KV store's copies (optional: NULL where a backend has none) ----
+     * Host memory for records: pinned on CUDA, so copies run on the copy engines at full
+     * speed and overlap compute. NULL on failure; free with host_free. */
+    void *(*host_alloc)(la_backend *be, size_t bytes);
+    void (*host_free)(la_backend *be, void *p);
+    /* Copy pool blocks ids[0:n] to host[i] (export), or host[i] into them (import), each
+     * host buffer kv_block_bytes(block_size) bytes laid out as K of layers 0..L-1, then V of
+     * layers 0..L-1, each [n_kv_heads][block_size][head_dim] in kv_dtype (one block of one
+     * layer of the pool, contiguous; kv/store/record.h). Asynchronous: *ticket names the
+     * copy for kv_copy_poll; host memory must stay valid until it is done.
+     * Ordering: the copy sees every pool write queued before the call and no write queued
+     * after it (an export's blocks may be reused at once: later writes wait for it); an
+     * import's blocks may be read by any operation queued after kv_copy_poll said done.
+     * Errors: LA_ERR_INVALID_ARG (a block outside the pool), LA_ERR_BACKEND. */
+    la_status (*kv_export)(la_backend *be, const int32_t *ids, int32_t n, void *const *host, uint64_t *ticket,
+                           la_err *err);
+    la_status (*kv_import)(la_backend *be, const int32_t *ids, int32_t n, const void *const *host,
+                           uint64_t *ticket, la_err *err);
+    /* Whether the copy `ticket` has finished (*done); wait: block until it has. A ticket
+     * that polled done (or failed) is forgotten. Errors: LA_ERR_BACKEND (the copy failed),
+     * LA_ERR_INVALID_ARG (an unknown ticket). */
+    la_status (*kv_copy_poll)(la_backend *be, uint64_t ticket, bool wait, bool *done, la_err *err);
 } la_backend_ops;
+
+/* la_backend.weight_dtype's default: each matrix in its checkpoint's dtype where the backend
+ * computes with it fast (CPU: bf16 and f16 on AVX2 / AVX-512), else f32. */
+#define LA_WEIGHT_DTYPE_AUTO (-1)
 
 struct la_backend {
     const la_backend_ops *ops;
-    la_model_config cfg; /* set by load_weights */
+    la_backend_shape shape; /* set by load_weights */
+    la_dtype kv_dtype;      /* element type of the KV pool (CPU: F32 by default, BF16 when the
+                               caller sets it before kv_alloc; CUDA: BF16) */
+    int32_t weight_dtype;   /* CPU: the la_dtype load_weights keeps weight matrices in (norms and
+                               biases stay f32), or LA_WEIGHT_DTYPE_AUTO (the default); set by the
+                               caller between la_backend_create and load_weights. CUDA: unused
+                               (bf16) */
+    bool bf16_dot;          /* CPU: products with bf16 weight matrices round the activations to
+                               bf16 and multiply bf16 pairs (AVX512_BF16 vdpbf16ps, llama.cpp's
+                               bf16 arithmetic: twice the multiply rate, ~1e-2 on logits); where
+                               the CPU lacks AVX512_BF16, the exact path. Default false */
 };
 
-/* Create a backend for device. n_threads: CPU worker threads (<= 0: all cores).
- * Caller owns it; free with la_backend_destroy(). Errors: LA_ERR_UNSUPPORTED (CUDA not
- * built, or no GPU), LA_ERR_NO_MEMORY. */
+/* Create a backend for device (backend/registry.c). n_threads: CPU worker threads (<= 0:
+ * all cores). Caller owns it; free with la_backend_destroy(). Errors: LA_ERR_UNSUPPORTED
+ * (CUDA not built, or no GPU), LA_ERR_NO_MEMORY. */
 la_status la_backend_create(la_device device, int n_threads, la_backend **out, la_err *err);
 void la_backend_destroy(la_backend *be);
 

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/timer.h"
+
 int la_cli_parse_i64(const char *s, const char *flag, int64_t *out) {
     char *end;
     errno = 0;
@@ -56,4 +58,27 @@ void la_cli_strings_free(la_cli_strings *l) {
     free(l->items);
     l->items = NULL;
     l->n = l->cap = 0;
+}
+
+void la_cli_progress_init(la_cli_progress *p, int64_t total) {
+    *p = (la_cli_progress){.total = total, .t0_ms = la_now_ms(), .label = "", .tty = isatty(STDERR_FILENO)};
+}
+
+void la_cli_progress_draw(la_cli_progress *p, bool force) {
+    double now = la_now_ms();
+    if (!p->tty) { /* a log: a plain line every LA_CLI_PROGRESS_LOG_MS, never carriage returns */
+        if (p->t_drawn_ms == 0) p->t_drawn_ms = p->t0_ms;
+        if (now - p->t_drawn_ms < LA_CLI_PROGRESS_LOG_MS) return;
+        p->t_drawn_ms = now;
+        fprintf(stderr, "progress: %lld/%lld %s %.1fs%s\n", (long long)p->done, (long long)p->total, p->label,
+                (now - p->t0_ms) / 1e3, p->extra);
+        fflush(stderr);
+        return;
+    }
+    if (!force && now - p->t_drawn_ms < 100 && p->done != p->total) return;
+    p->t_drawn_ms = now;
+    int width = 30, filled = p->total ? (int)(width * p->done / p->total) : width;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld  %-28s %6.1fs%s", filled, "##############################",
+            width - filled, "", (long long)p->done, (long long)p->total, p->label, (now - p->t0_ms) / 1e3, p->extra);
+    fflush(stderr);
 }

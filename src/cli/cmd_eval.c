@@ -1,14 +1,15 @@
-/* lazyattn eval: answer a RAG question set with one or more methods and score it.
+/* lazyattn eval: answer a RAG question set with one or more methods and score it
+ * (flags -> bench/eval.h -> table, JSON).
  *
  *   lazyattn eval [-m DIR] --dataset FILE [--methods lazy,mepic,block,block-ref,recompute]
  *                 [--orders K] [--limit N] [--max-docs N] [--max-tokens N] [--json OUT]
  *                 [--device D] [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]
+ *                 [store flags: --host-kv-gib, --kv-dir, ... as run's]
+ *                 [--chat-template FILE | --raw]
  *
- * Each question is asked as a chat turn with its documents (the RAG template of
- * model/prompt_template.h), greedy. Reports exact match (normalised containment, as in
- * Block-Attention's evaluation) overall and by hops, agreement of every method with the
- * first one, and for --orders K > 1 the share of questions whose answer is the same under K
- * different document orders (order 0 is the file's; the others are seeded shuffles).
+ * bench/eval.h says how questions are asked and scored (exact match overall and by hops,
+ * agreement with the first method, and for --orders K > 1 the share of questions answered the
+ * same under K document orders).
  * stdout: a table; stderr: a progress bar; --json: every number plus per-question answers.
  */
 #include <cjson/cJSON.h>
@@ -20,76 +21,44 @@
 #include <unistd.h>
 
 #include "base/timer.h"
+#include "bench/eval.h"
+#include "bench/machine.h"
+#include "bench/rag_dataset.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
-#include "cli/machine.h"
-#include "cli/rag_dataset.h"
+#include "cli/engine_flags.h"
 #include "lazyattn/lazyattn.h"
 
-typedef struct answer_slot {
-    char *text;
-    size_t len;
-    int done;
-    int failed;
-    la_request_stats stats;
-} answer_slot;
-
-static void on_event(void *user, const la_event *ev) {
-    answer_slot *a = user;
-    if (ev->text_len) {
-        char *p = realloc(a->text, a->len + ev->text_len + 1);
-        if (p) {
-            a->text = p;
-            memcpy(a->text + a->len, ev->text, ev->text_len);
-            a->len += ev->text_len;
-            a->text[a->len] = '\0';
-        }
-    }
-    if (ev->kind == LA_EVENT_DONE) {
-        a->done = 1;
-        a->failed = ev->finish == LA_FINISH_ERROR;
-        a->stats = *ev->stats;
-        if (a->failed) fprintf(stderr, "\nlazyattn eval: request failed: %s\n", ev->error);
-    }
-}
-
-static void progress(int64_t done, int64_t total, double t0) {
+/* bench/eval.h's hooks: the progress bar (user: the start time in ms), and a line per failed
+ * request. */
+static void on_progress(void *user, int64_t done, int64_t total) {
     static int64_t last = -1; /* print each count once; off a terminal, every 50 answers */
     if (done == last) return;
     if (!isatty(fileno(stderr)) && done != total && last >= 0 && done / 50 == last / 50) return;
     last = done;
     int width = 30, filled = total ? (int)(width * done / total) : width;
-    double el = (la_now_ms() - t0) / 1000.0;
+    double el = (la_now_ms() - *(const double *)user) / 1000.0;
     fprintf(stderr, "\r[%.*s%*s] %lld/%lld  %.1fs", filled, "##############################",
             width - filled, "", (long long)done, (long long)total, el);
     if (done == total) fputc('\n', stderr);
     fflush(stderr);
 }
 
-/* Permutation k of n documents (k = 0: identity). */
-static void order_of(int32_t n, int32_t k, uint64_t seed, int32_t *perm) {
-    for (int32_t i = 0; i < n; i++) perm[i] = i;
-    if (k == 0) return;
-    uint64_t x = seed * 1000003ull + (uint64_t)k;
-    for (int32_t i = n - 1; i > 0; i--) {
-        /* splitmix64 step */
-        uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        int32_t j = (int32_t)(z % (uint64_t)(i + 1)), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+static void on_failed(void *user, const char *message) {
+    (void)user;
+    fprintf(stderr, "\nlazyattn eval: %s\n", message);
 }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: lazyattn eval [-m DIR] --dataset FILE [--methods LIST] [--orders K] [--limit N]\n"
                "                     [--max-docs N] [--max-tokens N] [--json OUT] [--device D]\n"
                "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n"
-               "                     [--gpu-memory-fraction F]\n"
+               "                     [--gpu-memory-fraction F] [--chat-template FILE | --raw]\n"
+               "                     [--cpu-weights f32|bf16|f16|bf16-dot] [--cpu-kv f32|bf16]\n"
                "  --methods LIST   comma-separated methods to answer with (lazy); the first is the\n"
-               "                   reference of the same-as-1st column\n"
+               "                   reference of the same-as-1st column. METHOD+rN: with recovery,\n"
+               "                   each later document's first N tokens recomputed in context\n"
+               "                   (e.g. recompute,lazy,lazy+r16)\n"
                "  --orders K       answer each question with its documents in K orders: the file's,\n"
                "                   then K - 1 seeded shuffles (--seed, 1); orders-same: the share of\n"
                "                   questions answered the same in all K (1)\n"
@@ -98,35 +67,47 @@ static void usage(FILE *f) {
                "  --max-tokens N   new tokens per answer (32)\n"
                "  --concurrency N  questions in flight (64)\n"
                "  --device D       cpu (default) or cuda\n"
-               "  ttft_ms is not a benchmark: it includes the queueing --concurrency causes, and the\n"
-               "  methods share one engine and its document cache, so whichever method sees a\n"
-               "  document first pays for encoding it (timings: lazyattn bench)\n");
+               "  --chat-template FILE  ask with this Jinja chat template instead of the model's\n"
+               "  --raw            no chat template: BOS, the documents' blocks, then the question\n"
+               "  TTFT is not a benchmark: it includes the queueing --concurrency causes (timings:\n"
+               "  lazyattn bench). Each method has a cache salt of its own: cold = order 0, its\n"
+               "  documents computed; warm = the later orders, its documents cached\n"
+               "document KV store (README \"Document KV store\"):\n" LA_CLI_STORE_USAGE);
 }
 
 int la_cli_eval(int argc, char **argv) {
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},      {"dataset", required_argument, 0, 1},
-        {"methods", required_argument, 0, 2},      {"method", required_argument, 0, 2},
-        {"orders", required_argument, 0, 3},       {"limit", required_argument, 0, 4},
-        {"max-docs", required_argument, 0, 5},     {"max-tokens", required_argument, 0, 6},
-        {"json", required_argument, 0, 7},         {"device", required_argument, 0, 8},
-        {"threads", required_argument, 0, 9},      {"kv-blocks", required_argument, 0, 10},
-        {"concurrency", required_argument, 0, 11}, {"seed", required_argument, 0, 12},
-        {"gpu-memory-fraction", required_argument, 0, 13},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+        {"model", required_argument, 0, LA_CLI_OPT_MODEL},  {"dataset", required_argument, 0, 1},
+        {"methods", required_argument, 0, 2},               {"method", required_argument, 0, 2},
+        {"orders", required_argument, 0, 3},                {"limit", required_argument, 0, 4},
+        {"max-docs", required_argument, 0, 5},              {"max-tokens", required_argument, 0, 6},
+        {"json", required_argument, 0, 7},
+        {"device", required_argument, 0, LA_CLI_OPT_DEVICE},
+        {"threads", required_argument, 0, LA_CLI_OPT_THREADS},
+        {"cpu-weights", required_argument, 0, LA_CLI_OPT_CPU_WEIGHTS},
+        {"cpu-kv", required_argument, 0, LA_CLI_OPT_CPU_KV},
+        {"kv-blocks", required_argument, 0, LA_CLI_OPT_KV_BLOCKS},
+        {"concurrency", required_argument, 0, 11},          {"seed", required_argument, 0, 12},
+        {"gpu-memory-fraction", required_argument, 0, LA_CLI_OPT_GPU_MEMORY_FRACTION},
+        LA_CLI_STORE_OPTIONS,
+        {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE}, {"raw", no_argument, 0, 13},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     la_engine_options eo;
-    la_engine_options_init(&eo);
-    eo.model_dir = la_cli_default_model_dir();
+    la_cli_engine_options_init(&eo);
     const char *dataset = NULL, *json_out = NULL, *methods_arg = "lazy";
     int32_t orders = 1, limit = 0, max_docs = 0, max_tokens = 32, concurrency = 64;
     int64_t seed = 1;
+    bool raw = false;
     la_err err = {0};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        la_cli_flag ef = la_cli_engine_flag(c, optarg, &eo, &err);
+        if (ef == LA_CLI_FLAG_SET) continue;
+        if (ef == LA_CLI_FLAG_BAD_DEVICE || ef == LA_CLI_FLAG_BAD_VALUE) fprintf(stderr, "lazyattn eval: %s\n", err.msg);
         int bad = 0;
-        switch (c) {
-        case 'm': eo.model_dir = optarg; break;
+        switch (c) { /* a bad engine flag lands in default */
         case 1: dataset = optarg; break;
         case 2: methods_arg = optarg; break;
         case 3: bad = la_cli_parse_i32(optarg, "--orders", &orders); break;
@@ -134,22 +115,9 @@ int la_cli_eval(int argc, char **argv) {
         case 5: bad = la_cli_parse_i32(optarg, "--max-docs", &max_docs); break;
         case 6: bad = la_cli_parse_i32(optarg, "--max-tokens", &max_tokens); break;
         case 7: json_out = optarg; break;
-        case 8:
-            if (la_device_parse(optarg, &eo.device, &err) != LA_OK) {
-                fprintf(stderr, "lazyattn eval: %s\n", err.msg);
-                bad = 1;
-            }
-            break;
-        case 9: bad = la_cli_parse_i32(optarg, "--threads", &eo.n_threads); break;
-        case 10: bad = la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks); break;
-        case 13: {
-            float f = 0;
-            bad = la_cli_parse_f32(optarg, "--gpu-memory-fraction", &f);
-            eo.gpu_memory_fraction = f;
-            break;
-        }
         case 11: bad = la_cli_parse_i32(optarg, "--concurrency", &concurrency); break;
         case 12: bad = la_cli_parse_i64(optarg, "--seed", &seed); break;
+        case 13: raw = true; break;
         case 'h': usage(stdout); return LA_EXIT_OK;
         default: bad = 1;
         }
@@ -166,6 +134,7 @@ int la_cli_eval(int argc, char **argv) {
                           : limit < 0       ? "--limit must be >= 0 (0: every question)"
                           : eo.n_threads < 0 ? "--threads must be >= 0 (0: all cores)"
                           : json_out && !*json_out ? "--json needs a file path"
+                          : raw && eo.chat_template_file ? "give either --chat-template FILE or --raw"
                                             : NULL;
     if (bad_arg) {
         fprintf(stderr, "lazyattn eval: %s%s%s\n", bad_arg, optind < argc ? " " : "",
@@ -173,21 +142,31 @@ int la_cli_eval(int argc, char **argv) {
         usage(stderr);
         return LA_EXIT_USAGE;
     }
+    if (la_cli_store_flags_check(&eo, "eval")) return LA_EXIT_USAGE;
     if (json_out && la_output_path_check(json_out) != 0) { /* now, not after the whole run */
         fprintf(stderr, "lazyattn eval: --json %s: cannot write there (%s)\n", json_out, strerror(errno));
         return LA_EXIT_ERROR;
     }
-    la_method methods[LA_METHOD_COUNT];
+    la_method_spec methods[LA_BENCH_MAX_METHODS];
     int32_t n_methods = 0;
     {
         char buf[256];
         snprintf(buf, sizeof buf, "%s", methods_arg);
         char *save = NULL;
         for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            if (n_methods == LA_METHOD_COUNT || la_method_parse(t, &methods[n_methods], &err) != LA_OK) {
+            if (n_methods == LA_BENCH_MAX_METHODS) {
+                fprintf(stderr, "lazyattn eval: --methods: at most %d methods\n", LA_BENCH_MAX_METHODS);
+                return LA_EXIT_USAGE;
+            }
+            if (la_method_spec_parse(t, &methods[n_methods], &err) != LA_OK) {
                 fprintf(stderr, "lazyattn eval: --methods: %s\n", err.msg);
                 return LA_EXIT_USAGE;
             }
+            for (int32_t i = 0; i < n_methods; i++)
+                if (!strcmp(methods[i].name, t)) {
+                    fprintf(stderr, "lazyattn eval: --methods: '%s' is listed twice\n", t);
+                    return LA_EXIT_USAGE;
+                }
             n_methods++;
         }
         if (n_methods == 0) {
@@ -209,131 +188,45 @@ int la_cli_eval(int argc, char **argv) {
         la_rag_dataset_free(&ds);
         return LA_EXIT_FOR(cs);
     }
-    int32_t nq = ds.n;
-    /* answers[(m * orders + o) * nq + q] */
-    size_t n_slots = (size_t)n_methods * (size_t)orders * (size_t)nq;
-    answer_slot *ans = calloc(n_slots, sizeof(answer_slot));
-    int rc = LA_EXIT_OK;
+    la_eval ev = {.ds = &ds, .n_methods = n_methods, .orders = orders, .max_tokens = max_tokens,
+                  .concurrency = concurrency, .seed = (uint64_t)seed, .raw = raw};
+    memcpy(ev.methods, methods, sizeof methods);
     double t0 = la_now_ms();
-    int64_t done = 0, total = (int64_t)n_slots;
-    double *ttft = calloc(n_slots, sizeof(double));
-    for (int32_t m = 0; m < n_methods && rc == LA_EXIT_OK; m++)
-        for (int32_t o = 0; o < orders && rc == LA_EXIT_OK; o++)
-            for (int32_t q0 = 0; q0 < nq && rc == LA_EXIT_OK; q0 += concurrency) {
-                int32_t q1 = q0 + concurrency < nq ? q0 + concurrency : nq;
-                for (int32_t q = q0; q < q1; q++) {
-                    la_rag_question *Q = &ds.q[q];
-                    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(Q->n_docs + 1));
-                    la_segment *docs = calloc((size_t)(Q->n_docs + 1), sizeof(la_segment));
-                    order_of(Q->n_docs, o, (uint64_t)seed + (uint64_t)q, perm);
-                    for (int32_t d = 0; d < Q->n_docs; d++)
-                        docs[d] = (la_segment){.text = Q->docs[perm[d]].text, .title = Q->docs[perm[d]].title};
-                    la_chat_message msg = {"user", Q->question};
-                    la_request_params rp;
-                    la_request_params_init(&rp);
-                    rp.messages = &msg;
-                    rp.n_messages = 1;
-                    rp.docs = docs;
-                    rp.n_docs = Q->n_docs;
-                    rp.method = methods[m];
-                    rp.sampling.max_tokens = max_tokens;
-                    rp.on_event = on_event;
-                    rp.user = &ans[((size_t)m * orders + o) * nq + q];
-                    if (la_engine_submit(e, &rp, NULL, &err) != LA_OK) {
-                        fprintf(stderr, "\nlazyattn eval: question %d: %s\n", q, err.msg);
-                        rc = LA_EXIT_ERROR;
-                    }
-                    free(perm);
-                    free(docs);
-                    if (rc != LA_EXIT_OK) break;
-                }
-                while (la_engine_has_work(e)) {
-                    la_engine_step(e, &err);
-                    int64_t now_done = 0;
-                    for (int32_t q = q0; q < q1; q++) now_done += ans[((size_t)m * orders + o) * nq + q].done;
-                    if (now_done + done > done) progress(done + now_done, total, t0);
-                }
-                for (int32_t q = q0; q < q1; q++) {
-                    answer_slot *a = &ans[((size_t)m * orders + o) * nq + q];
-                    if (a->failed) rc = LA_EXIT_ERROR;
-                    ttft[((size_t)m * orders + o) * nq + q] = a->stats.ttft_ms;
-                }
-                done += q1 - q0;
-                progress(done, total, t0);
-            }
+    la_eval_hooks hooks = {.progress = on_progress, .failed = on_failed, .user = &t0};
+    la_status rs = la_eval_run(&ev, e, &hooks, &err);
+    int rc = LA_EXIT_OK;
+    if (rs == LA_ERR_NO_MEMORY) fprintf(stderr, "lazyattn eval: %s\n", err.msg);
+    if (rs != LA_OK) rc = LA_EXIT_ERROR; /* a failed request: on_failed said why */
     if (rc == LA_EXIT_OK) {
-        /* ---- scoring -------------------------------------------------------------- */
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "dataset", dataset);
-        cJSON_AddStringToObject(root, "format", ds.format);
-        cJSON_AddStringToObject(root, "model", la_engine_model_name(e));
-        cJSON_AddStringToObject(root, "device", la_engine_device_name(e));
-        cJSON_AddNumberToObject(root, "questions", nq);
-        cJSON_AddNumberToObject(root, "orders", orders);
-        char *cmd = la_command_line(argc + 1, argv - 1);
-        cJSON_AddStringToObject(root, "command", cmd ? cmd : "");
-        free(cmd);
-        cJSON_AddItemToObject(root, "machine", la_machine_json());
-        cJSON *jm = cJSON_AddArrayToObject(root, "methods");
-        printf("%-10s %8s %8s %8s %10s %10s %9s\n", "method", "EM", "EM-1hop", "EM-2hop",
-               "same-as-1st", "orders-same", "ttft_ms");
+        printf("%-14s %8s %8s %8s %10s %10s %9s %9s %10s\n", "method", "EM", "EM-1hop", "EM-2hop",
+               "same-as-1st", "orders-same", "ttft-cold", "ttft-warm", "recomputed");
+        int32_t nq = ds.n;
         for (int32_t m = 0; m < n_methods; m++) {
-            int64_t em = 0, n1 = 0, em1 = 0, n2 = 0, em2 = 0, agree = 0, stable = 0;
-            double tt = 0;
-            for (int32_t q = 0; q < nq; q++) {
-                la_rag_question *Q = &ds.q[q];
-                answer_slot *a = &ans[((size_t)m * orders) * nq + q];
-                const char *text = a->text ? a->text : "";
-                int hit = la_rag_answer_matches(text, Q->answers, Q->n_answers);
-                em += hit;
-                if (Q->hops == 1) n1++, em1 += hit;
-                if (Q->hops == 2) n2++, em2 += hit;
-                const char *first = ans[q].text ? ans[q].text : "";
-                agree += strcmp(first, text) == 0;
-                int same = 1;
-                for (int32_t o = 1; o < orders; o++) {
-                    const char *t2 = ans[((size_t)m * orders + o) * nq + q].text;
-                    same &= strcmp(t2 ? t2 : "", text) == 0;
-                }
-                stable += same;
-                tt += ttft[((size_t)m * orders) * nq + q];
-            }
-            double pem = 100.0 * em / nq, p1 = n1 ? 100.0 * em1 / n1 : -1, p2 = n2 ? 100.0 * em2 / n2 : -1;
-            printf("%-10s %7.1f%% ", la_method_name(methods[m]), pem);
-            if (p1 >= 0) printf("%7.1f%% ", p1); else printf("%8s ", "-");
-            if (p2 >= 0) printf("%7.1f%% ", p2); else printf("%8s ", "-");
-            printf("%9.1f%% ", 100.0 * agree / nq);
-            if (orders > 1) printf("%9.1f%% ", 100.0 * stable / nq); else printf("%10s ", "-");
-            printf("%9.2f\n", tt / nq);
-            cJSON *jo = cJSON_CreateObject();
-            cJSON_AddStringToObject(jo, "method", la_method_name(methods[m]));
-            cJSON_AddNumberToObject(jo, "exact_match", pem / 100);
-            if (n1) cJSON_AddNumberToObject(jo, "exact_match_1hop", p1 / 100); /* null: no such question */
-            else cJSON_AddNullToObject(jo, "exact_match_1hop");
-            cJSON_AddNumberToObject(jo, "n_1hop", (double)n1);
-            if (n2) cJSON_AddNumberToObject(jo, "exact_match_2hop", p2 / 100);
-            else cJSON_AddNullToObject(jo, "exact_match_2hop");
-            cJSON_AddNumberToObject(jo, "n_2hop", (double)n2);
-            cJSON_AddNumberToObject(jo, "same_answer_as_first_method", (double)agree / nq);
-            if (orders > 1) cJSON_AddNumberToObject(jo, "same_answer_across_orders", (double)stable / nq);
-            else cJSON_AddNullToObject(jo, "same_answer_across_orders"); /* one order: nothing to compare */
-            cJSON_AddNumberToObject(jo, "mean_ttft_ms", tt / nq);
-            cJSON *per = cJSON_AddArrayToObject(jo, "answers");
-            for (int32_t q = 0; q < nq; q++) {
-                answer_slot *a = &ans[((size_t)m * orders) * nq + q];
-                cJSON_AddItemToArray(per, cJSON_CreateString(a->text ? a->text : ""));
-            }
-            cJSON_AddItemToArray(jm, jo);
+            la_eval_score sc;
+            la_eval_score_method(&ev, m, &sc);
+            printf("%-14s %7.1f%% ", methods[m].name, sc.em_pct);
+            if (sc.em_1hop_pct >= 0) printf("%7.1f%% ", sc.em_1hop_pct); else printf("%8s ", "-");
+            if (sc.em_2hop_pct >= 0) printf("%7.1f%% ", sc.em_2hop_pct); else printf("%8s ", "-");
+            printf("%9.1f%% ", 100.0 * sc.same_as_first / nq);
+            if (orders > 1) printf("%9.1f%% ", 100.0 * sc.same_across_orders / nq); else printf("%10s ", "-");
+            printf("%9.2f ", sc.mean_ttft_cold_ms);
+            if (orders > 1) printf("%9.2f ", sc.mean_ttft_warm_ms); else printf("%9s ", "-");
+            printf("%10lld\n", (long long)sc.doc_tokens_recomputed);
         }
-        if (json_out && la_json_write_file(json_out, root) != 0) {
-            fprintf(stderr, "lazyattn eval: --json %s: cannot write the file (%s)\n", json_out, strerror(errno));
-            rc = LA_EXIT_ERROR;
+        if (json_out) {
+            cJSON *root = la_eval_json(&ev, dataset, la_engine_model_name(e), la_engine_device_name(e), argc + 1,
+                                       argv - 1);
+            if (la_json_write_file(json_out, root) != 0) {
+                fprintf(stderr, "lazyattn eval: --json %s: cannot write the file (%s)\n", json_out,
+                        strerror(errno));
+                rc = LA_EXIT_ERROR;
+            } else {
+                fprintf(stderr, "lazyattn eval: wrote %s\n", json_out);
+            }
+            cJSON_Delete(root);
         }
-        cJSON_Delete(root);
     }
-    for (size_t i = 0; i < n_slots; i++) free(ans[i].text);
-    free(ans);
-    free(ttft);
+    la_eval_fini(&ev);
     la_engine_destroy(e);
     la_rag_dataset_free(&ds);
     return rc;

@@ -25,7 +25,8 @@ int la_cli_info(int argc, char **argv) {
         return LA_EXIT_ERROR;
     }
     printf("model: %s\n", dir);
-    printf("architecture: LlamaForCausalLM\n");
+    printf("family: %s%s%s\n", m.family, m.qkv_bias ? " (q/k/v biases)" : "", m.qk_norm ? " (q/k norms)" : "");
+    if (m.sliding_window) printf("sliding_window: %lld (the context is capped at it)\n", (long long)m.sliding_window);
     printf("parameters: %lld (%.2fM)\n", (long long)m.n_params, (double)m.n_params / 1e6);
     printf("vocab_size: %d\nhidden_size: %d\nintermediate_size: %d\nlayers: %d\n", m.vocab_size,
            m.hidden_size, m.intermediate_size, m.n_layers);

@@ -1,15 +1,20 @@
 /* lazyattn run: one completion, streamed to stdout (DESIGN.md §7b).
  *
  *   lazyattn run [-m DIR] [--device cpu|cuda] [--method M] [[--title T] --doc TEXT]...
- *                [[--title T] --doc-file F]... [--raw [--preamble TEXT]] [--salt S] -p PROMPT
+ *                [[--title T] --doc-file F]... [--raw [--preamble TEXT]] [--chat-template FILE]
+ *                [--salt S] -p PROMPT
  *                [-n N] [--temperature T] [--top-p P]
  *                [--top-k K] [--seed S] [--stop S]... [--ignore-eos] [--no-special]
  *                [--warm] [--stats] [--threads N] [--kv-blocks N] [--block-size B]
+ *                [--host-kv-gib N] [--kv-dir DIR] [--kv-dir-gib N] [--kv-write through|evict]
+ *                [--kv-secret-file F] [--kv-store URL] [--kv-io-timeout-ms N]
  *
- * By default the question and the documents go through the model's chat template (with
- * documents: the Block-FT RAG template, model/prompt_template.h), as `serve` renders a chat
- * request. --raw sends the preamble, the documents and the prompt as text blocks verbatim.
- * stdout: the completion text only. --stats: one JSON line on stderr.
+ * By default the question and the documents go through the model's chat template (README
+ * "Chat templates and documents"), or the one of --chat-template FILE, as `serve` renders a
+ * chat request. --raw sends the preamble, the documents and the prompt as text blocks
+ * verbatim.
+ * stdout: the completion text only. --stats: one JSON line on stderr (with a store: its
+ * tiers' numbers under "store", bench/store_stats.h, after its writes are flushed).
  */
 #include <cjson/cJSON.h>
 #include <getopt.h>
@@ -19,8 +24,10 @@
 
 #include "base/err.h"
 #include "base/file.h"
+#include "bench/store_stats.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "lazyattn/lazyattn.h"
 
 static void usage(FILE *f) {
@@ -28,7 +35,8 @@ static void usage(FILE *f) {
             "usage: lazyattn run [-m DIR] -p PROMPT [options]\n"
             "  -m, --model DIR        model directory (default: the bundled model)\n"
             "  -p, --prompt TEXT      the question (a user message of the model's chat template,\n"
-            "                         with the documents in its RAG template)\n"
+            "                         the documents cut into it as blocks of their own)\n"
+            "      --chat-template FILE  a Jinja chat template instead of the model's\n"
             "      --doc TEXT         a document (repeatable; each is cached on its own)\n"
             "      --doc-file FILE    a document read from FILE (repeatable)\n"
             "      --title T          title of the next --doc / --doc-file (\"- Title: T\" block);\n"
@@ -38,6 +46,8 @@ static void usage(FILE *f) {
             "      --preamble TEXT    with --raw: document 0 (e.g. a system block)\n"
             "      --method M         recompute | prefix | block | mepic | lazy | block-ref (lazy)\n"
             "      --salt S           cache salt (tenant id)\n"
+            "      --recompute-first N  recovery: recompute each later document's first N tokens\n"
+            "                         in context (lazy, block, mepic, block-ref; 0: off)\n"
             "  -n, --max-tokens N     tokens to generate (64)\n"
             "      --temperature T    0 = greedy (default)\n"
             "      --top-p P, --top-k K, --seed S, --stop STR (repeatable), --ignore-eos\n"
@@ -46,7 +56,9 @@ static void usage(FILE *f) {
             "                         so this request finds them cached\n"
             "      --stats            print one JSON line of reuse and timing stats on stderr\n"
             "      --device D         cpu | cuda (cpu)\n"
-            "      --threads N, --kv-blocks N, --block-size B, --gpu-memory-fraction F\n");
+            "      --threads N, --kv-blocks N, --block-size B, --gpu-memory-fraction F\n"
+            LA_CLI_CPU_WEIGHTS_USAGE
+            "document KV store (README \"Document KV store\"):\n" LA_CLI_STORE_USAGE);
 }
 
 typedef struct run_out {
@@ -80,23 +92,30 @@ static void add_doc(la_cli_strings *docs, la_cli_strings *titles, char *text, co
 
 int la_cli_run(int argc, char **argv) {
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},   {"prompt", required_argument, 0, 'p'},
-        {"max-tokens", required_argument, 0, 'n'}, {"doc", required_argument, 0, 1},
-        {"doc-file", required_argument, 0, 2},  {"preamble", required_argument, 0, 3},
-        {"method", required_argument, 0, 4},    {"salt", required_argument, 0, 5},
-        {"temperature", required_argument, 0, 6}, {"top-p", required_argument, 0, 7},
-        {"top-k", required_argument, 0, 8},     {"seed", required_argument, 0, 9},
-        {"stop", required_argument, 0, 10},     {"ignore-eos", no_argument, 0, 11},
-        {"no-special", no_argument, 0, 12},     {"warm", no_argument, 0, 13},
-        {"stats", no_argument, 0, 14},          {"device", required_argument, 0, 15},
-        {"threads", required_argument, 0, 16},  {"kv-blocks", required_argument, 0, 17},
-        {"gpu-memory-fraction", required_argument, 0, 40},
-        {"title", required_argument, 0, 41},    {"raw", no_argument, 0, 42},
-        {"block-size", required_argument, 0, 18}, {"help", no_argument, 0, 'h'},
+        {"model", required_argument, 0, LA_CLI_OPT_MODEL},  {"prompt", required_argument, 0, 'p'},
+        {"max-tokens", required_argument, 0, 'n'},          {"doc", required_argument, 0, 1},
+        {"doc-file", required_argument, 0, 2},              {"preamble", required_argument, 0, 3},
+        {"method", required_argument, 0, 4},                {"salt", required_argument, 0, 5},
+        {"temperature", required_argument, 0, 6},           {"top-p", required_argument, 0, 7},
+        {"top-k", required_argument, 0, 8},                 {"seed", required_argument, 0, 9},
+        {"stop", required_argument, 0, 10},                 {"ignore-eos", no_argument, 0, 11},
+        {"no-special", no_argument, 0, 12},                 {"warm", no_argument, 0, 13},
+        {"stats", no_argument, 0, 14},
+        {"device", required_argument, 0, LA_CLI_OPT_DEVICE},
+        {"threads", required_argument, 0, LA_CLI_OPT_THREADS},
+        {"cpu-weights", required_argument, 0, LA_CLI_OPT_CPU_WEIGHTS},
+        {"cpu-kv", required_argument, 0, LA_CLI_OPT_CPU_KV},
+        {"kv-blocks", required_argument, 0, LA_CLI_OPT_KV_BLOCKS},
+        {"gpu-memory-fraction", required_argument, 0, LA_CLI_OPT_GPU_MEMORY_FRACTION},
+        {"title", required_argument, 0, 41},                {"raw", no_argument, 0, 42},
+        {"block-size", required_argument, 0, LA_CLI_OPT_BLOCK_SIZE},
+        LA_CLI_STORE_OPTIONS,
+        {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE},
+        {"recompute-first", required_argument, 0, LA_CLI_OPT_RECOMPUTE_FIRST},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     la_engine_options eo;
-    la_engine_options_init(&eo);
-    eo.model_dir = la_cli_default_model_dir();
+    la_cli_engine_options_init(&eo);
     la_request_params rp;
     la_request_params_init(&rp);
     rp.sampling.max_tokens = 64;
@@ -107,8 +126,10 @@ int la_cli_run(int argc, char **argv) {
     la_err err = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:p:n:h", opts, NULL)) != -1) {
+        la_cli_flag ef = la_cli_engine_flag_reported(c, optarg, &eo, "run");
+        if (ef == LA_CLI_FLAG_SET) continue;
+        if (ef != LA_CLI_FLAG_OTHER) goto out; /* rc is LA_EXIT_USAGE here */
         switch (c) {
-        case 'm': eo.model_dir = optarg; break;
         case 'p': prompt = optarg; break;
         case 'n':
             if (la_cli_parse_i32(optarg, "--max-tokens", &rp.sampling.max_tokens) != 0) goto out;
@@ -163,31 +184,6 @@ int la_cli_run(int argc, char **argv) {
         case 12: rp.add_special = false; break;
         case 13: warm = true; break;
         case 14: stats = true; break;
-        case 15:
-            if (la_device_parse(optarg, &eo.device, &err) != LA_OK) {
-                fprintf(stderr, "lazyattn run: --device: %s\n", err.msg);
-                goto out;
-            }
-            break;
-        case 16:
-            if (la_cli_parse_i32(optarg, "--threads", &eo.n_threads) != 0) goto out;
-            if (eo.n_threads < 0) {
-                fprintf(stderr, "lazyattn run: --threads must be >= 0 (0: all cores)\n");
-                goto out;
-            }
-            break;
-        case 17:
-            if (la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks) != 0) goto out;
-            break;
-        case 40: {
-            float f;
-            if (la_cli_parse_f32(optarg, "--gpu-memory-fraction", &f) != 0) goto out;
-            eo.gpu_memory_fraction = f;
-            break;
-        }
-        case 18:
-            if (la_cli_parse_i32(optarg, "--block-size", &eo.block_size) != 0) goto out;
-            break;
         case 'h':
             usage(stdout);
             rc = LA_EXIT_OK;
@@ -202,6 +198,7 @@ int la_cli_run(int argc, char **argv) {
         usage(stderr);
         goto out;
     }
+    if (la_cli_store_flags_check(&eo, "run")) goto out;
     if (title || (preamble && !raw)) {
         fprintf(stderr, title ? "lazyattn run: --title must come before the --doc or --doc-file it names\n"
                               : "lazyattn run: --preamble needs --raw (the chat template writes its own)\n");
@@ -209,6 +206,8 @@ int la_cli_run(int argc, char **argv) {
         goto out;
     }
     rc = LA_EXIT_ERROR;
+    /* one request: the flag is its own (so --method prefix with it is refused, not ignored) */
+    rp.recompute_first = eo.recompute_first > 0 ? eo.recompute_first : -1;
     la_engine *e = NULL;
     la_status cs = la_engine_create(&eo, &e, &err);
     if (cs != LA_OK) {
@@ -262,12 +261,24 @@ int la_cli_run(int argc, char **argv) {
                 cJSON_AddNumberToObject(j, "doc_tokens_reused", (double)o.stats.doc_tokens_reused);
                 cJSON_AddNumberToObject(j, "doc_tokens_computed", (double)o.stats.doc_tokens_computed);
                 cJSON_AddNumberToObject(j, "prefix_tokens_reused", (double)o.stats.prefix_tokens_reused);
+                cJSON_AddNumberToObject(j, "doc_tokens_host", (double)o.stats.doc_tokens_host);
+                cJSON_AddNumberToObject(j, "doc_tokens_disk", (double)o.stats.doc_tokens_disk);
+                cJSON_AddNumberToObject(j, "doc_tokens_shared", (double)o.stats.doc_tokens_shared);
+                cJSON_AddNumberToObject(j, "doc_tokens_recomputed", (double)o.stats.doc_tokens_recomputed);
                 cJSON_AddNumberToObject(j, "generated_tokens", o.stats.n_generated);
                 cJSON_AddNumberToObject(j, "ttft_ms", o.stats.ttft_ms);
                 cJSON_AddNumberToObject(j, "tpot_ms", o.stats.tpot_ms);
                 cJSON_AddNumberToObject(j, "e2e_ms", o.stats.e2e_ms);
                 cJSON_AddStringToObject(j, "finish", o.finish == LA_FINISH_STOP ? "stop" : "length");
                 cJSON_AddStringToObject(j, "device", la_engine_device_name(e));
+                la_engine_store_stats ss;
+                la_engine_store_flush(e); /* the writes of this run, counted */
+                la_engine_get_store_stats(e, &ss);
+                if (la_bench_store_enabled(&ss)) {
+                    la_engine_stats es;
+                    la_engine_get_stats(e, &es);
+                    cJSON_AddItemToObject(j, "store", la_bench_store_stats_json(&ss, &es));
+                }
                 char *line = cJSON_PrintUnformatted(j);
                 fprintf(stderr, "%s\n", line);
                 free(line);

@@ -4,13 +4,23 @@
  *                  [--block-size 16] [--threads N] [--device cpu|cuda] [--max-batch-tokens N]
  *                  [--max-queue N] [--max-running N] [--max-docs N] [--max-context N]
  *                  [--max-body-bytes N] [--chat-format auto|llama3|tulu] [--model-id NAME]
- *                  [--log-requests]
+ *                  [--log-requests] [--host-kv-gib N] [--kv-dir DIR] [--kv-dir-gib N]
+ *                  [--kv-write through|evict] [--kv-secret-file F] [--kv-store URL]
+ *                  [--kv-io-timeout-ms N] [--kv-events EP [--kv-events-topic T]]
+ *                  [--ignore-unknown-fields] [--api-key KEY | --api-key-file F]
+ *                  [--protect-metrics] [--allowed-origins LIST] [--ssl-certfile F --ssl-keyfile F]
+ *                  [--shutdown-timeout S] [--timeout-keep-alive S] [--max-connections N]
+ *                  [--max-connections-per-ip N] [--http-threads N]
  *
  * Prints "lazyattn serve: listening on http://HOST:PORT ..." on stderr once it accepts
  * connections (--port 0 picks a free port, named in that line). SIGINT or SIGTERM shut it
- * down cleanly: requests in flight are cancelled and answered, the engine is destroyed,
- * exit status 0.
+ * down cleanly: with --shutdown-timeout S, /health and new requests get 503 while the
+ * requests in flight run to completion for up to S seconds (a second signal cuts that
+ * short); then what is still in flight is cancelled and answered, the engine is destroyed,
+ * exit status 0. The API key: --api-key, else the first line of --api-key-file, else
+ * $LAZYATTN_API_KEY.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,7 +31,9 @@
 
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "lazyattn/lazyattn.h"
+#include "server/kv_events.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
@@ -33,7 +45,8 @@ static void usage(FILE *f) {
             "      --method M           default method: recompute | prefix | block | mepic | lazy\n"
             "                           | block-ref (lazy); requests may override it\n"
             "      --device D           cpu | cuda (cpu)\n"
-            "      --threads N          CPU threads (all cores)\n"
+            "      --threads N          CPU threads (every physical core)\n"
+            LA_CLI_CPU_WEIGHTS_USAGE
             "      --kv-blocks N        KV pool capacity in blocks (default: 1 GiB worth on the\n"
             "                           CPU; on CUDA --gpu-memory-fraction of the free memory)\n"
             "      --gpu-memory-fraction F  CUDA: share of the memory the weights leave free\n"
@@ -45,10 +58,36 @@ static void usage(FILE *f) {
             "      --max-docs N         documents per request (128)\n"
             "      --max-context N      tokens per request incl. max_tokens (model's limit)\n"
             "      --max-body-bytes N   largest request body (16777216)\n"
-            "      --chat-format F      auto | llama3 | tulu (auto: from the chat_template)\n"
+            "      --chat-format F      auto | llama3 | tulu | template (auto: the model's chat\n"
+            "                           template; llama3 / tulu: the Block-FT RAG formats;\n"
+            "                           template: the chat template, for documents too)\n"
+            "      --chat-template FILE a Jinja chat template instead of the model's\n"
+            "      --recompute-first N  recovery's default: each later document's first N tokens\n"
+            "                           recomputed in context (block-wise methods; 0: off;\n"
+            "                           a request's \"recompute_first\" overrides)\n"
             "      --model-id NAME      model id in the API (the directory's name)\n"
             "      --log-requests       on stderr, a line when a request arrives and one when it ends\n"
-            "                           (tokens, cache hits, queue, TTFT, TPOT, total ms)\n");
+            "                           (tokens, cache hits, queue, TTFT, TPOT, total ms)\n"
+            "      --ignore-unknown-fields  accept unknown request fields (logged once per name)\n"
+            "                           instead of answering 400\n"
+            "      --api-key KEY        require 'Authorization: Bearer KEY' (also --api-key-file F,\n"
+            "                           or $LAZYATTN_API_KEY); /health and /metrics stay open\n"
+            "      --protect-metrics    /health and /metrics want the key too\n"
+            "      --allowed-origins L  CORS: '*' or a comma-separated list of origins\n"
+            "      --ssl-certfile F     HTTPS with this PEM certificate ...\n"
+            "      --ssl-keyfile F      ... and this PEM private key\n"
+            "      --shutdown-timeout S on SIGTERM / SIGINT, let requests in flight finish for up to S\n"
+            "                           seconds (0: cancel them at once)\n"
+            "      --timeout-keep-alive S  close a connection idle this long (a kept-alive one, headers\n"
+            "                           or a body that stopped coming), and one whose request headers,\n"
+            "                           or then its body, take longer to arrive (60; 0: never)\n"
+            "      --max-connections N  open connections at most (1000)\n"
+            "      --max-connections-per-ip N  from one address at most (0: no limit)\n"
+            "      --http-threads N     HTTP worker threads shared by every connection (min(4, cores))\n"
+            "      --kv-events EP       publish KV events on ZMQ PUB at EP in vLLM's schema\n"
+            "                           (tcp://*:5557 binds; tcp://HOST:PORT connects)\n"
+            "      --kv-events-topic T  topic frame of every message (empty)\n"
+            "document KV store (README \"Document KV store\"):\n" LA_CLI_STORE_USAGE);
 }
 
 static int g_sig_pipe[2] = {-1, -1};
@@ -59,12 +98,33 @@ static void on_signal(int sig) {
     (void)n;
 }
 
+/* The first line of path, trimmed (heap string), or NULL with a message. */
+static char *read_key_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "lazyattn serve: --api-key-file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char line[4096];
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    size_t n = got ? strlen(line) : 0;
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
+        line[--n] = '\0';
+    if (n == 0) {
+        fprintf(stderr, "lazyattn serve: --api-key-file %s holds no key on its first line\n", path);
+        return NULL;
+    }
+    return strdup(line);
+}
+
 static int parse_chat_format(const char *s, la_chat_format *out) {
     if (!strcmp(s, "auto")) *out = LA_CHAT_FORMAT_AUTO;
     else if (!strcmp(s, "llama3")) *out = LA_CHAT_FORMAT_LLAMA3;
     else if (!strcmp(s, "tulu")) *out = LA_CHAT_FORMAT_TULU;
+    else if (!strcmp(s, "template")) *out = LA_CHAT_FORMAT_TEMPLATE;
     else {
-        fprintf(stderr, "lazyattn serve: --chat-format '%s' is not one of auto, llama3, tulu\n", s);
+        fprintf(stderr, "lazyattn serve: --chat-format '%s' is not one of auto, llama3, tulu, template\n", s);
         return LA_EXIT_USAGE;
     }
     return 0;
@@ -72,30 +132,51 @@ static int parse_chat_format(const char *s, la_chat_format *out) {
 
 int la_cli_serve(int argc, char **argv) {
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},          {"host", required_argument, 0, 1},
-        {"port", required_argument, 0, 2},             {"method", required_argument, 0, 3},
-        {"kv-blocks", required_argument, 0, 4},        {"block-size", required_argument, 0, 5},
-        {"threads", required_argument, 0, 6},          {"device", required_argument, 0, 7},
-        {"max-batch-tokens", required_argument, 0, 8}, {"max-queue", required_argument, 0, 9},
-        {"max-running", required_argument, 0, 10},    {"max-docs", required_argument, 0, 11},
-        {"max-context", required_argument, 0, 12},     {"max-body-bytes", required_argument, 0, 13},
-        {"chat-format", required_argument, 0, 14},     {"model-id", required_argument, 0, 15},
-        {"log-requests", no_argument, 0, 16},          {"help", no_argument, 0, 'h'},
-        {"gpu-memory-fraction", required_argument, 0, 17},
+        {"model", required_argument, 0, LA_CLI_OPT_MODEL},  {"host", required_argument, 0, 1},
+        {"port", required_argument, 0, 2},                  {"method", required_argument, 0, 3},
+        {"kv-blocks", required_argument, 0, LA_CLI_OPT_KV_BLOCKS},
+        {"block-size", required_argument, 0, LA_CLI_OPT_BLOCK_SIZE},
+        {"threads", required_argument, 0, LA_CLI_OPT_THREADS},
+        {"cpu-weights", required_argument, 0, LA_CLI_OPT_CPU_WEIGHTS},
+        {"cpu-kv", required_argument, 0, LA_CLI_OPT_CPU_KV},
+        {"device", required_argument, 0, LA_CLI_OPT_DEVICE},
+        {"max-batch-tokens", required_argument, 0, LA_CLI_OPT_MAX_BATCH_TOKENS},
+        {"max-queue", required_argument, 0, LA_CLI_OPT_MAX_QUEUE},
+        {"max-running", required_argument, 0, LA_CLI_OPT_MAX_RUNNING},
+        {"max-docs", required_argument, 0, LA_CLI_OPT_MAX_DOCS},
+        {"max-context", required_argument, 0, LA_CLI_OPT_MAX_CONTEXT},
+        {"max-body-bytes", required_argument, 0, 13},       {"chat-format", required_argument, 0, 14},
+        {"model-id", required_argument, 0, 15},             {"log-requests", no_argument, 0, 16},
+        {"help", no_argument, 0, 'h'},
+        {"gpu-memory-fraction", required_argument, 0, LA_CLI_OPT_GPU_MEMORY_FRACTION},
+        {"kv-events", required_argument, 0, 25},          {"kv-events-topic", required_argument, 0, 26},
+        LA_CLI_STORE_OPTIONS,
+        {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE},
+        {"recompute-first", required_argument, 0, LA_CLI_OPT_RECOMPUTE_FIRST},
+        {"ignore-unknown-fields", no_argument, 0, 17},      {"api-key", required_argument, 0, 18},
+        {"api-key-file", required_argument, 0, 19},         {"protect-metrics", no_argument, 0, 20},
+        {"allowed-origins", required_argument, 0, 21},      {"ssl-certfile", required_argument, 0, 22},
+        {"ssl-keyfile", required_argument, 0, 23},          {"shutdown-timeout", required_argument, 0, 24},
+        {"timeout-keep-alive", required_argument, 0, 27},   {"max-connections", required_argument, 0, 28},
+        {"max-connections-per-ip", required_argument, 0, 29}, {"http-threads", required_argument, 0, 30},
         {0, 0, 0, 0}};
+    const char *key_file = NULL;
+    int32_t shutdown_s = 0;
     la_engine_options eo;
-    la_engine_options_init(&eo);
-    eo.model_dir = la_cli_default_model_dir();
+    la_cli_engine_options_init(&eo);
     la_server_options so;
     la_server_options_init(&so);
     la_err err = {0};
     int c;
     int32_t port = so.port;
     int64_t body_bytes = (int64_t)so.max_body_bytes;
+    const char *events_ep = NULL, *events_topic = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        la_cli_flag ef = la_cli_engine_flag_reported(c, optarg, &eo, "serve");
+        if (ef == LA_CLI_FLAG_SET) continue;
+        if (ef != LA_CLI_FLAG_OTHER) return LA_EXIT_USAGE;
         switch (c) {
-        case 'm': eo.model_dir = optarg; break;
         case 1: so.host = optarg; break;
         case 2:
             if (la_cli_parse_i32(optarg, "--port", &port) != 0) return LA_EXIT_USAGE;
@@ -110,47 +191,6 @@ int la_cli_serve(int argc, char **argv) {
                 return LA_EXIT_USAGE;
             }
             break;
-        case 4:
-            if (la_cli_parse_i64(optarg, "--kv-blocks", &eo.kv_blocks) != 0) return LA_EXIT_USAGE;
-            break;
-        case 17: {
-            float f;
-            if (la_cli_parse_f32(optarg, "--gpu-memory-fraction", &f) != 0) return LA_EXIT_USAGE;
-            eo.gpu_memory_fraction = f;
-            break;
-        }
-        case 5:
-            if (la_cli_parse_i32(optarg, "--block-size", &eo.block_size) != 0) return LA_EXIT_USAGE;
-            break;
-        case 6:
-            if (la_cli_parse_i32(optarg, "--threads", &eo.n_threads) != 0) return LA_EXIT_USAGE;
-            if (eo.n_threads < 0) {
-                fprintf(stderr, "lazyattn serve: --threads must be >= 0 (0: all cores)\n");
-                return LA_EXIT_USAGE;
-            }
-            break;
-        case 7:
-            if (la_device_parse(optarg, &eo.device, &err) != LA_OK) {
-                fprintf(stderr, "lazyattn serve: --device: %s\n", err.msg);
-                return LA_EXIT_USAGE;
-            }
-            break;
-        case 8:
-            if (la_cli_parse_i32(optarg, "--max-batch-tokens", &eo.max_batch_tokens) != 0)
-                return LA_EXIT_USAGE;
-            break;
-        case 9:
-            if (la_cli_parse_i32(optarg, "--max-queue", &eo.max_queue) != 0) return LA_EXIT_USAGE;
-            break;
-        case 10:
-            if (la_cli_parse_i32(optarg, "--max-running", &eo.max_running) != 0) return LA_EXIT_USAGE;
-            break;
-        case 11:
-            if (la_cli_parse_i32(optarg, "--max-docs", &eo.max_docs) != 0) return LA_EXIT_USAGE;
-            break;
-        case 12:
-            if (la_cli_parse_i32(optarg, "--max-context", &eo.max_context) != 0) return LA_EXIT_USAGE;
-            break;
         case 13:
             if (la_cli_parse_i64(optarg, "--max-body-bytes", &body_bytes) != 0) return LA_EXIT_USAGE;
             if (body_bytes < 1) {
@@ -163,6 +203,43 @@ int la_cli_serve(int argc, char **argv) {
             break;
         case 15: so.model_id = optarg; break;
         case 16: so.log_requests = true; break;
+        case 25: events_ep = optarg; break;
+        case 26: events_topic = optarg; break;
+        case 17: so.ignore_unknown_fields = true; break;
+        case 18: so.api_key = optarg; break;
+        case 19: key_file = optarg; break;
+        case 20: so.protect_metrics = true; break;
+        case 21: so.allowed_origins = optarg; break;
+        case 22: so.ssl_certfile = optarg; break;
+        case 23: so.ssl_keyfile = optarg; break;
+        case 24:
+            if (la_cli_parse_i32(optarg, "--shutdown-timeout", &shutdown_s) != 0) return LA_EXIT_USAGE;
+            if (shutdown_s < 0) {
+                fprintf(stderr, "lazyattn serve: --shutdown-timeout must be >= 0 seconds\n");
+                return LA_EXIT_USAGE;
+            }
+            break;
+        case 27:
+        case 28:
+        case 29:
+        case 30: {
+            const char *name = c == 27   ? "--timeout-keep-alive"
+                               : c == 28 ? "--max-connections"
+                               : c == 29 ? "--max-connections-per-ip"
+                                         : "--http-threads";
+            int32_t v = 0;
+            if (la_cli_parse_i32(optarg, name, &v) != 0) return LA_EXIT_USAGE;
+            if (v < (c == 28 || c == 30 ? 1 : 0) || (c == 30 && v > 256)) {
+                fprintf(stderr, "lazyattn serve: %s must be %s\n", name,
+                        c == 30 ? "in [1, 256]" : c == 28 ? ">= 1" : ">= 0");
+                return LA_EXIT_USAGE;
+            }
+            if (c == 27) so.idle_timeout_s = (unsigned)v;
+            else if (c == 28) so.max_connections = (unsigned)v;
+            else if (c == 29) so.max_connections_per_ip = (unsigned)v;
+            else so.http_threads = (unsigned)v;
+            break;
+        }
         case 'h': usage(stdout); return LA_EXIT_OK;
         default: usage(stderr); return LA_EXIT_USAGE;
         }
@@ -170,6 +247,22 @@ int la_cli_serve(int argc, char **argv) {
     if (optind < argc) {
         fprintf(stderr, "lazyattn serve: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
+        return LA_EXIT_USAGE;
+    }
+    if (la_cli_store_flags_check(&eo, "serve")) return LA_EXIT_USAGE;
+    if ((so.ssl_certfile != NULL) != (so.ssl_keyfile != NULL)) {
+        fprintf(stderr, "lazyattn serve: HTTPS needs both --ssl-certfile and --ssl-keyfile\n");
+        return LA_EXIT_USAGE;
+    }
+    char *file_key = NULL;
+    if (!so.api_key && key_file) {
+        if (!(file_key = read_key_file(key_file))) return LA_EXIT_USAGE;
+        so.api_key = file_key;
+    }
+    const char *env_key = getenv("LAZYATTN_API_KEY");
+    if (!so.api_key && env_key && env_key[0]) so.api_key = env_key;
+    if (so.api_key && !so.api_key[0]) {
+        fprintf(stderr, "lazyattn serve: --api-key is empty\n");
         return LA_EXIT_USAGE;
     }
     so.port = port;
@@ -193,23 +286,39 @@ int la_cli_serve(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    la_kv_events *events = NULL;
+    if (events_ep) {
+        la_status es = la_kv_events_create(events_ep, events_topic, 0, &events, &err);
+        if (es != LA_OK) {
+            fprintf(stderr, "lazyattn serve: %s\n", err.msg);
+            return es == LA_ERR_INVALID_ARG ? LA_EXIT_USAGE : LA_EXIT_ERROR;
+        }
+        eo.on_kv_event = la_kv_events_on_engine_event;
+        eo.kv_event_user = events;
+        so.kv_events = events;
+    }
     la_engine *e = NULL;
     la_status cs = la_engine_create(&eo, &e, &err);
     if (cs != LA_OK) {
         fprintf(stderr, "lazyattn serve: %s\n", err.msg);
+        la_kv_events_destroy(events);
+        free(file_key);
         return LA_EXIT_FOR(cs);
     }
     la_server *srv = NULL;
     if (la_server_create(e, &so, &srv, &err) != LA_OK) {
         fprintf(stderr, "lazyattn serve: %s\n", err.msg);
         la_engine_destroy(e);
+        la_kv_events_destroy(events);
+        free(file_key);
         return LA_EXIT_ERROR;
     }
     const char *host = so.host;
     bool v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "lazyattn serve: listening on http://%s%s%s:%d (model %s, device %s, method %s)\n",
-            v6 ? "[" : "", host, v6 ? "]" : "", la_server_port(srv), la_engine_model_name(e),
-            la_engine_device_name(e), la_method_name(eo.method));
+    fprintf(stderr, "lazyattn serve: listening on %s://%s%s%s:%d (model %s, device %s, method %s%s)\n",
+            so.ssl_certfile ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "", la_server_port(srv),
+            la_engine_model_name(e), la_engine_device_name(e), la_method_name(eo.method),
+            so.api_key ? ", API key required" : "");
     /* wait for a signal; the timeout only makes the wait robust where signal delivery is
      * deferred until the receiving thread makes a call (e.g. under ThreadSanitizer) */
     unsigned char sig = 0;
@@ -218,8 +327,22 @@ int la_cli_serve(int argc, char **argv) {
         if (poll(&pfd, 1, 250) > 0 && read(g_sig_pipe[0], &sig, 1) == 1) break;
     }
     fprintf(stderr, "lazyattn serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    if (shutdown_s > 0) { /* drain: in flight finishes, new requests get 503 */
+        fprintf(stderr, "lazyattn serve: draining: requests in flight may finish for up to %d s\n", shutdown_s);
+        bool drained = false, again = false;
+        for (int ms = 0; ms < shutdown_s * 1000 && !drained && !again; ms += 200) {
+            drained = la_server_drain(srv, 200);
+            struct pollfd pfd = {.fd = g_sig_pipe[0], .events = POLLIN};
+            again = poll(&pfd, 1, 0) > 0; /* a second signal: stop waiting */
+        }
+        fprintf(stderr, "lazyattn serve: %s\n", drained ? "drained"
+                                                   : again ? "second signal: cancelling what is left"
+                                                           : "shutdown timeout: cancelling what is left");
+    }
     la_server_destroy(srv);
     la_engine_destroy(e);
+    la_kv_events_destroy(events); /* after the engine: its last events (the cache) are sent */
     fprintf(stderr, "lazyattn serve: stopped\n");
+    free(file_key);
     return LA_EXIT_OK;
 }

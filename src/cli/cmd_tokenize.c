@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static void usage(FILE *out) {
     fprintf(out,

@@ -13,6 +13,7 @@ int la_cli_serve(int argc, char **argv);
 int la_cli_eval(int argc, char **argv);
 int la_cli_race(int argc, char **argv);
 int la_cli_bench(int argc, char **argv);
+int la_cli_ingest(int argc, char **argv);
 
 /* The bundled demo model directory (models/<name> in the source tree, or beside the
  * installed binary). */

@@ -16,6 +16,7 @@ static const struct {
     {"race", la_cli_race, "two methods answer the same reordered RAG question side by side"},
     {"eval", la_cli_eval, "answer a RAG question set and score exact match per method"},
     {"bench", la_cli_bench, "serving benchmark: TTFT, TPOT, throughput, cache hits per method"},
+    {"ingest", la_cli_ingest, "precompute a corpus's document KV into the disk tier (--kv-dir)"},
 };
 
 #ifndef LA_VERSION

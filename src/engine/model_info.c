@@ -1,12 +1,16 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/struct_size.h"
 #include "lazyattn/lazyattn.h"
 #include "model/config.h"
 
-la_status la_model_info_load(const char *dir, la_model_info *info, la_err *err) {
+/* Fills a full la_model_info, then copies the caller's struct_size bytes (abi.h). */
+la_status la_model_info_load_sized(const char *dir, la_model_info *caller_info, size_t struct_size,
+                                   la_err *err) {
     la_model_config c;
     LA_TRY(la_model_config_load(dir, &c, err));
+    la_model_info full, *info = &full;
     memset(info, 0, sizeof *info);
     info->vocab_size = c.vocab_size;
     info->hidden_size = c.hidden_size;
@@ -28,7 +32,14 @@ la_status la_model_info_load(const char *dir, la_model_info *info, la_err *err) 
     memcpy(info->eos_ids, c.eos_ids, sizeof(int32_t) * (size_t)info->n_eos_ids);
     int64_t d = c.hidden_size, f = c.intermediate_size, hd = c.head_dim;
     int64_t per_layer = d * hd * c.n_heads * 2 + d * hd * c.n_kv_heads * 2 + 3 * d * f + 2 * d;
+    if (c.qkv_bias) per_layer += hd * (c.n_heads + 2 * (int64_t)c.n_kv_heads);
+    if (c.qk_norm) per_layer += 2 * hd;
+    info->family = la_model_arch_name(c.arch);
+    info->qkv_bias = c.qkv_bias;
+    info->qk_norm = c.qk_norm;
+    info->sliding_window = c.sliding_window;
     info->n_params = (int64_t)c.vocab_size * d * (c.tie_word_embeddings ? 1 : 2) +
                      per_layer * c.n_layers + d;
+    la_struct_copy_out(caller_info, struct_size, &full, sizeof full);
     return LA_OK;
 }

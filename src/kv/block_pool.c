@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "kv/block_hash.h"
 
 /* Per-block record. LRU and free lists are intrusive doubly linked lists of block ids. */
 typedef struct blk {
@@ -30,6 +31,9 @@ struct la_kv_pool {
     int64_t table_cap;              /* power of two >= 2 * n_blocks */
     int64_t n_tombs;                /* removed entries still occupying probe chains */
     la_kv_pool_stats st;
+    la_hash_ctx *hash_ctx;          /* NULL: per-process secret */
+    la_kv_evict_fn on_evict;
+    void *evict_user;
 };
 
 /* ---- hash table ----------------------------------------------------------------------- */
@@ -139,10 +143,35 @@ void la_kv_pool_destroy(la_kv_pool *p) {
     if (!p) return;
     free(p->blocks);
     free(p->table);
+    free(p->hash_ctx);
     free(p);
 }
 
 int32_t la_kv_pool_block_size(const la_kv_pool *p) { return p->block_size; }
+
+la_status la_kv_pool_set_hash_ctx(la_kv_pool *p, const la_hash_ctx *ctx, la_err *err) {
+    la_hash_ctx *c = NULL;
+    if (ctx) {
+        if (!(c = malloc(sizeof *c))) return la_err_set(err, LA_ERR_NO_MEMORY, "KV pool: out of memory");
+        *c = *ctx;
+    }
+    free(p->hash_ctx);
+    p->hash_ctx = c;
+    return LA_OK;
+}
+
+const la_hash_ctx *la_kv_pool_hash_ctx(const la_kv_pool *p) { return p->hash_ctx; }
+
+void la_kv_pool_set_evict_hook(la_kv_pool *p, la_kv_evict_fn fn, void *user) {
+    p->on_evict = fn;
+    p->evict_user = user;
+}
+
+bool la_kv_pool_block_hash(const la_kv_pool *p, int32_t block_id, la_hash128 *hash) {
+    if (block_id < 0 || block_id >= p->n_blocks || !p->blocks[block_id].indexed) return false;
+    *hash = p->blocks[block_id].hash;
+    return true;
+}
 
 /* ---- operations, in the order a request uses them ----------------------------------------- */
 
@@ -171,6 +200,7 @@ la_status la_kv_pool_alloc(la_kv_pool *p, int32_t *block_id, la_err *err) {
         p->n_free--;
     } else if (p->lru_head >= 0) {
         id = p->lru_head; /* least recently released */
+        if (p->on_evict) p->on_evict(p->evict_user, id, p->blocks[id].hash);
         lru_remove(p, id);
         table_remove(p, id);
         p->blocks[id].indexed = false;
@@ -224,6 +254,21 @@ void la_kv_pool_unregister(la_kv_pool *p, int32_t block_id) {
     LA_ASSERT(b->ref_count > 0); /* only pinned blocks are unregistered */
     table_remove(p, block_id);
     b->indexed = false;
+}
+
+int64_t la_kv_pool_drop_cached(la_kv_pool *p) {
+    int64_t n = 0;
+    while (p->lru_head >= 0) {
+        int32_t id = p->lru_head;
+        if (p->on_evict) p->on_evict(p->evict_user, id, p->blocks[id].hash);
+        lru_remove(p, id);
+        table_remove(p, id);
+        p->blocks[id].indexed = false;
+        p->blocks[id].ready = false;
+        free_push(p, id);
+        n++;
+    }
+    return n;
 }
 
 int32_t la_kv_pool_ref_count(const la_kv_pool *p, int32_t block_id) {

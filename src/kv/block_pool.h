@@ -41,6 +41,13 @@ void la_kv_pool_destroy(la_kv_pool *p);
 
 int32_t la_kv_pool_block_size(const la_kv_pool *p);
 
+/* The hash context every chain of this pool is keyed with (kv/block_hash.h): NULL (the
+ * default) for the per-process secret and no namespace. set copies *ctx (NULL: back to
+ * the default); call it before the first lookup, as it renames every block. */
+struct la_hash_ctx;
+la_status la_kv_pool_set_hash_ctx(la_kv_pool *p, const struct la_hash_ctx *ctx, la_err *err);
+const struct la_hash_ctx *la_kv_pool_hash_ctx(const la_kv_pool *p);
+
 /* Find the block indexed under h and pin it (ref_count + 1; a cached block leaves the LRU
  * list). Returns the block id, or -1 when absent. Counts a hit or a miss. */
 int32_t la_kv_pool_lookup_pin(la_kv_pool *p, la_hash128 h);
@@ -52,6 +59,15 @@ bool la_kv_pool_contains(const la_kv_pool *p, la_hash128 h);
  * evicts the least recently used cached block.
  * Errors: LA_ERR_NO_SPACE when every block is pinned (nothing changes). */
 la_status la_kv_pool_alloc(la_kv_pool *p, int32_t *block_id, la_err *err);
+
+/* Called when allocation is about to reuse a cached block (its content is still intact;
+ * the new owner writes it after the call): the KV store writes documents back, KV events
+ * report the removal. NULL fn: none. */
+typedef void (*la_kv_evict_fn)(void *user, int32_t block_id, la_hash128 hash);
+void la_kv_pool_set_evict_hook(la_kv_pool *p, la_kv_evict_fn fn, void *user);
+
+/* The hash a block is indexed under; false when it is not indexed. */
+bool la_kv_pool_block_hash(const la_kv_pool *p, int32_t block_id, la_hash128 *hash);
 
 /* Number of blocks an allocation could get right now (free + cached). */
 int64_t la_kv_pool_available(const la_kv_pool *p);
@@ -78,6 +94,11 @@ bool la_kv_pool_is_ready(const la_kv_pool *p, int32_t block_id);
 /* Remove a block from the index (its content will never be computed, e.g. the job that
  * was computing it failed). Pins are unchanged. */
 void la_kv_pool_unregister(la_kv_pool *p, int32_t block_id);
+
+/* Drop every cached block (indexed, unpinned): each leaves the index and returns to the
+ * free list, the evict hook called first as for an eviction. Pinned blocks (indexed or
+ * not) stay. Returns how many were dropped. */
+int64_t la_kv_pool_drop_cached(la_kv_pool *p);
 
 int32_t la_kv_pool_ref_count(const la_kv_pool *p, int32_t block_id);
 bool la_kv_pool_is_indexed(const la_kv_pool *p, int32_t block_id);

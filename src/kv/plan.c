@@ -61,8 +61,9 @@ static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
     int32_t B = plan->block_size;
     doc->n_blocks = ceil_div(doc->n_tokens, B);
     doc->block_ids = malloc(sizeof(int32_t) * (size_t)doc->n_blocks);
-    if (plan->method == LA_METHOD_BLOCK) doc->copy_ids = malloc(sizeof(int32_t) * (size_t)doc->n_blocks);
-    if (!doc->block_ids || (plan->method == LA_METHOD_BLOCK && !doc->copy_ids))
+    bool copies = plan->method == LA_METHOD_BLOCK || doc->n_recompute > 0;
+    if (copies) doc->copy_ids = malloc(sizeof(int32_t) * (size_t)doc->n_blocks);
+    if (!doc->block_ids || (copies && !doc->copy_ids))
         return la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
     for (int32_t b = 0; b < doc->n_blocks; b++) {
         doc->block_ids[b] = -1;
@@ -70,7 +71,7 @@ static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
     }
     int32_t k = 0;
     if (caches_docs(plan->method)) {
-        la_hash_chain(seed, in->tokens, in->n_tokens, B, 1, hashes);
+        la_hash_chain(la_kv_pool_hash_ctx(pool), seed, in->tokens, in->n_tokens, B, 1, hashes);
         doc->last_hash = hashes[doc->n_blocks - 1];
         while (k < doc->n_blocks) {
             int32_t id = la_kv_pool_lookup_pin(pool, hashes[k]);
@@ -87,7 +88,7 @@ static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
 }
 
 /* Pass 2 for one document: allocate (and index, not ready) the missing blocks, and the
- * BLOCK method's per-request copies. */
+ * per-request copies (BLOCK, recovery). */
 static la_status alloc_doc(la_plan *plan, la_kv_pool *pool, la_plan_doc *doc,
                            const la_hash128 *hashes, la_err *err) {
     if (caches_docs(plan->method) && doc->compute) {
@@ -117,8 +118,7 @@ static la_status alloc_doc(la_plan *plan, la_kv_pool *pool, la_plan_doc *doc,
         LA_TRY(la_kv_pool_alloc(pool, &doc->block_ids[b], err));
         if (caches_docs(plan->method)) la_kv_pool_register(pool, doc->block_ids[b], hashes[b]);
     }
-    if (doc->copy_ids)
-        for (int32_t b = 0; b < doc->n_blocks; b++) LA_TRY(la_kv_pool_alloc(pool, &doc->copy_ids[b], err));
+    for (int32_t b = 0; b < la_plan_doc_copies(plan, doc); b++) LA_TRY(la_kv_pool_alloc(pool, &doc->copy_ids[b], err));
     return LA_OK;
 }
 
@@ -128,7 +128,8 @@ static la_status lookup_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tai
                              int32_t n_tail, la_hash128 *scratch, la_err *err) {
     int32_t B = plan->block_size;
     bool cached = plan->method != LA_METHOD_RECOMPUTE && plan->method != LA_METHOD_BLOCK_REF;
-    int32_t n_full = la_hash_chain(plan->tail_parent, tail, n_tail, B, 0, scratch);
+    const la_hash_ctx *hc = la_kv_pool_hash_ctx(pool);
+    int32_t n_full = la_hash_chain(hc, plan->tail_parent, tail, n_tail, B, 0, scratch);
     int32_t max_reuse = (n_tail - 1) / B; /* keeps >= 1 token to compute */
     LA_TRY(tail_capacity(plan, ceil_div(n_tail, B), err));
     int32_t k = 0;
@@ -149,7 +150,7 @@ static la_status lookup_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tai
     return LA_OK;
 }
 
-la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
+la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, int32_t recompute_first,
                          const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
                          int32_t n_tail, la_plan *out, la_err *err) {
     if ((unsigned)method >= LA_METHOD_COUNT)
@@ -158,6 +159,11 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
     if (n_docs < 0 || (n_docs > 0 && !la_method_is_blockwise(method)))
         return la_err_set(err, LA_ERR_INVALID_ARG,
                           "plan: method %s takes the documents inside the prompt", la_method_name(method));
+    if (recompute_first < 0 || (recompute_first > 0 && !la_method_is_blockwise(method)))
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "plan: recompute_first %d (a count of tokens, for the block-wise methods; %s "
+                          "computes every document in context already)",
+                          (int)recompute_first, la_method_name(method));
     int64_t total = n_tail, doc_blocks = 0;
     int32_t B = la_kv_pool_block_size(pool);
     for (int32_t d = 0; d < n_docs; d++) {
@@ -173,6 +179,7 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
     la_plan plan = {0};
     plan.method = method;
     plan.block_size = B;
+    plan.recompute_first = recompute_first;
     size_t nd = (size_t)(n_docs > 0 ? n_docs : 1);
     /* hashes of every document block, then the tail's full blocks */
     la_hash128 *hashes = malloc(sizeof(la_hash128) * (size_t)(doc_blocks + n_tail / B + 1));
@@ -184,13 +191,15 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
 
     /* Pass 1: every lookup pins before anything allocates (DESIGN.md §5). */
     la_kv_format fmt = doc_format(method);
-    la_hash128 doc_seed = la_hash_doc_seed(fmt, salt);
+    la_hash128 doc_seed = la_hash_doc_seed(la_kv_pool_hash_ctx(pool), fmt, salt);
     int32_t start = 0;
     int64_t h0 = 0;
     for (int32_t d = 0; s == LA_OK && d < n_docs; d++) {
         la_plan_doc *doc = &plan.docs[d];
         doc->n_tokens = docs[d].n_tokens;
         doc->start = start;
+        doc->n_recompute = d > 0 ? min_i32(recompute_first, doc->n_tokens) : 0;
+        plan.doc_tokens_recomputed += doc->n_recompute;
         plan.n_docs = d + 1; /* release() must see it even if lookup_doc fails */
         s = lookup_doc(&plan, pool, doc_seed, &docs[d], doc, hashes + h0, err);
         last[d] = doc->last_hash;
@@ -202,8 +211,9 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
         plan.tail_start = start;
         plan.n_tail_prompt = n_tail;
         plan.tail_parent = method == LA_METHOD_PREFIX
-                               ? la_hash_prefix_seed(salt)
-                               : la_hash_tail_seed(fmt, salt, n_docs, last, lens);
+                               ? la_hash_prefix_seed(la_kv_pool_hash_ctx(pool), salt)
+                               : la_hash_tail_seed(la_kv_pool_hash_ctx(pool), fmt, salt, n_docs,
+                                                   last, lens, recompute_first);
         s = lookup_tail(&plan, pool, tail, n_tail, hashes + h0, err);
     }
     /* Pass 2: allocate what is missing. */
@@ -230,6 +240,64 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
         return s;
     }
     *out = plan;
+    return LA_OK;
+}
+
+/* ============================================================ fork =================== */
+
+la_status la_plan_fork(const la_plan *src, la_kv_pool *pool, int32_t n_filled, la_plan *out, int32_t *copy_src,
+                       int32_t *copy_dst, int32_t *copy_n_valid, la_err *err) {
+    int32_t B = src->block_size, n_full = n_filled / B, rem = n_filled % B;
+    int32_t n_tail = n_full + (rem > 0);
+    la_plan p = *src;
+    p.docs = calloc((size_t)(src->n_docs > 0 ? src->n_docs : 1), sizeof(la_plan_doc));
+    p.tail_cap = n_tail > 8 ? n_tail : 8;
+    p.tail_blocks = malloc(sizeof(int32_t) * (size_t)p.tail_cap);
+    bool ok = p.docs && p.tail_blocks;
+    for (int32_t d = 0; ok && d < src->n_docs; d++) {
+        const la_plan_doc *sd = &src->docs[d];
+        la_plan_doc *dd = &p.docs[d];
+        *dd = *sd;
+        dd->block_ids = malloc(sizeof(int32_t) * (size_t)sd->n_blocks);
+        dd->copy_ids = sd->copy_ids ? malloc(sizeof(int32_t) * (size_t)sd->n_blocks) : NULL;
+        ok = dd->block_ids && (!sd->copy_ids || dd->copy_ids);
+        if (ok) memcpy(dd->block_ids, sd->block_ids, sizeof(int32_t) * (size_t)sd->n_blocks);
+        if (ok && sd->copy_ids) memcpy(dd->copy_ids, sd->copy_ids, sizeof(int32_t) * (size_t)sd->n_blocks);
+    }
+    int32_t dst = -1;
+    if (ok && rem > 0) {
+        la_status s = la_kv_pool_alloc(pool, &dst, err);
+        if (s != LA_OK) {
+            for (int32_t d = 0; d < src->n_docs; d++) free_doc(&p.docs[d]);
+            free(p.docs);
+            free(p.tail_blocks);
+            return s;
+        }
+    }
+    if (!ok) {
+        for (int32_t d = 0; p.docs && d < src->n_docs; d++) free_doc(&p.docs[d]);
+        free(p.docs);
+        free(p.tail_blocks);
+        return la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
+    }
+    /* every allocation succeeded: take the pins */
+    for (int32_t d = 0; d < src->n_docs; d++) {
+        const la_plan_doc *sd = &src->docs[d];
+        for (int32_t b = 0; b < sd->n_blocks; b++) {
+            if (sd->block_ids[b] >= 0) la_kv_pool_ref(pool, sd->block_ids[b]);
+            if (sd->copy_ids && sd->copy_ids[b] >= 0) la_kv_pool_ref(pool, sd->copy_ids[b]);
+        }
+    }
+    for (int32_t b = 0; b < n_full; b++) {
+        p.tail_blocks[b] = src->tail_blocks[b];
+        la_kv_pool_ref(pool, src->tail_blocks[b]);
+    }
+    if (rem > 0) p.tail_blocks[n_full] = dst;
+    p.n_tail_blocks = n_tail;
+    *copy_src = rem > 0 ? src->tail_blocks[n_full] : -1;
+    *copy_dst = dst;
+    *copy_n_valid = rem;
+    *out = p;
     return LA_OK;
 }
 
@@ -294,6 +362,55 @@ int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc
     return n;
 }
 
+/* Block b of doc as a later token sees it: its per-request copy where it has one. */
+static la_attn_block doc_block_view(const la_plan *plan, const la_plan_doc *doc, int32_t b, int32_t n_valid) {
+    int32_t B = plan->block_size;
+    la_attn_block blk = {.block_id = doc->copy_ids && doc->copy_ids[b] >= 0 ? doc->copy_ids[b] : doc->block_ids[b],
+                         .n_valid = n_valid,
+                         .pos0 = doc->start + b * B};
+    switch (plan->method) {
+    case LA_METHOD_LAZY: blk.q_delta = doc->start; break; /* Δ_d = S_d */
+    case LA_METHOD_MEPIC: blk.k_rope = 1; break;           /* rotate at S_d + i */
+    default: break; /* BLOCK: the R(S_d + i) copy; BLOCK_REF: absolute */
+    }
+    return blk;
+}
+
+int32_t la_plan_doc_copies(const la_plan *plan, const la_plan_doc *doc) {
+    if (!doc->copy_ids) return 0;
+    return plan->method == LA_METHOD_BLOCK ? doc->n_blocks : ceil_div(doc->n_recompute, plan->block_size);
+}
+
+int64_t la_plan_recompute_slot(const la_plan *plan, const la_plan_doc *doc, int32_t i) {
+    int32_t B = plan->block_size;
+    return (int64_t)doc->copy_ids[i / B] * B + i % B;
+}
+
+int32_t la_plan_recompute_k_pos(const la_plan *plan, const la_plan_doc *doc, int32_t i) {
+    switch (plan->method) {
+    case LA_METHOD_LAZY: return i;
+    case LA_METHOD_MEPIC: return LA_POS_UNROTATED;
+    default: return doc->start + i; /* BLOCK's copies are re-rotated; BLOCK_REF is absolute */
+    }
+}
+
+int32_t la_plan_recompute_view_size(const la_plan *plan, int32_t d, int32_t n_visible) {
+    int32_t n = ceil_div(n_visible, plan->block_size);
+    for (int32_t e = 0; e < d; e++) n += plan->docs[e].n_blocks;
+    return n;
+}
+
+int32_t la_plan_recompute_view(const la_plan *plan, int32_t d, int32_t n_visible, la_attn_block *out) {
+    int32_t B = plan->block_size, k = 0;
+    for (int32_t e = 0; e < d; e++) {
+        const la_plan_doc *doc = &plan->docs[e];
+        for (int32_t b = 0; b < doc->n_blocks; b++) out[k++] = doc_block_view(plan, doc, b, min_i32(B, doc->n_tokens - b * B));
+    }
+    const la_plan_doc *doc = &plan->docs[d];
+    for (int32_t b = 0; b < ceil_div(n_visible, B); b++) out[k++] = doc_block_view(plan, doc, b, min_i32(B, n_visible - b * B));
+    return k;
+}
+
 int32_t la_plan_view_size(const la_plan *plan, int32_t n_visible) {
     int32_t n = ceil_div(n_visible, plan->block_size);
     for (int32_t d = 0; d < plan->n_docs; d++) n += plan->docs[d].n_blocks;
@@ -304,18 +421,7 @@ int32_t la_plan_tail_view(const la_plan *plan, int32_t n_visible, la_attn_block 
     int32_t B = plan->block_size, k = 0;
     for (int32_t d = 0; d < plan->n_docs; d++) {
         const la_plan_doc *doc = &plan->docs[d];
-        for (int32_t b = 0; b < doc->n_blocks; b++) {
-            la_attn_block blk = {.block_id = doc->block_ids[b],
-                                 .n_valid = min_i32(B, doc->n_tokens - b * B),
-                                 .pos0 = doc->start + b * B};
-            switch (plan->method) {
-            case LA_METHOD_LAZY: blk.q_delta = doc->start; break;       /* Δ_d = S_d */
-            case LA_METHOD_MEPIC: blk.k_rope = 1; break;                 /* rotate at S_d + i */
-            case LA_METHOD_BLOCK: blk.block_id = doc->copy_ids[b]; break;/* R(S_d + i) copy */
-            default: break;                                              /* BLOCK_REF: absolute */
-            }
-            out[k++] = blk;
-        }
+        for (int32_t b = 0; b < doc->n_blocks; b++) out[k++] = doc_block_view(plan, doc, b, min_i32(B, doc->n_tokens - b * B));
     }
     for (int32_t b = 0; b < ceil_div(n_visible, B); b++)
         out[k++] = (la_attn_block){.block_id = plan->tail_blocks[b],
@@ -338,7 +444,8 @@ void la_plan_register_tail(la_plan *plan, la_kv_pool *pool, const int32_t *token
     if (plan->method == LA_METHOD_RECOMPUTE || plan->method == LA_METHOD_BLOCK_REF) return;
     int32_t B = plan->block_size;
     for (int32_t b = plan->n_tail_registered; b < n_computed / B && b < plan->n_tail_blocks; b++) {
-        la_hash128 h = la_hash_block(plan->tail_parent, tokens + (int64_t)b * B, B);
+        la_hash128 h = la_hash_block(la_kv_pool_hash_ctx(pool), plan->tail_parent,
+                                     tokens + (int64_t)b * B, B);
         int32_t id = plan->tail_blocks[b];
         la_kv_pool_mark_ready(pool, id);
         la_kv_pool_register(pool, id, h);

@@ -17,6 +17,17 @@
  *   block-ref   R(S_d+i) k, fresh        positions S_d + i          plain
  *   recompute / prefix: no documents in the plan; the whole prompt is the tail (T = 0).
  *
+ * Recovery (recompute_first N > 0, blockwise methods; EPIC / LegoLink arXiv 2410.15332, the
+ * seed's MEPIC_FIRST_BLOCK_RECOMPUTE): the first n_recompute = min(N, L_d) tokens of every
+ * document d >= 1 are computed again in context, attending to documents 0..d-1 as the tail
+ * sees them (their own recomputed tokens included) and causally to themselves, into
+ * per-request copies of the document's first ceil(n_recompute / B) blocks (copy_ids; the
+ * cached rows past n_recompute are copied with them). Their K is stored as the document's
+ * cached K is (lazy: R(i) k; mepic: unrotated; block and block-ref: R(S_d + i) k), so the
+ * view of a copy is the view of the block it replaces. Document 0 starts at position 0:
+ * alone and in context are the same, nothing to recompute. The cached blocks stay as they
+ * are; the question chain's seed covers N.
+ *
  * Worked example (DESIGN.md §3, pinned in tests/kv/test_plan.c): B = 8, lengths
  * [6, 15, 8, 2] -> blocks per document [1, 2, 1, 1] (padded lengths [8, 16, 8, 8]);
  * S = [0, 6, 21, 29]; T = 31, so question token 0 sits at logical position 31; the last
@@ -51,13 +62,17 @@ typedef struct la_plan_doc {
     int32_t n_reused;      /* leading blocks found in the index (ready or in flight) */
     bool compute;          /* blocks [n_reused, n_blocks) were allocated by this plan and
                               must be computed by a job */
-    int32_t *copy_ids;     /* BLOCK: [n_blocks] per-request copies, re-rotated by S_d */
+    int32_t *copy_ids;     /* [n_blocks] per-request copies or -1 (NULL: none): BLOCK every
+                              block, re-rotated by S_d; recovery the first
+                              ceil(n_recompute / B) blocks (la_plan_doc_copies) */
+    int32_t n_recompute;   /* recovery: leading tokens recomputed in context into copy_ids */
     la_hash128 last_hash;  /* hash of the last block (question-chain seed input) */
 } la_plan_doc;
 
 typedef struct la_plan {
     la_method method;
     int32_t block_size;
+    int32_t recompute_first;   /* N of recovery (0: none) */
     int32_t n_docs;
     la_plan_doc *docs;
     int32_t tail_start;        /* T: logical position of tail token 0 */
@@ -72,6 +87,7 @@ typedef struct la_plan {
     int64_t doc_tokens_reused;
     int64_t doc_tokens_computed;
     int64_t tail_tokens_reused;
+    int64_t doc_tokens_recomputed; /* recovery: sum of n_recompute */
 } la_plan;
 
 /* One input document: tokens borrowed for the call. */
@@ -86,13 +102,26 @@ typedef struct la_plan_input_doc {
  *              prompt as the tail)
  *   tail       [n_tail] prompt tokens after the documents (n_tail >= 1)
  *   salt       cache salt (NULL = none): enters every hash chain
+ *   recompute_first  recovery's N (0: none; block-wise methods only): see the top of this file
  * Errors: LA_ERR_INVALID_ARG (empty document, empty tail, documents under RECOMPUTE/PREFIX),
  * LA_ERR_TOO_LONG (total over INT32_MAX), LA_ERR_NO_SPACE (pool cannot hold the request;
  * every pin taken is released: the pool is as before apart from hit/miss counters),
  * LA_ERR_NO_MEMORY. *plan is written only on success; free with la_plan_release(). */
-la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt,
+la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, int32_t recompute_first,
                          const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
                          int32_t n_tail, la_plan *plan, la_err *err);
+
+/* Fork a plan for another sequence of the same request (n > 1 choices) whose first
+ * n_filled tail tokens have their K/V written: the new plan shares every document block
+ * (and BLOCK copy) and every full tail block among them, each pinned once more; a last,
+ * partly filled tail block cannot be shared (each sequence writes its own tokens after
+ * it), so a new block is allocated for the copy, and *copy_src / *copy_dst name the blocks
+ * and *copy_n_valid the slots the caller must copy (backend kv_copy_rotate with delta 0);
+ * *copy_src = -1 when the tail ends on a block boundary. Tail blocks past n_filled are
+ * not taken (the fork reserves its own). Errors: LA_ERR_NO_SPACE (no block for the copy;
+ * nothing is pinned), LA_ERR_NO_MEMORY. *out is written only on success. */
+la_status la_plan_fork(const la_plan *src, la_kv_pool *pool, int32_t n_filled, la_plan *out, int32_t *copy_src,
+                       int32_t *copy_dst, int32_t *copy_n_valid, la_err *err);
 
 /* Unpin everything the plan holds (last blocks first, so LRU evicts a document's end
  * before its start) and free its arrays. */
@@ -118,6 +147,17 @@ int32_t la_plan_doc_pos(la_method method, const la_plan_doc *doc, int32_t i);
 int32_t la_plan_doc_k_pos(la_method method, const la_plan_doc *doc, int32_t i);
 int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc,
                          int32_t n_visible, la_attn_block *out);
+
+/* Recovery. Leading blocks of doc with a per-request copy (copy_ids[0:n] >= 0); the pool
+ * slot and the RoPE position of K (as the document's cached K is stored) of recomputed
+ * token i < n_recompute; and the attention view of document d's recomputed tokens when
+ * the first n_visible of them have K/V: documents 0..d-1 as the tail sees them, then d's
+ * copies (out must hold la_plan_recompute_view_size entries; returns the count). */
+int32_t la_plan_doc_copies(const la_plan *plan, const la_plan_doc *doc);
+int64_t la_plan_recompute_slot(const la_plan *plan, const la_plan_doc *doc, int32_t i);
+int32_t la_plan_recompute_k_pos(const la_plan *plan, const la_plan_doc *doc, int32_t i);
+int32_t la_plan_recompute_view_size(const la_plan *plan, int32_t d, int32_t n_visible);
+int32_t la_plan_recompute_view(const la_plan *plan, int32_t d, int32_t n_visible, la_attn_block *out);
 
 /* Attention view of a tail token when the first n_visible tail tokens have K/V: every
  * document block (with q_delta / k_rope / copies per method), then the tail blocks.

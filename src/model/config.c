@@ -52,12 +52,79 @@ static la_status add_eos_ids(la_model_config *cfg, const cJSON *v, const char *w
     return LA_OK;
 }
 
-static bool architectures_name_llama(const cJSON *root) {
+/* The families this engine runs: model_type and the architectures class of each. */
+static const struct {
+    const char *model_type, *architecture;
+    la_model_arch arch;
+} k_archs[] = {
+    {"llama", "LlamaForCausalLM", LA_ARCH_LLAMA},
+    {"mistral", "MistralForCausalLM", LA_ARCH_MISTRAL},
+    {"qwen2", "Qwen2ForCausalLM", LA_ARCH_QWEN2},
+    {"qwen3", "Qwen3ForCausalLM", LA_ARCH_QWEN3},
+};
+#define N_ARCHS (int)(sizeof k_archs / sizeof k_archs[0])
+
+const char *la_model_arch_name(la_model_arch a) {
+    for (int i = 0; i < N_ARCHS; i++)
+        if (k_archs[i].arch == a) return k_archs[i].model_type;
+    return "?";
+}
+
+/* The family: model_type's, which every architectures entry must agree with (a
+ * *ForCausalLM of another family is a contradiction, refused rather than guessed); without
+ * model_type, the one family architectures names. *out: index into k_archs. */
+static la_status resolve_arch(const cJSON *root, const char *model_type, const char *what, int *out,
+                              la_err *err) {
+    int by_type = -1;
+    for (int i = 0; model_type && i < N_ARCHS; i++)
+        if (!strcmp(model_type, k_archs[i].model_type)) by_type = i;
+    if (model_type && by_type < 0)
+        return la_err_set(err, LA_ERR_UNSUPPORTED,
+                          "%s: model_type \"%s\" is not supported (llama, mistral, qwen2, qwen3)", what, model_type);
+    int by_class = -1;
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "architectures");
-    if (!cJSON_IsArray(a)) return false;
-    for (const cJSON *x = a->child; x; x = x->next)
-        if (cJSON_IsString(x) && strcmp(x->valuestring, "LlamaForCausalLM") == 0) return true;
-    return false;
+    for (const cJSON *x = cJSON_IsArray(a) ? a->child : NULL; x; x = x->next) {
+        if (!cJSON_IsString(x)) continue;
+        int k = -1;
+        for (int i = 0; i < N_ARCHS; i++)
+            if (!strcmp(x->valuestring, k_archs[i].architecture)) k = i;
+        bool causal_lm = strstr(x->valuestring, "ForCausalLM") != NULL;
+        if ((k < 0 && causal_lm) || (k >= 0 && ((by_type >= 0 && k != by_type) || (by_class >= 0 && k != by_class))))
+            return la_err_set(err, k < 0 ? LA_ERR_UNSUPPORTED : LA_ERR_FORMAT,
+                              "%s: architectures names %.64s, %s", what, x->valuestring,
+                              k < 0 ? "which is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                                      "Qwen2ForCausalLM, Qwen3ForCausalLM)"
+                                    : "another family than the rest of the config");
+        if (k >= 0) by_class = k;
+    }
+    if (by_type < 0 && by_class < 0)
+        return la_err_set(err, LA_ERR_FORMAT,
+                          "%s: missing model_type (and architectures lists none of LlamaForCausalLM, "
+                          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                          what);
+    *out = by_type >= 0 ? by_type : by_class;
+    return LA_OK;
+}
+
+/* A sliding window (Mistral v0.1, Qwen2 with use_sliding_window) is attention over the last
+ * `window` keys only; over contexts no longer than the window it is full attention. So the
+ * context is capped at the window instead of implementing the window: exact, shorter. */
+static la_status parse_sliding_window(const cJSON *root, la_model_config *c, const char *what, la_err *err) {
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (!sw || cJSON_IsNull(sw)) return LA_OK;
+    if (c->arch == LA_ARCH_QWEN2 || c->arch == LA_ARCH_QWEN3) { /* they keep the key but use it only when asked */
+        bool use = false;
+        LA_TRY(la_json_get_bool(root, "use_sliding_window", false, &use, what, err));
+        if (!use) return LA_OK;
+    }
+    int64_t w = 0;
+    LA_TRY(la_json_get_int64(root, "sliding_window", false, &w, what, err));
+    if (w <= 0) return la_err_set(err, LA_ERR_FORMAT, "%s: sliding_window=%lld must be positive", what, (long long)w);
+    if (w < c->max_position_embeddings) {
+        c->sliding_window = w;
+        c->max_position_embeddings = w;
+    }
+    return LA_OK;
 }
 
 /* ---- RoPE parameters -------------------------------------------------------------
@@ -149,16 +216,8 @@ static la_status parse_config(const cJSON *root, la_model_config *c, const char 
 
     const char *model_type = NULL;
     LA_TRY(la_json_get_string(root, "model_type", false, &model_type, what, err));
-    bool arch_llama = architectures_name_llama(root);
-    if (!model_type && !arch_llama)
-        return la_err_set(err, LA_ERR_FORMAT,
-                          "%s: missing model_type (and architectures does not list "
-                          "LlamaForCausalLM)",
-                          what);
-    if (model_type && strcmp(model_type, "llama") != 0 && !arch_llama)
-        return la_err_set(err, LA_ERR_UNSUPPORTED,
-                          "%s: model_type \"%s\" is not supported (only llama)", what,
-                          model_type);
+    int arch = 0;
+    LA_TRY(resolve_arch(root, model_type, what, &arch, err));
 
     const char *act = "silu";
     LA_TRY(la_json_get_string(root, "hidden_act", false, &act, what, err));
@@ -166,7 +225,8 @@ static la_status parse_config(const cJSON *root, la_model_config *c, const char 
         return la_err_set(err, LA_ERR_UNSUPPORTED,
                           "%s: hidden_act \"%s\" is not supported (only silu)", what, act);
 
-    *c = (la_model_config){.rms_norm_eps = 1e-6, .max_position_embeddings = 2048, .bos_id = -1};
+    *c = (la_model_config){.rms_norm_eps = 1e-6, .max_position_embeddings = 2048, .bos_id = -1,
+                           .arch = k_archs[arch].arch};
     LA_TRY(get_pos_i32(root, "vocab_size", true, &c->vocab_size, what, err));
     LA_TRY(get_pos_i32(root, "hidden_size", true, &c->hidden_size, what, err));
     LA_TRY(get_pos_i32(root, "intermediate_size", true, &c->intermediate_size, what, err));
@@ -198,15 +258,18 @@ static la_status parse_config(const cJSON *root, la_model_config *c, const char 
         return la_err_set(err, LA_ERR_FORMAT, "%s: max_position_embeddings=%lld must be positive",
                           what, (long long)c->max_position_embeddings);
     LA_TRY(parse_rope(root, c, what, err));
+    LA_TRY(parse_sliding_window(root, c, what, err));
 
     LA_TRY(la_json_get_bool(root, "tie_word_embeddings", false, &c->tie_word_embeddings, what,
                             err));
     bool attention_bias = false, mlp_bias = false;
     LA_TRY(la_json_get_bool(root, "attention_bias", false, &attention_bias, what, err));
     LA_TRY(la_json_get_bool(root, "mlp_bias", false, &mlp_bias, what, err));
-    if (attention_bias)
+    if (attention_bias) /* Llama's and Qwen3's: o_proj too */
         return la_err_set(err, LA_ERR_UNSUPPORTED,
-                          "%s: attention_bias=true is not supported", what);
+                          "%s: attention_bias=true is not supported (a bias on o_proj)", what);
+    c->qkv_bias = c->arch == LA_ARCH_QWEN2; /* Qwen2Attention: q/k/v_proj bias=True, o_proj none */
+    c->qk_norm = c->arch == LA_ARCH_QWEN3;  /* Qwen3Attention: RMSNorm of each head of q and k */
     if (mlp_bias)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "%s: mlp_bias=true is not supported", what);
 

@@ -25,7 +25,17 @@ typedef struct la_rope_scaling {
     int64_t original_max_position; /* llama3: original_max_position_embeddings, tokens */
 } la_rope_scaling;
 
+/* The decoder families (HF model_type). All are Llama's decoder with, at most, these
+ * differences: Qwen2 has biases on q/k/v_proj; Qwen3 an RMSNorm over head_dim of every
+ * query and key head before RoPE (q_norm, k_norm); Mistral a sliding window (see
+ * sliding_window). */
+typedef enum la_model_arch { LA_ARCH_LLAMA = 0, LA_ARCH_MISTRAL, LA_ARCH_QWEN2, LA_ARCH_QWEN3 } la_model_arch;
+
+/* "llama", "mistral", "qwen2", "qwen3". */
+const char *la_model_arch_name(la_model_arch a);
+
 typedef struct la_model_config {
+    la_model_arch arch;
     int32_t vocab_size;
     int32_t hidden_size;       /* d_model */
     int32_t intermediate_size; /* SwiGLU inner width */
@@ -39,6 +49,11 @@ typedef struct la_model_config {
     int64_t max_position_embeddings; /* tokens; default 2048 */
     bool tie_word_embeddings;  /* default false */
     bool attention_bias;       /* always false: true is rejected (unsupported) */
+    bool qkv_bias;             /* q/k/v_proj carry a bias (Qwen2) */
+    bool qk_norm;              /* q_norm / k_norm over head_dim before RoPE (Qwen3) */
+    int64_t sliding_window;    /* 0: none; else the window the config names, and
+                                  max_position_embeddings was capped at it (attention over a
+                                  context no longer than the window is full attention) */
     bool mlp_bias;             /* always false: true is rejected (unsupported) */
     int32_t bos_id;            /* -1 when absent (unlike LlamaConfig's default 1) */
     int32_t n_eos_ids;         /* 0 when neither file names one */
@@ -49,7 +64,8 @@ typedef struct la_model_config {
 /* Parse <dir>/config.json (required) and <dir>/generation_config.json (optional; its
  * eos_token_id, a number or a list, is merged into eos_ids).
  *
- * config.json must say model_type "llama" or list "LlamaForCausalLM" in architectures.
+ * config.json must say model_type "llama", "mistral", "qwen2" or "qwen3", or list its
+ * *ForCausalLM class in architectures.
  * RoPE parameters are read from "rope_scaling" (transformers 4) or "rope_parameters"
  * (transformers 5; rope_scaling wins when both are non-null, as in transformers'
  * convert_rope_params_to_dict); the type from "rope_type" or the legacy "type";

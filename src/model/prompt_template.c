@@ -129,16 +129,6 @@ static void sb_add_trimmed(strbuf *b, const char *s) {
     sb_add(b, (const char *)p, n);
 }
 
-/* ============================================================ detection ============= */
-
-la_chat_format la_chat_format_detect(const la_tokenizer *tok) {
-    const char *t = tok ? la_tokenizer_chat_template(tok) : NULL;
-    if (!t) return LA_CHAT_FORMAT_LLAMA3;
-    if (strstr(t, "<|start_header_id|>")) return LA_CHAT_FORMAT_LLAMA3;
-    if (strstr(t, "<|user|>")) return LA_CHAT_FORMAT_TULU;
-    return LA_CHAT_FORMAT_LLAMA3;
-}
-
 /* ============================================================ rendering ============= */
 
 #define LLAMA3_BOS "<|begin_of_text|>"
@@ -209,6 +199,8 @@ la_status la_prompt_render(la_chat_format fmt, const la_chat_message *msgs, int3
                            const la_segment *docs, int32_t n_docs, la_rendered_prompt *out,
                            la_err *err) {
     LA_TRY(check_messages(msgs, n_msgs, err));
+    if (fmt != LA_CHAT_FORMAT_LLAMA3 && fmt != LA_CHAT_FORMAT_TULU)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "prompt template: format %d is not a Block-FT format", (int)fmt);
     if (n_docs < 0 || (n_docs > 0 && !docs))
         return la_err_set(err, LA_ERR_INVALID_ARG, "documents: bad list");
     for (int32_t d = 0; d < n_docs; d++)
@@ -286,4 +278,82 @@ void la_rendered_prompt_free(la_rendered_prompt *p) {
     free(p->docs);
     free(p->tail);
     *p = (la_rendered_prompt){0};
+}
+
+/* ============================================================ the chat template ===== */
+
+la_chat_format la_prompt_template_family(const la_chat_template *t) {
+    if (!t) return LA_CHAT_FORMAT_AUTO;
+    static const la_chat_message k_probes[][4] = {
+        {{"user", "Hello"}},
+        {{"system", "Be brief."}, {"user", "Hi"}},
+        {{"user", "a"}, {"assistant", "b"}, {"user", "c"}},
+        {{"system", "s"}, {"user", "q"}, {"assistant", "x"}, {"user", "y"}},
+        {{"user", "  spaced \n"}},
+    };
+    static const int k_lens[] = {1, 2, 3, 4, 1};
+    static const la_chat_format k_formats[] = {LA_CHAT_FORMAT_LLAMA3, LA_CHAT_FORMAT_TULU};
+    for (size_t f = 0; f < sizeof k_formats / sizeof k_formats[0]; f++) {
+        bool same = true;
+        for (size_t p = 0; same && p < sizeof k_lens / sizeof k_lens[0]; p++) {
+            la_rendered_prompt want;
+            char *got = NULL;
+            la_err ignored = {0};
+            if (la_prompt_render(k_formats[f], k_probes[p], k_lens[p], NULL, 0, &want, &ignored) != LA_OK)
+                return LA_CHAT_FORMAT_TEMPLATE;
+            same = la_chat_template_render(t, k_probes[p], k_lens[p], &got, &ignored) == LA_OK &&
+                   !strcmp(got, want.tail);
+            free(got);
+            la_rendered_prompt_free(&want);
+        }
+        if (same) return k_formats[f];
+    }
+    return LA_CHAT_FORMAT_TEMPLATE;
+}
+
+la_status la_prompt_render_chat(const la_chat_template *tpl, la_chat_format family, la_chat_format fmt,
+                                const la_chat_message *msgs, int32_t n_msgs, const la_segment *docs,
+                                int32_t n_docs, la_rendered_prompt *out, la_err *err) {
+    LA_TRY(check_messages(msgs, n_msgs, err));
+    la_chat_format eff = fmt == LA_CHAT_FORMAT_AUTO ? family : fmt;
+    if (eff == LA_CHAT_FORMAT_AUTO || (eff == LA_CHAT_FORMAT_TEMPLATE && !tpl))
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "chat messages need a chat template, and this model has none (no chat_template in "
+                          "tokenizer_config.json, no chat_template.jinja): give one (--chat-template FILE), "
+                          "choose a format (llama3, tulu) or send a raw prompt (--raw)");
+    if (eff != LA_CHAT_FORMAT_TEMPLATE && eff != LA_CHAT_FORMAT_LLAMA3 && eff != LA_CHAT_FORMAT_TULU)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "chat format %d is unknown", (int)fmt);
+    if (eff != LA_CHAT_FORMAT_TEMPLATE && (n_docs > 0 || !tpl || eff != family))
+        return la_prompt_render(eff, msgs, n_msgs, docs, n_docs, out, err);
+    if (n_docs < 0 || (n_docs > 0 && !docs)) return la_err_set(err, LA_ERR_INVALID_ARG, "documents: bad list");
+    la_rendered_prompt r = {0};
+    la_status s;
+    if (n_docs == 0) {
+        s = la_chat_template_render(tpl, msgs, n_msgs, &r.tail, err);
+    } else {
+        int32_t first = strcmp(msgs[0].role, "system") ? 0 : 1;
+        if (first >= n_msgs || strcmp(msgs[first].role, "user"))
+            return la_err_set(err, LA_ERR_INVALID_ARG,
+                              "messages[%d]: with documents the conversation must start with a user message (the "
+                              "question), not \"%s\"", first, first < n_msgs ? msgs[first].role : "nothing");
+        for (int32_t d = 0; d < n_docs; d++)
+            if (docs[d].ids)
+                return la_err_set(err, LA_ERR_INVALID_ARG,
+                                  "documents[%d]: chat requests take documents as text, not token ids", d);
+        s = la_chat_template_render_around(tpl, msgs, n_msgs, &r.preamble, &r.tail, err);
+        if (s == LA_OK) {
+            r.docs = calloc((size_t)n_docs, sizeof(char *));
+            for (int32_t d = 0; r.docs && d < n_docs; d++) {
+                if (!(r.docs[d] = la_prompt_render_document(&docs[d]))) break;
+                r.n_docs = d + 1;
+            }
+            if (r.n_docs != n_docs) s = la_err_set(err, LA_ERR_NO_MEMORY, "prompt template: out of memory");
+        }
+    }
+    if (s != LA_OK) {
+        la_rendered_prompt_free(&r);
+        return s;
+    }
+    *out = r;
+    return LA_OK;
 }

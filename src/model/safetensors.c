@@ -409,6 +409,8 @@ const la_st_tensor *la_st_get(const la_st_file *f, int64_t i) {
     return &f->tensors[i];
 }
 
+int32_t la_st_file_count(const la_st_file *f) { return f->n_shards; }
+
 const char *la_st_file_path(const la_st_file *f, int32_t file_id) {
     if (file_id < 0 || file_id >= f->n_shards) return "(no such shard)";
     return f->shards[file_id].path;

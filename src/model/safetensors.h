@@ -60,6 +60,8 @@ const la_st_tensor *la_st_find(const la_st_file *f, const char *name);
 /* Tensors are indexed 0..la_st_count()-1 in ascending name order (strcmp). */
 int64_t la_st_count(const la_st_file *f);
 const la_st_tensor *la_st_get(const la_st_file *f, int64_t i);
+/* Number of shard files (1 for a single model.safetensors). */
+int32_t la_st_file_count(const la_st_file *f);
 /* Path of shard file_id (for messages). */
 const char *la_st_file_path(const la_st_file *f, int32_t file_id);
 /* Path of what la_st_open opened: the index when sharded, else model.safetensors. */

@@ -62,6 +62,23 @@ static la_status bind_layer(const la_st_file *f, const la_model_config *c, int32
         snprintf(name, sizeof name, "model.layers.%d.%s", (int)l, k[i].suffix);
         LA_TRY(bind(f, name, k[i].d0, k[i].d1, k[i].slot, err));
     }
+    const struct {
+        bool want;
+        const char *suffix;
+        int64_t d0;
+        const la_st_tensor **slot;
+    } x[] = {
+        {c->qkv_bias, "self_attn.q_proj.bias", q_dim, &lw->bq},
+        {c->qkv_bias, "self_attn.k_proj.bias", kv_dim, &lw->bk},
+        {c->qkv_bias, "self_attn.v_proj.bias", kv_dim, &lw->bv},
+        {c->qk_norm, "self_attn.q_norm.weight", c->head_dim, &lw->q_norm},
+        {c->qk_norm, "self_attn.k_norm.weight", c->head_dim, &lw->k_norm},
+    };
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+        if (!x[i].want) continue;
+        snprintf(name, sizeof name, "model.layers.%d.%s", (int)l, x[i].suffix);
+        LA_TRY(bind(f, name, x[i].d0, -1, x[i].slot, err));
+    }
     return LA_OK;
 }
 

@@ -17,6 +17,10 @@ typedef struct la_layer_weights {
     const la_st_tensor *w_gate;    /* mlp.gate_proj.weight [intermediate, hidden] */
     const la_st_tensor *w_up;      /* mlp.up_proj.weight [intermediate, hidden] */
     const la_st_tensor *w_down;    /* mlp.down_proj.weight [hidden, intermediate] */
+    /* cfg->qkv_bias (Qwen2): self_attn.{q,k,v}_proj.bias [n_heads*head_dim] / [n_kv_heads*head_dim] */
+    const la_st_tensor *bq, *bk, *bv;
+    /* cfg->qk_norm (Qwen3): self_attn.{q,k}_norm.weight [head_dim] */
+    const la_st_tensor *q_norm, *k_norm;
 } la_layer_weights;
 
 typedef struct la_weights {

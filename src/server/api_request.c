@@ -8,6 +8,10 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
+#include "server/api_fields.h"
+#include "server/api_parse.h"
+#include "server/api_sampling.h"
 
 /* ============================================================ UTF-8 ================= */
 
@@ -39,114 +43,16 @@ size_t la_api_utf8_invalid_at(const char *str, size_t n) {
     return n;
 }
 
-/* ============================================================ field helpers ========= */
-
-typedef struct ctx {
-    la_api_fault *fault;
-    la_err *err;
-} ctx;
-
-static la_status fail(ctx *c, la_status s, const char *param, const char *code, const char *fmt,
-                      ...) __attribute__((format(printf, 5, 6)));
-
-static la_status fail(ctx *c, la_status s, const char *param, const char *code, const char *fmt,
-                      ...) {
-    if (c->fault) {
-        snprintf(c->fault->param, sizeof c->fault->param, "%s", param ? param : "");
-        c->fault->code = code;
-    }
-    if (c->err) {
-        c->err->code = s;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err->msg, sizeof c->err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
-/* The field, or NULL when absent or null. */
-static const cJSON *field(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return v && !cJSON_IsNull(v) ? v : NULL;
-}
-
-static const char *json_type_name(const cJSON *v) {
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    return "null";
-}
-
-static la_status bad_type(ctx *c, const char *param, const cJSON *v, const char *expected) {
-    return fail(c, LA_ERR_INVALID_ARG, param, "invalid_type",
-                "Invalid type for '%s': expected %s, but got %s instead.", param, expected,
-                json_type_name(v));
-}
-
-static bool is_integer(const cJSON *v) {
-    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
-           fabs(v->valuedouble) <= 9.2e18;
-}
-
-/* Integer field in [lo, hi]; absent: *out untouched, *given false. */
-static la_status get_int(ctx *c, const cJSON *o, const char *key, double lo, double hi,
-                         int64_t *out, bool *given) {
-    const cJSON *v = field(o, key);
-    if (given) *given = v != NULL;
-    if (!v) return LA_OK;
-    if (!is_integer(v)) return bad_type(c, key, v, "an integer");
-    if (v->valuedouble < lo || v->valuedouble > hi)
-        return fail(c, LA_ERR_INVALID_ARG, key, "invalid_value",
-                    "Invalid value for '%s': %.0f is outside [%.0f, %.0f].", key, v->valuedouble,
-                    lo, hi);
-    *out = (int64_t)v->valuedouble;
-    return LA_OK;
-}
-
-static la_status get_number(ctx *c, const cJSON *o, const char *key, double lo, bool lo_open,
-                            double hi, float *out) {
-    const cJSON *v = field(o, key);
-    if (!v) return LA_OK;
-    if (!cJSON_IsNumber(v)) return bad_type(c, key, v, "a number");
-    double d = v->valuedouble;
-    if (!(lo_open ? d > lo : d >= lo) || d > hi)
-        return fail(c, LA_ERR_INVALID_ARG, key, "invalid_value",
-                    "Invalid value for '%s': %g is outside %s%g, %g].", key, d, lo_open ? "(" : "[",
-                    lo, hi);
-    *out = (float)d;
-    return LA_OK;
-}
-
-static la_status get_bool(ctx *c, const cJSON *o, const char *key, bool *out) {
-    const cJSON *v = field(o, key);
-    if (!v) return LA_OK;
-    if (!cJSON_IsBool(v)) return bad_type(c, key, v, "a boolean");
-    *out = cJSON_IsTrue(v);
-    return LA_OK;
-}
-
-static la_status get_string(ctx *c, const cJSON *o, const char *key, const char **out) {
-    const cJSON *v = field(o, key);
-    if (!v) return LA_OK;
-    if (!cJSON_IsString(v)) return bad_type(c, key, v, "a string");
-    *out = v->valuestring;
-    return LA_OK;
-}
-
-static la_status keep(ctx *c, la_api_request *r, char *s) {
-    if (!s) return fail(c, LA_ERR_NO_MEMORY, NULL, NULL, "out of memory");
-    char **p = realloc(r->owned, sizeof(char *) * (size_t)(r->n_owned + 1));
-    if (!p) {
-        free(s);
-        return fail(c, LA_ERR_NO_MEMORY, NULL, NULL, "out of memory");
-    }
-    r->owned = p;
-    r->owned[r->n_owned++] = s;
-    return LA_OK;
-}
+/* The helpers of api_parse.h under short names. */
+typedef la_api_ctx ctx;
+#define fail la_api_fail
+#define field la_api_member
+#define bad_type la_api_bad_type
+#define is_integer la_api_is_integer
+#define get_int la_api_get_int
+#define get_number la_api_get_number
+#define get_bool la_api_get_bool
+#define get_string la_api_get_string
 
 /* ============================================================ fields ================ */
 
@@ -212,7 +118,18 @@ static la_status parse_method_salt(ctx *c, const cJSON *root, la_api_request *r)
             return fail(c, LA_ERR_INVALID_ARG, "method", "invalid_value", "%s", e.msg);
     }
     LA_TRY(get_string(c, root, "cache_salt", &salt));
+    if (salt && !salt[0]) /* "" would share the unsalted cache: a tenant id is never empty */
+        return fail(c, LA_ERR_INVALID_ARG, "cache_salt", "invalid_value",
+                    "'cache_salt' must not be empty (leave it out for no salt).");
     r->params.cache_salt = salt;
+    int64_t n_first = -1;
+    LA_TRY(get_int(c, root, "recompute_first", 0, INT32_MAX, &n_first, NULL));
+    la_method m = r->params.method; /* the server's default: the engine says (400 too) */
+    if (n_first > 0 && m != LA_METHOD_COUNT && !la_method_is_blockwise(m))
+        return fail(c, LA_ERR_INVALID_ARG, "recompute_first", "invalid_value",
+                    "'recompute_first' applies to the block-wise methods (lazy, block, mepic, block-ref): "
+                    "%s computes every document in context already.", la_method_name(m));
+    r->params.recompute_first = (int32_t)n_first;
     return LA_OK;
 }
 
@@ -282,13 +199,12 @@ static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r,
         if (!cJSON_IsObject(p)) return bad_type(c, param, p, "an object {type, text}");
         const cJSON *type = field(p, "type"), *text = field(p, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
-            return fail(c, LA_ERR_UNSUPPORTED, param, "unsupported",
-                        "Only content parts of type 'text' are supported.");
+            return la_api_unsupported(c, param, "Only content parts of type 'text' are supported.");
         if (!cJSON_IsString(text)) return bad_type(c, param, text, "a string in 'text'");
         total += strlen(text->valuestring);
     }
     char *s = malloc(total + 1);
-    LA_TRY(keep(c, r, s));
+    LA_TRY(la_api_keep(c, r, s));
     size_t at = 0;
     for (const cJSON *p = v->child; p; p = p->next) {
         const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
@@ -319,6 +235,15 @@ static la_status parse_messages(ctx *c, const cJSON *root, la_api_request *r) {
     for (const cJSON *m = v->child; m; m = m->next, i++) {
         snprintf(param, sizeof param, "messages[%d]", i);
         if (!cJSON_IsObject(m)) return bad_type(c, param, m, "an object {role, content}");
+        for (const cJSON *k = m->child; k; k = k->next) { /* nothing in a message is ignored */
+            snprintf(param, sizeof param, "messages[%d].%.32s", i, k->string);
+            if (!strcmp(k->string, "role") || !strcmp(k->string, "content") || cJSON_IsNull(k)) continue;
+            if (!strcmp(k->string, "name") || !strcmp(k->string, "tool_calls") ||
+                !strcmp(k->string, "tool_call_id") || !strcmp(k->string, "refusal") || !strcmp(k->string, "audio"))
+                return la_api_unsupported(c, param, "'%s' is not supported: the chat template has no place for it.",
+                                          param);
+            return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized message field: '%s'.", param);
+        }
         const cJSON *role = field(m, "role");
         snprintf(param, sizeof param, "messages[%d].role", i);
         if (!role)
@@ -368,64 +293,58 @@ static la_status parse_stop(ctx *c, const cJSON *root, const la_api_limits *lim,
     return LA_OK;
 }
 
-/* Fields of the OpenAI API this engine does not implement: refused, never ignored. */
-static la_status refuse_unsupported(ctx *c, const cJSON *root, la_api_kind kind) {
-    int64_t n = 1;
-    LA_TRY(get_int(c, root, "n", 1, 1, &n, NULL));
-    if (kind == LA_API_COMPLETION) {
-        LA_TRY(get_int(c, root, "best_of", 1, 1, &n, NULL));
-        bool echo = false;
-        LA_TRY(get_bool(c, root, "echo", &echo));
-        if (echo) return fail(c, LA_ERR_UNSUPPORTED, "echo", "unsupported", "'echo' is not supported.");
-        if (field(root, "logprobs"))
-            return fail(c, LA_ERR_UNSUPPORTED, "logprobs", "unsupported",
-                        "'logprobs' is not supported.");
-        const cJSON *suffix = field(root, "suffix");
-        if (suffix && !(cJSON_IsString(suffix) && !suffix->valuestring[0]))
-            return fail(c, LA_ERR_UNSUPPORTED, "suffix", "unsupported", "'suffix' is not supported.");
-    } else if (kind == LA_API_CHAT) {
-        bool lp = false;
-        LA_TRY(get_bool(c, root, "logprobs", &lp));
-        if (lp)
-            return fail(c, LA_ERR_UNSUPPORTED, "logprobs", "unsupported",
-                        "'logprobs' is not supported.");
-        if (field(root, "tools") && cJSON_GetArraySize(field(root, "tools")) > 0)
-            return fail(c, LA_ERR_UNSUPPORTED, "tools", "unsupported", "'tools' is not supported.");
+/* The table pass (api_fields.h): every member's name is looked up; refused and neutral
+ * fields are settled here, implemented ones are left to their parsers. */
+static la_status check_fields(ctx *c, const cJSON *root, la_api_kind kind, const la_api_limits *lim) {
+    for (const cJSON *m = root->child; m; m = m->next) {
+        const la_api_field *f = la_api_field_find(m->string, kind == LA_API_CHAT);
+        if (!f) {
+            if (lim->ignore_unknown_fields) {
+                if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, m->string);
+                continue;
+            }
+            return fail(c, LA_ERR_INVALID_ARG, m->string, "unknown_parameter",
+                        "Unrecognized request argument supplied: '%.64s'.", m->string);
+        }
+        if (cJSON_IsNull(m) || f->status == LA_FIELD_IMPLEMENTED) continue;
+        if (f->status == LA_FIELD_REFUSED)
+            return la_api_unsupported(c, m->string, "'%s' is not supported: %s.", m->string, f->note);
+        if (f->is_neutral && !f->is_neutral(m))
+            return la_api_unsupported(c, m->string, "'%s' is only accepted as %s (%s).", m->string, f->neutral,
+                                      f->note);
     }
     return LA_OK;
 }
 
-static la_status parse_sampling(ctx *c, const cJSON *root, const la_api_limits *lim,
-                                 la_api_request *r) {
-    la_sampling_params *sp = &r->params.sampling;
-    int64_t max_tokens = r->kind == LA_API_CHAT ? lim->default_chat_max_tokens : lim->default_max_tokens;
-    bool given = false;
-    if (r->kind == LA_API_CHAT) {
-        LA_TRY(get_int(c, root, "max_completion_tokens", -9.2e18, 9.2e18, &max_tokens, &given));
-        if (given && (max_tokens < 1 || max_tokens > lim->max_tokens))
-            return fail(c, LA_ERR_INVALID_ARG, "max_completion_tokens", "invalid_value",
-                        "Invalid value for 'max_completion_tokens': %lld; it must be in [1, %d].",
-                        (long long)max_tokens, lim->max_tokens);
+/* POST /tokenize: what a generation request would be computed from (vLLM's request). */
+static la_status parse_tokenize(ctx *c, const cJSON *root, la_api_request *r) {
+    static const char *const known[] = {"model", "prompt", "messages", "documents", "method",
+                                        "add_special_tokens", "return_token_strs", "add_generation_prompt",
+                                        "continue_final_message", NULL};
+    for (const cJSON *m = root->child; m; m = m->next) {
+        bool ok = false;
+        for (int i = 0; known[i] && !ok; i++) ok = !strcmp(m->string, known[i]);
+        if (!ok)
+            return fail(c, LA_ERR_INVALID_ARG, m->string, "unknown_parameter",
+                        "Unrecognized request argument supplied: '%.64s'.", m->string);
     }
-    if (!given) {
-        LA_TRY(get_int(c, root, "max_tokens", -9.2e18, 9.2e18, &max_tokens, &given));
-        if (given && (max_tokens < 1 || max_tokens > lim->max_tokens))
-            return fail(c, LA_ERR_INVALID_ARG, "max_tokens", "invalid_value",
-                        "Invalid value for 'max_tokens': %lld; it must be in [1, %d].",
-                        (long long)max_tokens, lim->max_tokens);
+    bool chat = field(root, "messages") != NULL;
+    if (chat && field(root, "prompt"))
+        return fail(c, LA_ERR_INVALID_ARG, "prompt", "invalid_value", "Give 'prompt' or 'messages', not both.");
+    const cJSON *agp = field(root, "add_generation_prompt"), *cfm = field(root, "continue_final_message");
+    if (agp && !cJSON_IsTrue(agp))
+        return la_api_unsupported(c, "add_generation_prompt", "the assistant header always follows (true only).");
+    if (cfm && !cJSON_IsFalse(cfm))
+        return la_api_unsupported(c, "continue_final_message", "not supported (false only).");
+    LA_TRY(chat ? parse_messages(c, root, r) : parse_prompt(c, root, r));
+    if (!chat) LA_TRY(get_bool(c, root, "add_special_tokens", &r->params.add_special));
+    else {
+        bool add = false;
+        LA_TRY(get_bool(c, root, "add_special_tokens", &add));
+        if (add) return la_api_unsupported(c, "add_special_tokens", "the chat template writes BOS (false only).");
     }
-    if (max_tokens > lim->max_tokens) max_tokens = lim->max_tokens; /* a default over the limit */
-    sp->max_tokens = (int32_t)max_tokens;
-    LA_TRY(get_number(c, root, "temperature", 0, false, 2, &sp->temperature));
-    LA_TRY(get_number(c, root, "top_p", 0, true, 1, &sp->top_p));
-    int64_t top_k = 0;
-    LA_TRY(get_int(c, root, "top_k", -1, INT32_MAX, &top_k, NULL));
-    sp->top_k = top_k < 0 ? 0 : (int32_t)top_k; /* -1: off, as in vLLM */
-    int64_t seed = 0;
-    LA_TRY(get_int(c, root, "seed", -9.2e18, 9.2e18, &seed, NULL));
-    sp->seed = (uint64_t)seed;
-    LA_TRY(get_bool(c, root, "ignore_eos", &sp->ignore_eos));
-    return parse_stop(c, root, lim, r);
+    r->kind = chat ? LA_API_CHAT : LA_API_COMPLETION;
+    return get_bool(c, root, "return_token_strs", &r->return_token_strs);
 }
 
 /* ============================================================ entry ================= */
@@ -433,12 +352,18 @@ static la_status parse_sampling(ctx *c, const cJSON *root, const la_api_limits *
 la_status la_api_request_parse(la_api_kind kind, const char *body, size_t len,
                                const la_api_limits *lim, la_api_request *out,
                                la_api_fault *fault, la_err *err) {
-    ctx c = {fault, err};
+    ctx c = {fault, err, body, len};
     if (fault) *fault = (la_api_fault){{0}, NULL};
     size_t bad = la_api_utf8_invalid_at(body, len);
     if (bad < len)
         return fail(&c, LA_ERR_INVALID_ARG, NULL, "invalid_utf8",
                     "The request body is not valid UTF-8 (byte %zu).", bad);
+    char path[128];
+    const char *why = NULL;
+    if (!la_json_strict_check(body, len, path, sizeof path, &why))
+        return fail(&c, LA_ERR_INVALID_ARG, path[0] ? path : NULL, "invalid_json",
+                    "The request body is not valid JSON: %s%s%s%s.", why, path[0] ? " (at '" : "", path,
+                    path[0] ? "')" : "");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (root && end) {
@@ -463,17 +388,12 @@ la_status la_api_request_parse(la_api_kind kind, const char *body, size_t len,
     if (s == LA_OK) s = get_string(&c, root, "model", &r.model);
     if (s == LA_OK) s = parse_documents(&c, root, lim, &r, kind == LA_API_DOCUMENTS);
     if (s == LA_OK) s = parse_method_salt(&c, root, &r);
-    if (kind != LA_API_DOCUMENTS) {
-        if (s == LA_OK) s = refuse_unsupported(&c, root, kind);
+    if (kind == LA_API_TOKENIZE && s == LA_OK) s = parse_tokenize(&c, root, &r);
+    if (kind == LA_API_COMPLETION || kind == LA_API_CHAT) {
+        if (s == LA_OK) s = check_fields(&c, root, kind, lim);
         if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, &r) : parse_prompt(&c, root, &r);
-        if (s == LA_OK) s = parse_sampling(&c, root, lim, &r);
-        if (s == LA_OK) s = get_bool(&c, root, "stream", &r.stream);
-        const cJSON *so = s == LA_OK ? field(root, "stream_options") : NULL;
-        if (so && !cJSON_IsObject(so)) s = bad_type(&c, "stream_options", so, "an object");
-        if (so && s == LA_OK) {
-            s = get_bool(&c, so, "include_usage", &r.include_usage);
-            if (s != LA_OK && fault) snprintf(fault->param, sizeof fault->param, "stream_options.include_usage");
-        }
+        if (s == LA_OK) s = parse_stop(&c, root, lim, &r);
+        if (s == LA_OK) s = la_api_parse_sampling(&c, root, lim, &r);
     }
     if (s != LA_OK) {
         la_api_request_fini(&r);

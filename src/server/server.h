@@ -3,12 +3,15 @@
  *   POST /v1/completions, POST /v1/chat/completions   (stream: server-sent events)
  *   POST /v1/documents                                pre-warm documents into the KV cache
  *   GET  /v1/models, GET /health, GET /metrics        (Prometheus text format)
+ *   POST /tokenize, POST /detokenize, POST /reset_prefix_cache, GET /version
  *
- * Threads: libmicrohttpd runs one thread per connection; handlers submit to the engine
- * and wait on a per-request event queue (server/call.h) fed by the engine's callbacks.
- * The engine runs on a thread of its own that the server starts (la_engine_step while
- * la_engine_has_work, else la_engine_wait_work), so nothing else may step the engine
- * while a server runs on it.
+ * Threads: libmicrohttpd runs event-driven on a fixed pool of worker threads
+ * (options.http_threads) that every connection shares; handlers submit to the engine and
+ * park their connection (suspended, no thread waiting) until the engine's callbacks fill
+ * the request's event queue (server/call.h) and resume it (server/conn.h). A watcher thread
+ * enforces the receive deadline and notices clients that left. The engine runs on a thread
+ * of its own that the server starts (la_engine_step while la_engine_has_work, else
+ * la_engine_wait_work), so nothing else may step the engine while a server runs on it.
  */
 #ifndef LA_SERVER_SERVER_H
 #define LA_SERVER_SERVER_H
@@ -18,25 +21,11 @@
 #include <stdint.h>
 
 #include "lazyattn/lazyattn.h"
+#include "server/options.h"
 
 typedef struct la_server la_server;
 
-typedef struct la_server_options {
-    const char *host;                /* address to bind, numeric or a name ("127.0.0.1") */
-    int port;                        /* TCP port (8000); 0: any free port, see la_server_port */
-    const char *model_id;            /* id in /v1/models and accepted as "model"; NULL: the
-                                        engine's model name */
-    la_method method;                /* method of requests that name none: pass the engine's
-                                        default (LA_METHOD_LAZY) so responses report it */
-    la_chat_format chat_format;      /* chat rendering; AUTO: from the model's chat_template */
-    size_t max_body_bytes;           /* larger request bodies get 413 (16 MiB) */
-    int32_t max_docs;                /* documents per request; the engine's max_docs (128) */
-    int32_t default_chat_max_tokens; /* chat requests without max_tokens (512, capped by the
-                                        context) */
-    bool log_requests;               /* one line per request on stderr */
-} la_server_options;
-
-void la_server_options_init(la_server_options *o);
+/* la_server_options and la_server_options_init: server/options.h */
 
 /* Start the engine thread and the HTTP daemon. e is borrowed and must outlive the server;
  * from now on only the server steps it. Caller owns *out; stop and free with
@@ -47,6 +36,12 @@ la_status la_server_create(la_engine *e, const la_server_options *o, la_server *
 
 /* The TCP port the server listens on (the chosen one when options.port was 0). */
 int la_server_port(const la_server *s);
+
+/* Drain before shutdown: /health answers 503 and so does every new request (but
+ * /metrics), while requests in flight run to completion, for at most timeout_ms; returns
+ * true if everything in flight ended in time. la_server_destroy follows (it cancels what is
+ * left). */
+bool la_server_drain(la_server *s, int timeout_ms);
 
 /* Clean shutdown: refuse new requests (503), cancel every request in flight (streams end
  * with an error event and [DONE], waiting requests get 503), stop the HTTP daemon, stop

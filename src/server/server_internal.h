@@ -1,4 +1,5 @@
-/* Module-private pieces of the server shared by server.c, call.c, generate.c, prewarm.c. */
+/* The state of a running server (struct la_server), shared by server.c, respond.c, call.c
+ * and the route handlers. Private to src/server/. */
 #ifndef LA_SERVER_SERVER_INTERNAL_H
 #define LA_SERVER_SERVER_INTERNAL_H
 
@@ -7,12 +8,38 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "lazyattn/lazyattn.h"
 #include "server/api_request.h"
-#include "server/http_error.h"
+
+typedef struct la_server la_server;
+typedef struct la_conn la_conn; /* server/conn.h */
+
+/* A later step of a handler whose answer waits (la_server_defer, server.c): queue the
+ * answer (or return MHD_NO to close the connection), or set *wait to be called again after
+ * the next wake. Runs on a libmicrohttpd worker thread; must not block. */
+typedef enum MHD_Result la_defer_fn(la_server *s, struct MHD_Connection *conn, void *state, bool *wait);
 #include "server/metrics.h"
-#include "server/server.h"
+#include "server/options.h"
+
+typedef struct la_server la_server; /* as in server.h */
 
 typedef struct la_call la_call;
+
+/* Work a handler hands off so that no libmicrohttpd worker thread waits for it: to the
+ * engine thread (la_server_on_engine: the engine's calls that must not run during a step,
+ * la_engine_document_info, la_engine_store_flush) or to a thread of its own
+ * (la_server_offload: calls that wait for an engine step, la_engine_reset_prefix_cache).
+ * The handler owns the task (zeroed, then fn and arg set) and keeps it until done. */
+typedef struct la_engine_task {
+    void (*fn)(la_engine *e, void *arg);
+    void *arg;
+    la_conn *wake;               /* woken when done (NULL: nobody) */
+    bool queued;                 /* handed off (la_server_on_engine / la_server_offload) */
+    bool done;                   /* under la_server.mu */
+    bool own_thread;             /* la_server_offload: thread to join */
+    pthread_t thread;
+    struct la_engine_task *next;
+} la_engine_task;
 
 struct la_server {
     la_engine *engine;
@@ -30,44 +57,53 @@ struct la_server {
     atomic_int n_requests;    /* HTTP requests between their headers and their completion */
     uint32_t id_salt;
 
+    unsigned http_threads;    /* libmicrohttpd worker threads */
+    char *tls_cert, *tls_key; /* HTTPS: the PEM files' contents (kept for the daemon) */
+    char **origins;           /* CORS: the allowed origins ("*" alone: any) */
+    int n_origins;
+
     pthread_mutex_t mu;       /* guards what follows */
     bool stopping;
+    bool draining;            /* la_server_drain: new requests 503, in-flight go on */
+    char **unknown_seen;      /* --ignore-unknown-fields: names logged already */
+    int n_unknown_seen;
     la_call *calls;           /* requests in flight (doubly linked) */
     int64_t n_calls;
+    la_engine_task *tasks;    /* for the engine thread, oldest first */
+    pthread_cond_t task_cv;   /* a task is done */
+
+    pthread_mutex_t conn_mu;  /* guards the la_conn fields that say so, and what follows */
+    la_conn *conns;           /* every open connection (doubly linked) */
+    bool closing;             /* shutdown: no connection parks any more */
+    bool watch_stop;          /* the watcher thread should end */
+    pthread_cond_t watch_cv;
+    pthread_t watch_thread;
+    bool watch_started;
 };
 
-/* ---- responses (server.c) ----------------------------------------------------------- */
+/* Run t->fn(e, t->arg) on the engine thread between two steps (server.c); when it has
+ * returned, t->done is set and t->wake woken. Does not wait; an idle engine thread picks
+ * the task up within its 50 ms wait. For handlers only (the engine thread runs while the
+ * HTTP daemon does). */
+void la_server_on_engine(la_server *s, la_engine_task *t);
 
-/* Queue a response with body (takes ownership; NULL means out of memory: 500) and count it
- * in the metrics under route. */
-enum MHD_Result la_server_send(la_server *s, struct MHD_Connection *conn, const char *route,
-                               int http_status, const char *content_type, char *body);
-/* Queue an OpenAI error response for an engine status / an HTTP fault. param and code may
- * be NULL. */
-enum MHD_Result la_server_send_status(la_server *s, struct MHD_Connection *conn, const char *route,
-                                      la_status st, const char *message, const char *param,
-                                      const char *code);
-enum MHD_Result la_server_send_fault(la_server *s, struct MHD_Connection *conn, const char *route,
-                                     la_http_fault f, const char *message, const char *param);
+/* Run t->fn(e, t->arg) on a thread of its own (for an engine call that waits for a step),
+ * then as la_server_on_engine. Errors: LA_ERR_NO_MEMORY (no thread; nothing runs). */
+la_status la_server_offload(la_server *s, la_engine_task *t, la_err *err);
 
-/* Parse a request body of `kind` and check that its "model" (if any) is the one served.
- * Returns true with *ar filled (the caller calls la_api_request_fini), or false after
- * queueing the error response into *ret (nothing left to free). */
-bool la_server_parse_request(la_server *s, struct MHD_Connection *conn, const char *route,
-                             la_api_kind kind, const char *body, size_t len, la_api_request *ar,
-                             enum MHD_Result *ret);
+/* Whether t is done (t->queued). */
+bool la_server_task_done(la_server *s, la_engine_task *t);
 
-/* Whether the client of conn has closed its side (peer hang-up), without blocking. */
-bool la_server_client_gone(struct MHD_Connection *conn);
+/* Wait until a handed-off task is done and join its thread; nothing for one never handed
+ * off. Blocks: for freeing a handler's state when its connection closed early (shutdown). */
+void la_server_task_finish(la_server *s, la_engine_task *t);
 
-/* ---- handlers ----------------------------------------------------------------------- */
-
-/* POST /v1/completions and /v1/chat/completions (generate.c). */
-enum MHD_Result la_server_handle_generate(la_server *s, struct MHD_Connection *conn,
-                                          const char *route, la_api_kind kind, const char *body,
-                                          size_t len);
-/* POST /v1/documents (prewarm.c). */
-enum MHD_Result la_server_handle_documents(la_server *s, struct MHD_Connection *conn,
-                                           const char *route, const char *body, size_t len);
+/* Answer later (server.c): fn(s, conn, state, &wait) runs now and, while it sets wait,
+ * again after each wake of the connection (la_conn_wake; the connection is suspended in
+ * between, costing no thread), until it queues the answer or returns MHD_NO.
+ * free_state(state) runs once it has (or when the connection closes first: shutdown). A
+ * route handler returns what this returns. */
+enum MHD_Result la_server_defer(la_server *s, struct MHD_Connection *conn, la_defer_fn *fn, void *state,
+                                void (*free_state)(void *state));
 
 #endif

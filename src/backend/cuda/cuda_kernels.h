@@ -1,7 +1,7 @@
 /* The CUDA backend's kernels: parameter structs and extern "C" launchers (module-private to
  * backend/cuda). Each launcher validates its arguments, launches on the given stream,
  * checks the launch and returns la_status; execution errors surface at the next
- * synchronisation (cuda_backend.c turns them into LA_ERR_BACKEND there).
+ * synchronisation (the host code turns them into LA_ERR_BACKEND there).
  *
  * Element types: la_bf16_t is the bit pattern of a bf16 (upper half of an IEEE binary32),
  * so this header stays plain C; the .cu files reinterpret it as __nv_bfloat16.
@@ -47,9 +47,8 @@ bool la_cuda_pdl_supported(void);
 
 /* ---- attention geometry shared by the host scheduler and the kernels -------------------- */
 
-#define LA_ATTN_PREFILL_ROWS 64      /* query rows (token x head) of one v1 prefill CTA */
-#define LA_ATTN_PREFILL_ROWS_V2 128  /* query rows of one v2 or v3 prefill CTA */
-#define LA_ATTN_PREFILL_ROWS_V4 256  /* query rows of one v4 prefill CTA */
+#define LA_ATTN_PREFILL_ROWS 128     /* query rows (token x head) of one mma or wgmma prefill CTA */
+#define LA_ATTN_PREFILL_ROWS_WS 256  /* query rows of one warp-specialized (wgmma_ws) prefill CTA */
 #define LA_ATTN_KEYS_PER_TILE 64     /* keys staged in shared memory per step */
 #define LA_ATTN_MAX_HEADS_PER_CTA 8  /* query heads of one KV head handled together */
 #define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
@@ -62,8 +61,8 @@ bool la_cuda_pdl_supported(void);
  * multiple of LA_ATTN_KEYS_PER_TILE. part_row0 < 0: write the normalised output; else
  * write unnormalised partial rows (combined by la_cuda_attn_combine): group g's row r
  * goes to partial row part_row0 + g * rows + r, rows = the step kernel's rows per CTA
- * (la_cuda_attn_prefill_rows) for prefill items and heads_per_cta for decode items.
- * merge >= 0 (split decode items under decode v2 only): the split set's last CTA to finish
+ * (la_cuda_prefill_kernel_info.rows) for prefill items and heads_per_cta for decode items.
+ * merge >= 0 (split decode items only): the split set's last CTA to finish
  * merges the partial rows itself (la_cuda_attn_params.merge[merge]); -1: attn_combine
  * merges them, or the item is not split. n_tokens 0: a padding item that does nothing. */
 typedef struct la_cuda_attn_item {
@@ -85,6 +84,20 @@ typedef struct la_cuda_attn_combine_item {
     int32_t rows;
     int32_t pad_[3];
 } la_cuda_attn_combine_item;
+
+/* One query token of a grouped attention item (shared-block attention: one item's rows come
+ * from many sequences that attend the same KV blocks; cuda_attn_shared.c). The item's token t
+ * is grows[item.row0 + t]. Its head h (of the CTA's heads_per_cta) in KV-head group g writes
+ * its unnormalised partial row part_row + g * part_stride + h (attn_combine merges it with
+ * the token's other parts). pos: the token's logical position in the frame of the item's
+ * block list (the sequence's position minus its shift, cuda_attn_shared.c), which is where
+ * the query is rotated (minus the blocks' q_delta) and what the causal mask compares. */
+typedef struct la_cuda_attn_grow {
+    int32_t token;       /* row of q and out */
+    int32_t pos;
+    int32_t part_row;
+    int32_t part_stride;
+} la_cuda_attn_grow;
 
 typedef struct la_cuda_attn_params {
     const la_bf16_t *q;           /* [n_tokens, n_heads * head_dim] UNROTATED queries */
@@ -110,56 +123,76 @@ typedef struct la_cuda_attn_params {
     int32_t heads_per_cta;        /* query heads of one KV head in one CTA */
     int32_t n_head_chunks;        /* (n_heads / n_kv_heads) / heads_per_cta */
     float scale_log2;             /* log2(e) / sqrt(head_dim) */
-    int32_t prefill_variant;      /* attn_prefill kernel: 1 (64 rows per CTA), 2 (128), 3
-                                     (v2's tiles on wgmma: head_dim 128, sm_90a) or 4 (256
-                                     rows x 128-key tiles, warp-specialized: for plain steps;
-                                     v3 runs the others) */
-    int32_t plain;                /* 1 when no block of the step carries rotation metadata
-                                     (every q_delta 0, every k_rope 0) */
+    int32_t prefill_kernel;       /* la_cuda_prefill_kernel the step's prefill items were cut
+                                     for (la_cuda_prefill_kernel_pick) */
     int32_t combine_rows;         /* the largest rows of the combine items (grid z) */
-    int32_t decode_variant;       /* attn_decode kernel: 1 (CUDA cores, 64-key CTA tiles) or
-                                     2 (tensor cores, one key stream per warp) */
-    int32_t decode_deep;          /* v2: 1 when each decode CTA has an SM to itself (the grid
+    int32_t decode_deep;          /* 1 when each decode CTA has an SM to itself (the grid
                                      fits one wave at one CTA per SM): the instance with 8
                                      warps per CTA instead of 4 */
+    const la_cuda_attn_grow *grows; /* grouped attn_prefill launches: item token t is
+                                     grows[row0 + t] and every item writes partial rows
+                                     there; NULL otherwise */
 } la_cuda_attn_params;
 
-/* Query rows (token x head) of one CTA of attn_prefill kernel `kernel` (1 to 4): the host
- * scheduler cuts prefill tiles of rows / heads_per_cta tokens. */
-static inline int32_t la_cuda_attn_prefill_rows(int32_t kernel) {
-    return kernel == 1 ? LA_ATTN_PREFILL_ROWS : kernel == 4 ? LA_ATTN_PREFILL_ROWS_V4 : LA_ATTN_PREFILL_ROWS_V2;
-}
-
-/* The attn_prefill kernel that runs for `variant` at `head_dim`: v3 and v4 exist for
- * head_dim 128 only and run v2 otherwise. Under 4, a step that is not plain
- * (la_cuda_attn_params.plain) runs v3: la_cuda_attn_prefill_step_kernel. */
-static inline int32_t la_cuda_attn_prefill_kernel_for(int32_t variant, int32_t head_dim) {
-    return variant >= 3 && head_dim != 128 ? 2 : variant;
-}
-
-/* The kernel a step runs: la_cuda_attn_prefill_kernel_for's, with v3 for a step under v4
- * that is not plain (la_cuda_attn_params.plain). */
-static inline int32_t la_cuda_attn_prefill_step_kernel(int32_t variant, int32_t head_dim, int32_t plain) {
-    const int32_t k = la_cuda_attn_prefill_kernel_for(variant, head_dim);
-    return k == 4 && !plain ? 3 : k;
-}
-
-/* Prefill: tensor cores (mma.sync m16n8k16, or wgmma under v3 and v4; bf16 in, f32
- * accumulate), online softmax; the kernel of la_cuda_attn_prefill_step_kernel(
- * p->prefill_variant, p->head_dim, p->plain). Grid (n_kv_heads * n_head_chunks, n_items): every head group of the longest
- * item first (LA_ERR_UNSUPPORTED past LA_ATTN_MAX_PREFILL_ITEMS). attn_prefill.cu. */
 /* Validate what both attention launchers require: head_dim a multiple of 8 and at most
  * LA_ATTN_MAX_HEAD_DIM (LA_ERR_UNSUPPORTED), block_size a multiple of 16 and a head geometry
  * with n_heads / n_kv_heads = heads_per_cta x n_head_chunks, heads_per_cta in
- * [1, LA_ATTN_MAX_HEADS_PER_CTA] (LA_ERR_INTERNAL). `kernel` names the caller in messages. */
+ * [1, LA_ATTN_MAX_HEADS_PER_CTA] (LA_ERR_INTERNAL). `kernel` names the caller in messages.
+ * kernels/launch.cu. */
 la_status la_cuda_attn_check(const la_cuda_attn_params *p, const char *kernel, la_err *err);
 
+/* ---- attn_prefill: the kernels, and the one table that chooses among them ------------- */
+
+/* Prefill: tensor cores (bf16 in, f32 accumulate), online softmax, the per-block rotation
+ * metadata applied inside (kernels/attn_prefill.cu). Grid (n_kv_heads * n_head_chunks,
+ * n_items): every head group of the longest item first (LA_ERR_UNSUPPORTED past
+ * LA_ATTN_MAX_PREFILL_ITEMS). One entry per kernel: */
+la_status la_cuda_attn_prefill_wgmma_ws(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+la_status la_cuda_attn_prefill_wgmma(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+la_status la_cuda_attn_prefill_mma(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+
+/* The kernels, best first: the order in which a step tries them. */
+typedef enum la_cuda_prefill_kernel {
+    LA_CUDA_PREFILL_WGMMA_WS, /* warp-specialized wgmma, 256 rows x 128-key tiles */
+    LA_CUDA_PREFILL_WGMMA,    /* wgmma, 128 rows x 64-key tiles */
+    LA_CUDA_PREFILL_MMA,      /* mma.sync m16n8k16, 128 rows x 64-key tiles */
+    LA_CUDA_PREFILL_KERNEL_COUNT
+} la_cuda_prefill_kernel;
+
+/* What a kernel needs and how the host cuts its tiles: one row per la_cuda_prefill_kernel. */
+typedef struct la_cuda_prefill_kernel_info {
+    int32_t variant;  /* its number n in LA_ATTN_PREFILL=v<n>, la_cuda_attn_prefill_variant_set
+                         and bench_gpu (bench/GPU_NOTES.md calls the kernels v2, v3, v4) */
+    const char *name; /* "wgmma_ws", "wgmma", "mma" */
+    la_status (*launch)(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
+    int32_t rows;     /* query rows (token x head) per CTA: prefill tiles are rows /
+                         heads_per_cta tokens */
+    bool sm90a;       /* needs wgmma: compute capability 9.0 and sm_90a code */
+    int32_t head_dims[2]; /* the head_dims it runs (Llama-3.2-1B's 64, Llama-3-8B's 128);
+                             {0, 0}: any (a multiple of 8, <= 128) */
+    bool plain_only;  /* runs plain steps only: no block with a q_delta or a k_rope */
+} la_cuda_prefill_kernel_info;
+
+extern const la_cuda_prefill_kernel_info la_cuda_prefill_kernels[LA_CUDA_PREFILL_KERNEL_COUNT];
+
+/* The kernel a step runs: the first of the table from `asked` on whose needs the step and
+ * the device meet (sm90a: the device and the build can run wgmma; head_dim one it runs;
+ * plain: no block of the step carries a q_delta or k_rope). LA_CUDA_PREFILL_MMA meets every
+ * step of a head_dim the backend loads (a multiple of 8, <= 128: la_cu_load_weights refuses
+ * others with LA_ERR_UNSUPPORTED), so a head_dim other than 64 and 128 (e.g. 72, 96) runs the
+ * slower mma kernel, never a wrong one. */
+la_cuda_prefill_kernel la_cuda_prefill_kernel_pick(la_cuda_prefill_kernel asked, bool sm90a, int32_t head_dim,
+                                                   bool plain);
+
+/* Run p->prefill_kernel's entry over p->items (nothing for none). */
 la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
-/* Decode: one token per item, split over the KV length; the kernel of p->decode_variant
- * (1: f32 on the CUDA cores; 2: mma.sync with the heads as rows of an m16 tile, each warp
- * streaming its own share of the item's keys). attn_decode.cu. */
+
+/* ---- attn_decode, attn_combine ------------------------------------------------------------ */
+
+/* Decode: one token per item, split over the KV length; mma.sync with the heads as rows of
+ * an m16 tile, each warp streaming its own share of the item's keys. attn_decode.cu. */
 la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
-/* Dynamic shared memory, bytes, of attn_decode v2 at this head_dim (<= 128) for the deep
+/* Dynamic shared memory, bytes, of attn_decode at this head_dim (<= 128) for the deep
  * instance (deep != 0: 8 warps per CTA, ~208 KB at head_dim 128, which needs a GPU that
  * lets one CTA opt in to that much, as sm_90 does) or the 4-warp one. attn_decode.cu. */
 size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t deep);
@@ -288,6 +321,16 @@ typedef struct la_cuda_binary_params {
 la_status la_cuda_add(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err);
 /* x = silu(x) * y (x = gate, y = up) */
 la_status la_cuda_swiglu(const la_cuda_binary_params *p, cudaStream_t stream, la_err *err);
+
+/* x[r][c] = bias[c]: the rows a GEMM then accumulates into (Qwen2's q/k/v_proj bias, added
+ * in f32 before the one rounding, as torch's addmm). */
+typedef struct la_cuda_bias_params {
+    la_bf16_t *x;               /* [n_rows, n_cols] in/out */
+    const la_bf16_t *bias;      /* [n_cols] */
+    int64_t n_rows;
+    int32_t n_cols;
+} la_cuda_bias_params;
+la_status la_cuda_fill_bias(const la_cuda_bias_params *p, cudaStream_t stream, la_err *err);
 
 /* out = silu(gate) * up with gate and up side by side in the rows of x (the output of one
  * GEMM by [W_gate; W_up], cuda_backend.c matmul_group): x [n_rows, 2 n_cols] holds gate in

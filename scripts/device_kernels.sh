@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Issue 24's device call (bench/GPU_NOTES.md, "Shared-block attention and head_dim 64"): the
+# kernel tests, then the numbers the issue asks for, side by side in one run. Two halves, as
+# scripts/device_gpu.sh:
+#
+#   scripts/device_kernels.sh prepare   here: scripts/device_gpu.sh prepare (builds the GPU
+#                                       tests, bench_gpu and lazyattn in .carry/build and packs
+#                                       them into .carry/dev/bundle.tar.xz)
+#   scripts/device_kernels.sh run       on the GPU machine, repository root, $OUT set; every
+#                                       phase under its own timeout, elapsed seconds printed:
+#     tests    backend_test_cuda_kernels, backend_test_cuda_shared_attn (tests.log)
+#     shared   bench_gpu --shared-kv (8B shape: the shared-KV sweep, 1 / 64 / 256 / 1000
+#              requests on one 7000-token document, shared attention off and auto, and the
+#              attention kernel alone) -> shared_kv_8b.json, shared_kv.log
+#     peer     python3 bench/attn_peer.py on the same shapes -> attn_peer.json, peer.log
+#     shapes   bench_gpu at 8K: the 1B shape (head_dim 64: v3 / v4 now) and the 8B shape's
+#              recompute and lazy rows and TPOT (no worse than before) -> gpu_1b_8b.json
+#     probe    bench_gpu --decode-probe (one 16K-token document, 128 steps, plain / lazy /
+#              mepic at batch 1, 8, 32) -> decode_probe.json
+#     engine   lazyattn bench's shared-KV sweep (concurrency 64 and 256 as a sweep, 1000 and 1
+#              on their own), LA_ATTN_SHARED=auto then 0
+#              -> engine_{sweep,c1000,c1}_{auto,off}.json / .txt
+#     sampling bench_sampling on the 8B shape at batch 32: TPOT with logprobs, penalties and a
+#              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
+#   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
+#
+#   LA_COMMIT=$(git rev-parse --short HEAD) bash scripts/device_kernels.sh run
+set -u
+mode=${1:-run}
+if [ "$mode" = prepare ]; then
+    exec bash scripts/device_gpu.sh prepare
+fi
+: "${OUT:?OUT must be set (the device tool sets it)}"
+root=$(pwd)
+t_start=$(date +%s)
+. scripts/device_env.sh
+commit=${LA_COMMIT:-unknown}
+step() { echo "=== $* ($(($(date +%s) - t_start)) s)"; }
+nvidia-smi --query-gpu=name,serial,driver_version,clocks.sm,power.limit,memory.used,memory.total --format=csv \
+    >"$OUT/nvidia_smi.txt" 2>&1
+
+for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
+    case $phase in
+    tests)
+        step tests
+        cd /work/main
+        for t in backend_test_cuda_shared_attn backend_test_cuda_kernels; do
+            echo "=== $t" >>"$OUT/tests.log"
+            timeout ${LA_TEST_TIMEOUT:-150} $bin/$t --jobs 1 >>"$OUT/tests.log" 2>&1
+            echo "=== $t exit $?" >>"$OUT/tests.log"
+        done
+        cd "$root"
+        grep -E '^===|Synthesis|FAIL|\[----\]' "$OUT/tests.log" | head -40
+        ;;
+    shared)
+        step shared
+        timeout ${LA_SHARED_TIMEOUT:-200} $bin/bench_gpu --commit "$commit" --shapes llama3-8b --no-ttft --no-tpot \
+            --no-engine --shared-kv --out "$OUT/shared_kv_8b.json" 2>"$OUT/shared_kv.log"
+        echo "bench_gpu --shared-kv exit $?"
+        grep -E 'shared-kv|attention' "$OUT/shared_kv.log" | tail -40
+        ;;
+    peer)
+        step peer
+        LD_LIBRARY_PATH=$orig_ld PYTHONUNBUFFERED=1 timeout ${LA_PEER_TIMEOUT:-120} python3 bench/attn_peer.py \
+            --out "$OUT/attn_peer.json" 2>"$OUT/peer.log"
+        echo "attn_peer exit $?"
+        tail -8 "$OUT/peer.log"
+        ;;
+    shapes)
+        step shapes
+        timeout ${LA_SHAPES_TIMEOUT:-200} $bin/bench_gpu --commit "$commit" --shapes llama3.2-1b,llama3-8b \
+            --contexts 8192 --reps 3 --methods recompute,prefix,lazy --no-engine --out "$OUT/gpu_1b_8b.json" \
+            2>"$OUT/shapes.log"
+        echo "bench_gpu shapes exit $?"
+        grep -E 'ctx|decode' "$OUT/shapes.log" | tail -40
+        ;;
+    probe)
+        step probe
+        timeout ${LA_PROBE_TIMEOUT:-150} $bin/bench_gpu --commit "$commit" --shapes llama3-8b --no-ttft --no-tpot \
+            --no-engine --decode-probe --out "$OUT/decode_probe.json" 2>"$OUT/probe.log"
+        echo "bench_gpu --decode-probe exit $?"
+        grep probe "$OUT/probe.log" | tail -20
+        ;;
+    engine)
+        # the issue's sweep, split so that no point waits on 2 x 1000 requests (a concurrency
+        # sweep runs twice its largest point's requests at every point): 64 and 256 as a
+        # sweep, 1000 and 1 on their own
+        common="--random-weights llama3-8b --device cuda --dataset synthetic --docs-per-request 1 --doc-tokens 7000
+                --pool-docs 1 --methods prefix,lazy --max-tokens 32 --ignore-eos"
+        for m in auto 0; do
+            tag=$([ "$m" = 0 ] && echo off || echo auto)
+            for run in "sweep:--sweep concurrency --points ${LA_ENGINE_POINTS:-64,256}" \
+                "c1000:--concurrency 1000 --requests 1000" "c1:--concurrency 1 --requests 16"; do
+                name=${run%%:*}
+                step "engine $name LA_ATTN_SHARED=$m"
+                # shellcheck disable=SC2086
+                LA_ATTN_SHARED=$m timeout ${LA_ENGINE_TIMEOUT:-150} $bin/lazyattn bench $common ${run#*:} \
+                    --json "$OUT/engine_${name}_$tag.json" >"$OUT/engine_${name}_$tag.txt" 2>"$OUT/engine_${name}_$tag.err"
+                echo "engine $name ($tag) exit $?"
+                tail -6 "$OUT/engine_${name}_$tag.txt"
+            done
+        done
+        ;;
+    sampling)
+        # issue 21's H200 half: TPOT with logprobs, penalties and a JSON schema against greedy
+        step sampling
+        timeout ${LA_SAMPLING_TIMEOUT:-150} $bin/bench_sampling --random-weights llama3-8b \
+            --tokenizer /tmp/la/data/llama3-tokenizer --device cuda --batch 32 --decode-tokens 128 --reps 5 \
+            --out "$OUT/bench_sampling_h200_8b.json" >"$OUT/sampling.log" 2>&1
+        echo "bench_sampling exit $?"
+        tail -12 "$OUT/sampling.log"
+        ;;
+    *) echo "device_kernels.sh: unknown phase $phase" ;;
+    esac
+done
+echo "device_kernels.sh: $(($(date +%s) - t_start)) s"

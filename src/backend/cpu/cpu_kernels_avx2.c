@@ -1,0 +1,315 @@
+/* The AVX2 kernel table (cpu_kernels.h): AVX2 + FMA + F16C, this file alone compiled with
+ * those -m flags (CMakeLists.txt), run only where cpuid has them. The AVX-512 table's
+ * design on 8 lanes and 16 registers: gemm_nt groups of 4 packed weight rows x up to 2
+ * x rows, a scalar tail past the last whole 16; exp by the same Cephes polynomial, 2^n built in the exponent bits. */
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#include <math.h>
+
+#include "backend/cpu/cpu_kernels.h"
+
+#define AI static inline __attribute__((always_inline))
+
+/* 8 elements of a row of dtype T from element c, widened to f32. */
+AI __m256 load8(const void *row, int64_t c, la_dtype T) {
+    if (T == LA_DTYPE_F32) return _mm256_loadu_ps((const float *)row + c);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + c));
+    if (T == LA_DTYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* One element, widened. */
+AI float load1(const void *row, int64_t c, la_dtype T) {
+    if (T == LA_DTYPE_F32) return ((const float *)row)[c];
+    uint16_t h = ((const uint16_t *)row)[c];
+    return T == LA_DTYPE_F16 ? _cvtsh_ss(h) : la_bf16_to_f32(h);
+}
+
+AI float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- gemm_nt -------------------------------------------------------------------------- */
+
+/* y[i][j0 + r] for i < MR (<= 2), r < 4 with j0 + r < n1: one group of 4 packed rows at
+ * wg, 16 weights of each row a step (two registers), x read through a mask past k. */
+AI void tile(const float *x, int64_t ldx, const char *wg, la_dtype T, int64_t k, int64_t j0, int64_t n1,
+             const float *bias, float *y, int64_t ldy, const int MR) {
+    const size_t es = T == LA_DTYPE_F32 ? 4 : 2, step = 64 * es;
+    __m256 acc[2][4];
+#pragma GCC unroll 2
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) acc[i][r] = _mm256_setzero_ps();
+    const int64_t kf = k & ~(int64_t)15;
+    const char *p = wg;
+    int64_t c = 0;
+    for (; c < kf; c += 16, p += step) {
+        for (size_t l = 0; l < step; l += 64) _mm_prefetch(p + 4096 + l, _MM_HINT_T0);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256 wv[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) wv[r] = load8(p, 16 * r + 8 * h, T);
+#pragma GCC unroll 2
+            for (int i = 0; i < MR; i++) {
+                __m256 xv = _mm256_loadu_ps(x + i * ldx + c + 8 * h);
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            if (j0 + r >= n1) continue;
+            float s = hsum8(acc[i][r]);
+            for (int64_t t = kf; t < k; t++) s += x[i * ldx + t] * load1(p, 16 * r + (t - kf), T);
+            y[i * ldy + j0 + r] = bias ? s + bias[j0 + r] : s;
+        }
+}
+
+AI void gemm_t(const float *x, int64_t ldx, int64_t m, const void *w, la_dtype T, int64_t k, int64_t n0, int64_t n1,
+               const float *bias, float *y, int64_t ldy) {
+    const size_t es = T == LA_DTYPE_F32 ? 4 : 2;
+    const int64_t kp = (k + 15) & ~(int64_t)15;
+    for (int64_t j = n0; j < n1; j += 4) {
+        const char *wg = (const char *)w + (size_t)(j / 4) * 4 * (size_t)kp * es;
+        int64_t i = 0;
+        for (; i + 2 <= m; i += 2) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 2);
+        if (i < m) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 1);
+    }
+}
+
+static void gemm_f32(const float *x, int64_t ldx, int64_t m, const void *w, int64_t k, int64_t n0, int64_t n1,
+                     const float *bias, float *y, int64_t ldy) {
+    gemm_t(x, ldx, m, w, LA_DTYPE_F32, k, n0, n1, bias, y, ldy);
+}
+static void gemm_bf16(const float *x, int64_t ldx, int64_t m, const void *w, int64_t k, int64_t n0, int64_t n1,
+                      const float *bias, float *y, int64_t ldy) {
+    gemm_t(x, ldx, m, w, LA_DTYPE_BF16, k, n0, n1, bias, y, ldy);
+}
+static void gemm_f16(const float *x, int64_t ldx, int64_t m, const void *w, int64_t k, int64_t n0, int64_t n1,
+                     const float *bias, float *y, int64_t ldy) {
+    gemm_t(x, ldx, m, w, LA_DTYPE_F16, k, n0, n1, bias, y, ldy);
+}
+
+static void gemm_nt(const float *x, int64_t ldx, int64_t m, const void *w, la_dtype wt, int64_t k, int64_t n0,
+                    int64_t n1, const float *bias, float *y, int64_t ldy) {
+    switch (wt) {
+    case LA_DTYPE_BF16: gemm_bf16(x, ldx, m, w, k, n0, n1, bias, y, ldy); break;
+    case LA_DTYPE_F16: gemm_f16(x, ldx, m, w, k, n0, n1, bias, y, ldy); break;
+    default: gemm_f32(x, ldx, m, w, k, n0, n1, bias, y, ldy); break;
+    }
+}
+
+AI void to_f32_t(float *dst, const void *src, la_dtype T, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load8(src, i, T));
+    for (; i < n; i++) dst[i] = load1(src, i, T);
+}
+
+static void to_bf16(uint16_t *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = la_f32_to_bf16(src[i]);
+}
+
+static void to_f32(float *dst, const void *src, la_dtype t, int64_t n) {
+    if (t == LA_DTYPE_BF16) to_f32_t(dst, src, LA_DTYPE_BF16, n);
+    else if (t == LA_DTYPE_F16) to_f32_t(dst, src, LA_DTYPE_F16, n);
+    else to_f32_t(dst, src, LA_DTYPE_F32, n);
+}
+
+/* ---- attention ------------------------------------------------------------------------ */
+
+AI float scores_t(const float *q, const void *k, la_dtype T, int32_t n, int32_t hd, float scale, float *s) {
+    const size_t row = (size_t)hd * (T == LA_DTYPE_F32 ? 4 : 2);
+    const __m256 sv = _mm256_set1_ps(scale);
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        const char *kr = (const char *)k + (size_t)j * row;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        int32_t d = 0;
+        for (; d + 16 <= hd; d += 16) {
+            a0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(q + d), sv), load8(kr, d, T), a0);
+            a1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(q + d + 8), sv), load8(kr, d + 8, T), a1);
+        }
+        for (; d + 8 <= hd; d += 8) a0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(q + d), sv), load8(kr, d, T), a0);
+        float v = hsum8(_mm256_add_ps(a0, a1));
+        for (; d < hd; d++) v += q[d] * scale * load1(kr, d, T);
+        s[j] = v;
+        mx = v > mx ? v : mx;
+    }
+    return mx;
+}
+
+static float attn_scores(const float *q, const void *k, la_dtype kt, int32_t n, int32_t hd, float scale, float *s) {
+    if (kt == LA_DTYPE_BF16) return scores_t(q, k, LA_DTYPE_BF16, n, hd, scale, s);
+    return scores_t(q, k, LA_DTYPE_F32, n, hd, scale, s);
+}
+
+/* exp(x) for x <= 0: Cephes expf, 2^n written into the exponent (x clamped at -87.3, where
+ * exp is still a normal float ~1e-38: nothing the sums can see). */
+AI __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static float exp_sum(float *s, int32_t n, float mx) {
+    const __m256 mv = _mm256_set1_ps(mx);
+    __m256 sum = _mm256_setzero_ps();
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+        _mm256_storeu_ps(s + j, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float t = hsum8(sum);
+    if (j < n) {
+        float buf[8] = {0};
+        for (int32_t i = j; i < n; i++) buf[i - j] = s[i] - mx;
+        float out[8];
+        _mm256_storeu_ps(out, exp8(_mm256_loadu_ps(buf)));
+        for (int32_t i = j; i < n; i++) {
+            s[i] = out[i - j];
+            t += s[i];
+        }
+    }
+    return t;
+}
+
+AI void attn_accum_t(float *acc, float alpha, const float *p, const void *v, la_dtype T, int32_t n, int32_t hd) {
+    const size_t row = (size_t)hd * (T == LA_DTYPE_F32 ? 4 : 2);
+    const __m256 al = _mm256_set1_ps(alpha);
+    int32_t d = 0;
+    for (; d + 32 <= hd; d += 32) { /* four registers of the accumulator at a time */
+        __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), al), a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8), al);
+        __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 16), al), a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 24), al);
+        for (int32_t j = 0; j < n; j++) {
+            const char *vr = (const char *)v + (size_t)j * row;
+            const __m256 pv = _mm256_set1_ps(p[j]);
+            a0 = _mm256_fmadd_ps(pv, load8(vr, d, T), a0);
+            a1 = _mm256_fmadd_ps(pv, load8(vr, d + 8, T), a1);
+            a2 = _mm256_fmadd_ps(pv, load8(vr, d + 16, T), a2);
+            a3 = _mm256_fmadd_ps(pv, load8(vr, d + 24, T), a3);
+        }
+        _mm256_storeu_ps(acc + d, a0), _mm256_storeu_ps(acc + d + 8, a1);
+        _mm256_storeu_ps(acc + d + 16, a2), _mm256_storeu_ps(acc + d + 24, a3);
+    }
+    for (; d + 8 <= hd; d += 8) {
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + d), al);
+        for (int32_t j = 0; j < n; j++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load8((const char *)v + (size_t)j * row, d, T), a);
+        _mm256_storeu_ps(acc + d, a);
+    }
+    for (; d < hd; d++) {
+        float a = acc[d] * alpha;
+        for (int32_t j = 0; j < n; j++) a += p[j] * load1((const char *)v + (size_t)j * row, d, T);
+        acc[d] = a;
+    }
+}
+
+static void attn_accum(float *acc, float alpha, const float *p, const void *v, la_dtype vt, int32_t n, int32_t hd) {
+    if (vt == LA_DTYPE_BF16) attn_accum_t(acc, alpha, p, v, LA_DTYPE_BF16, n, hd);
+    else attn_accum_t(acc, alpha, p, v, LA_DTYPE_F32, n, hd);
+}
+
+/* attn_block from the three pieces (cpu_kernels.h). */
+static void attn_block(const float *q, const void *k, const void *v, la_dtype kvt, int32_t n, int32_t hd, float scale,
+                       float *st) {
+    float s[64];
+    for (int32_t j0 = 0; j0 < n; j0 += 64) {
+        const int32_t nj = n - j0 < 64 ? n - j0 : 64;
+        const size_t off = (size_t)j0 * (size_t)hd * la_dtype_size(kvt);
+        float bmax = attn_scores(q, (const char *)k + off, kvt, nj, hd, scale, s);
+        float mx = st[0] > bmax ? st[0] : bmax;
+        float alpha = st[0] == mx ? 1.0f : expf(st[0] - mx); /* 0 from an empty state (-inf) */
+        st[1] = st[1] * alpha + exp_sum(s, nj, mx);
+        attn_accum(st + 2, alpha, s, (const char *)v + off, kvt, nj, hd);
+        st[0] = mx;
+    }
+}
+
+static void attn_block_kt(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
+                          int32_t hd, float scale, float *st, int64_t st_stride) {
+    for (int32_t g = 0; g < nq; g++) {
+        const float *qg = q + g * q_stride;
+        float *sg = st + g * st_stride, s[16];
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int32_t d = 0; d < hd; d++) { /* 16 keys' scores in two registers */
+            const __m256 qd = _mm256_set1_ps(qg[d]);
+            a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * 16), a0);
+            a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * 16 + 8), a1);
+        }
+        _mm256_storeu_ps(s, _mm256_mul_ps(a0, _mm256_set1_ps(scale)));
+        _mm256_storeu_ps(s + 8, _mm256_mul_ps(a1, _mm256_set1_ps(scale)));
+        float mx = sg[0];
+        for (int32_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+        float alpha = sg[0] == mx ? 1.0f : expf(sg[0] - mx);
+        sg[1] = sg[1] * alpha + exp_sum(s, n, mx);
+        attn_accum(sg + 2, alpha, s, v, LA_DTYPE_F32, n, hd);
+        sg[0] = mx;
+    }
+}
+
+static void silu_mul(float *g, const float *u, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), hi = _mm256_set1_ps(88.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 e = exp8(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), hi));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+const la_cpu_kernels la_cpu_kernels_avx2 = {
+    .isa = LA_CPU_ISA_AVX2,
+    .name = "avx2",
+    .gemm_nt = gemm_nt,
+    .to_f32 = to_f32,
+    .to_bf16 = to_bf16,
+    .attn_scores = attn_scores,
+    .exp_sum = exp_sum,
+    .attn_accum = attn_accum,
+    .attn_block = attn_block,
+    .attn_block_kt = attn_block_kt,
+    .silu_mul = silu_mul,
+};
+
+#else
+/* Not an x86 build: an empty table, never chosen (la_cpu_isa_supported says no). */
+#include "backend/cpu/cpu_kernels.h"
+/* attn_block from the three pieces (cpu_kernels.h). */
+static void attn_block(const float *q, const void *k, const void *v, la_dtype kvt, int32_t n, int32_t hd, float scale,
+                       float *st) {
+    float s[64];
+    for (int32_t j0 = 0; j0 < n; j0 += 64) {
+        const int32_t nj = n - j0 < 64 ? n - j0 : 64;
+        const size_t off = (size_t)j0 * (size_t)hd * la_dtype_size(kvt);
+        float bmax = attn_scores(q, (const char *)k + off, kvt, nj, hd, scale, s);
+        float mx = st[0] > bmax ? st[0] : bmax;
+        float alpha = st[0] == mx ? 1.0f : expf(st[0] - mx); /* 0 from an empty state (-inf) */
+        st[1] = st[1] * alpha + exp_sum(s, nj, mx);
+        attn_accum(st + 2, alpha, s, (const char *)v + off, kvt, nj, hd);
+        st[0] = mx;
+    }
+}
+
+const la_cpu_kernels la_cpu_kernels_avx2 = {.isa = LA_CPU_ISA_AVX2, .name = "avx2 (not built)"};
+#endif

@@ -1,0 +1,214 @@
+/* Answering a RAG question set and scoring it (eval.h). */
+#include "bench/eval.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "bench/driver.h"
+#include "bench/machine.h"
+
+/* A request's user pointer: its answer and where to report a failure. */
+typedef struct eval_req {
+    la_eval_answer *a;
+    const la_eval_hooks *hooks;
+} eval_req;
+
+static void on_event(void *user, const la_event *ev) {
+    eval_req *r = user;
+    la_eval_answer *a = r->a;
+    if (ev->text_len) {
+        char *p = realloc(a->text, a->len + ev->text_len + 1);
+        if (p) {
+            a->text = p;
+            memcpy(a->text + a->len, ev->text, ev->text_len);
+            a->len += ev->text_len;
+            a->text[a->len] = '\0';
+        }
+    }
+    if (ev->kind == LA_EVENT_DONE) {
+        a->done = 1;
+        a->failed = ev->finish == LA_FINISH_ERROR;
+        a->stats = *ev->stats;
+        if (a->failed && r->hooks->failed) {
+            char msg[LA_ERR_MSG_LEN + 32];
+            snprintf(msg, sizeof msg, "request failed: %s", ev->error);
+            r->hooks->failed(r->hooks->user, msg);
+        }
+    }
+}
+
+/* Permutation k of n documents (k = 0: identity). */
+static void order_of(int32_t n, int32_t k, uint64_t seed, int32_t *perm) {
+    for (int32_t i = 0; i < n; i++) perm[i] = i;
+    if (k == 0) return;
+    uint64_t x = seed * 1000003ull + (uint64_t)k;
+    for (int32_t i = n - 1; i > 0; i--) {
+        /* splitmix64 step */
+        uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        int32_t j = (int32_t)(z % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+la_status la_eval_run(la_eval *ev, la_engine *e, const la_eval_hooks *hooks, la_err *err) {
+    const la_rag_dataset *ds = ev->ds;
+    const int32_t nq = ds->n, orders = ev->orders, concurrency = ev->concurrency;
+    size_t n_slots = (size_t)ev->n_methods * (size_t)orders * (size_t)nq;
+    la_eval_answer *ans = ev->answers = calloc(n_slots + 1, sizeof(la_eval_answer));
+    eval_req *reqs = calloc(n_slots + 1, sizeof(eval_req));
+    if (!ans || !reqs) {
+        free(reqs);
+        return la_err_set(err, LA_ERR_NO_MEMORY, "eval: out of memory");
+    }
+    bool ok = true;
+    int64_t done = 0, total = (int64_t)n_slots;
+    for (int32_t m = 0; m < ev->n_methods && ok; m++)
+        for (int32_t o = 0; o < orders && ok; o++)
+            for (int32_t q0 = 0; q0 < nq && ok; q0 += concurrency) {
+                int32_t q1 = q0 + concurrency < nq ? q0 + concurrency : nq;
+                for (int32_t q = q0; q < q1; q++) {
+                    const la_rag_question *Q = &ds->q[q];
+                    int32_t *perm = malloc(sizeof(int32_t) * (size_t)(Q->n_docs + 1));
+                    la_segment *docs = calloc((size_t)(Q->n_docs + 1), sizeof(la_segment));
+                    order_of(Q->n_docs, o, ev->seed + (uint64_t)q, perm);
+                    la_chat_message msg;
+                    la_request_params rp;
+                    la_bench_rag_request(Q->question, Q->docs, perm, Q->n_docs, ev->raw, &msg, docs, &rp);
+                    char salt[64];
+                    snprintf(salt, sizeof salt, "lazyattn-eval:%d:%s", m, ev->methods[m].name);
+                    rp.method = ev->methods[m].method;
+                    rp.recompute_first = ev->methods[m].recompute_first;
+                    rp.cache_salt = salt;
+                    rp.sampling.max_tokens = ev->max_tokens;
+                    rp.on_event = on_event;
+                    size_t slot = ((size_t)m * orders + o) * nq + q;
+                    reqs[slot] = (eval_req){&ans[slot], hooks};
+                    rp.user = &reqs[slot];
+                    if (la_engine_submit(e, &rp, NULL, err) != LA_OK) {
+                        if (hooks->failed) {
+                            char line[LA_ERR_MSG_LEN + 32];
+                            snprintf(line, sizeof line, "question %d: %s", q, err->msg);
+                            hooks->failed(hooks->user, line);
+                        }
+                        ok = false;
+                    }
+                    free(perm);
+                    free(docs);
+                    if (!ok) break;
+                }
+                while (la_engine_has_work(e)) {
+                    la_engine_step(e, err);
+                    int64_t now_done = 0;
+                    for (int32_t q = q0; q < q1; q++) now_done += ans[((size_t)m * orders + o) * nq + q].done;
+                    if (now_done + done > done && hooks->progress)
+                        hooks->progress(hooks->user, done + now_done, total);
+                }
+                for (int32_t q = q0; q < q1; q++)
+                    if (ans[((size_t)m * orders + o) * nq + q].failed) ok = false;
+                done += q1 - q0;
+                if (hooks->progress) hooks->progress(hooks->user, done, total);
+            }
+    free(reqs);
+    return ok ? LA_OK : la_err_set(err, LA_ERR_INTERNAL, "eval: a request failed");
+}
+
+void la_eval_fini(la_eval *ev) {
+    size_t n_slots = ev->answers ? (size_t)ev->n_methods * (size_t)ev->orders * (size_t)ev->ds->n : 0;
+    for (size_t i = 0; i < n_slots; i++) free(ev->answers[i].text);
+    free(ev->answers);
+    ev->answers = NULL;
+}
+
+/* ---- scoring ------------------------------------------------------------------------------ */
+
+void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
+    const la_eval_answer *ans = ev->answers;
+    const int32_t nq = ev->ds->n, orders = ev->orders;
+    int64_t em = 0, n1 = 0, em1 = 0, n2 = 0, em2 = 0, agree = 0, stable = 0;
+    double tt = 0, tw = 0;
+    int64_t rc = 0;
+    for (int32_t q = 0; q < nq; q++) {
+        const la_rag_question *Q = &ev->ds->q[q];
+        const la_eval_answer *a = &ans[((size_t)m * orders) * nq + q];
+        const char *text = a->text ? a->text : "";
+        int hit = la_rag_answer_matches(text, Q->answers, Q->n_answers);
+        em += hit;
+        if (Q->hops == 1) n1++, em1 += hit;
+        if (Q->hops == 2) n2++, em2 += hit;
+        const char *first = ans[q].text ? ans[q].text : "";
+        agree += strcmp(first, text) == 0;
+        int same = 1;
+        for (int32_t o = 1; o < orders; o++) {
+            const char *t2 = ans[((size_t)m * orders + o) * nq + q].text;
+            same &= strcmp(t2 ? t2 : "", text) == 0;
+        }
+        stable += same;
+        tt += a->stats.ttft_ms;
+        rc += a->stats.doc_tokens_recomputed;
+        for (int32_t o = 1; o < orders; o++) tw += ans[((size_t)m * orders + o) * nq + q].stats.ttft_ms;
+    }
+    out->em_pct = 100.0 * em / nq;
+    out->em_1hop_pct = n1 ? 100.0 * em1 / n1 : -1;
+    out->em_2hop_pct = n2 ? 100.0 * em2 / n2 : -1;
+    out->n_1hop = n1;
+    out->n_2hop = n2;
+    out->same_as_first = agree;
+    out->same_across_orders = stable;
+    out->mean_ttft_cold_ms = tt / nq;
+    out->mean_ttft_warm_ms = orders > 1 ? tw / ((double)nq * (orders - 1)) : -1;
+    out->doc_tokens_recomputed = rc;
+}
+
+cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, const char *device, int argc,
+                    char **argv) {
+    const int32_t nq = ev->ds->n, orders = ev->orders;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "dataset", dataset);
+    cJSON_AddStringToObject(root, "format", ev->ds->format);
+    cJSON_AddStringToObject(root, "model", model);
+    cJSON_AddStringToObject(root, "device", device);
+    cJSON_AddNumberToObject(root, "questions", nq);
+    cJSON_AddNumberToObject(root, "orders", orders);
+    cJSON_AddStringToObject(root, "prompt", ev->raw ? "raw" : "chat template");
+    char *cmd = la_command_line(argc, argv);
+    cJSON_AddStringToObject(root, "command", cmd ? cmd : "");
+    free(cmd);
+    cJSON_AddItemToObject(root, "machine", la_machine_json());
+    cJSON *jm = cJSON_AddArrayToObject(root, "methods");
+    for (int32_t m = 0; m < ev->n_methods; m++) {
+        la_eval_score s;
+        la_eval_score_method(ev, m, &s);
+        cJSON *jo = cJSON_CreateObject();
+        cJSON_AddStringToObject(jo, "method", ev->methods[m].name);
+        cJSON_AddStringToObject(jo, "engine_method", la_method_name(ev->methods[m].method));
+        cJSON_AddNumberToObject(jo, "recompute_first", ev->methods[m].recompute_first);
+        cJSON_AddNumberToObject(jo, "doc_tokens_recomputed", (double)s.doc_tokens_recomputed);
+        cJSON_AddNumberToObject(jo, "exact_match", s.em_pct / 100);
+        /* null: no such question */
+        if (s.n_1hop) cJSON_AddNumberToObject(jo, "exact_match_1hop", s.em_1hop_pct / 100);
+        else cJSON_AddNullToObject(jo, "exact_match_1hop");
+        cJSON_AddNumberToObject(jo, "n_1hop", (double)s.n_1hop);
+        if (s.n_2hop) cJSON_AddNumberToObject(jo, "exact_match_2hop", s.em_2hop_pct / 100);
+        else cJSON_AddNullToObject(jo, "exact_match_2hop");
+        cJSON_AddNumberToObject(jo, "n_2hop", (double)s.n_2hop);
+        cJSON_AddNumberToObject(jo, "same_answer_as_first_method", (double)s.same_as_first / nq);
+        if (orders > 1) cJSON_AddNumberToObject(jo, "same_answer_across_orders", (double)s.same_across_orders / nq);
+        else cJSON_AddNullToObject(jo, "same_answer_across_orders"); /* one order: nothing to compare */
+        cJSON_AddNumberToObject(jo, "mean_ttft_cold_ms", s.mean_ttft_cold_ms);
+        if (orders > 1) cJSON_AddNumberToObject(jo, "mean_ttft_warm_ms", s.mean_ttft_warm_ms);
+        else cJSON_AddNullToObject(jo, "mean_ttft_warm_ms");
+        cJSON *per = cJSON_AddArrayToObject(jo, "answers");
+        for (int32_t q = 0; q < nq; q++) {
+            const la_eval_answer *a = &ev->answers[((size_t)m * orders) * nq + q];
+            cJSON_AddItemToArray(per, cJSON_CreateString(a->text ? a->text : ""));
+        }
+        cJSON_AddItemToArray(jm, jo);
+    }
+    return root;
+}
