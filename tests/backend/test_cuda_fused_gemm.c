@@ -16,8 +16,9 @@
 #include "backend/backend.h"
 #include "base/dtype.h"
 #include "common/test_util.h"
+#include "engine/backend_model.h"
+#include "engine/forward.h"
 #include "model/config.h"
-#include "model/forward.h"
 #include "model/weights.h"
 
 #ifndef LA_HAVE_CUDA
@@ -30,7 +31,7 @@ Test(cuda_fused_gemm, skipped_without_cuda) {
 
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_hooks.h"
 #include "backend/cuda/cuda_kernels.h"
 
 /* matmul_group fused against separate matmuls: both bf16 in, f32 accumulation, bf16 out;
@@ -126,7 +127,7 @@ Test(cuda_fused_gemm, split_cols_rejects_bad_parts) {
  * threshold, fusion on): within GROUP_TOL_REL; otherwise bit-equal. */
 static void group_case(la_backend *be, int32_t n_rows, bool expect_fused) {
     const la_backend_ops *op = be->ops;
-    const la_model_config *m = &be->cfg;
+    const la_backend_shape *m = &be->shape;
     la_err err = {0};
     la_act x;
     LA_CHECK_OK(op->act_alloc(be, n_rows, m->hidden_size, &x, &err), err);
@@ -180,7 +181,7 @@ static la_backend *tiny_random_backend(la_model_config *cfg) {
     LA_CHECK_OK(la_model_config_preset("tiny", cfg, &err), err);
     la_backend *be = NULL;
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
-    LA_CHECK_OK(be->ops->load_weights(be, cfg, NULL, &err), err);
+    LA_CHECK_OK(la_backend_load_model(be, cfg, NULL, &err), err);
     return be;
 }
 
@@ -242,7 +243,7 @@ Test(cuda_fused_gemm, matmul_group_of_other_weights_runs_separately) {
     const la_weight_kind w[2] = {LA_W_K, LA_W_Q};
     for (int k = 0; k < 2; k++) {
         int64_t n_out, n_in;
-        la_weight_shape(&cfg, w[k], &n_out, &n_in);
+        la_weight_shape(&be->shape, w[k], &n_out, &n_in);
         for (int j = 0; j < 2; j++) LA_CHECK_OK(op->act_alloc(be, n_rows, n_out, &out[j][k], &err), err);
     }
     LA_CHECK_OK(op->matmul_group(be, &x, w, 2, 0, (la_act *const[]){&out[0][0], &out[0][1]}, &err), err);
@@ -290,7 +291,7 @@ static void fpair_init(fpair *f, const char *model, const bool graphs[2], const 
         la_cuda_graphs_enable(f->be[i], graphs[i]);
         la_cuda_fused_gemm_set(f->be[i], fused[i]);
         cr_assert_eq(la_cuda_fused_gemm(f->be[i]), fused[i]);
-        LA_CHECK_OK(f->be[i]->ops->load_weights(f->be[i], &f->cfg, f->w, &err), err);
+        LA_CHECK_OK(la_backend_load_model(f->be[i], &f->cfg, f->w, &err), err);
         LA_CHECK_OK(f->be[i]->ops->kv_alloc(f->be[i], 2 + F_SEQS * F_BLOCKS, F_BLOCK, &err), err);
         f->logits[i] = malloc(sizeof(float) * F_ROWS * (size_t)f->cfg.vocab_size);
     }

@@ -1,7 +1,8 @@
-/* `lazyattn bench` (src/cli/cmd_bench.c), run as the built binary on the tiny fixture model:
- * the JSON has every method with sane values, document reuse after the warm-up is what each
- * method promises (lazy, block, mepic: every document token; recompute: none), the same over
- * HTTP against `lazyattn serve`, sweeps, plots, and the exit statuses. No timing assertions. */
+/* `lazyattn bench` (src/cli/cmd_bench.c over src/bench/session.c), run as the built binary on
+ * the tiny fixture model: the JSON has every method with sane values, document reuse after the
+ * warm-up is what each method promises (lazy, block, mepic: every document token; recompute:
+ * none), the same over HTTP against `lazyattn serve`, sweeps, plots, and the exit statuses. No
+ * timing assertions. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -160,7 +161,7 @@ Test(cli_bench, http_mode_reports_the_servers_reuse) {
     cr_assert(la_serve_start(&p, args) == 0, "serve did not start: %s", p.log);
     char *a = NULL;
     cr_assert(asprintf(&a, "--url http://127.0.0.1:%d --dataset synthetic --requests 4 --docs-per-request 3 "
-                           "--pool-docs 3 --doc-tokens 40 --max-tokens 4 --methods recompute,prefix,lazy "
+                           "--pool-docs 3 --doc-tokens 40 --max-tokens 4 --methods recompute,prefix,lazy,lazy+r8 "
                            "--concurrency 2", p.port) > 0);
     run_result r = run("", a, 1);
     int rc = la_serve_stop(&p, SIGTERM, 60);
@@ -169,7 +170,7 @@ Test(cli_bench, http_mode_reports_the_servers_reuse) {
     cr_assert_str_eq(cJSON_GetObjectItem(r.json, "mode")->valuestring, "http");
     cr_assert_str_eq(cJSON_GetObjectItem(r.json, "model")->valuestring, "tiny-f32-tied");
     const cJSON *ms = cJSON_GetObjectItem(r.json, "methods");
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         const cJSON *m = cJSON_GetArrayItem(ms, i);
         cr_assert_eq((int)num(m, "requests_ok"), 4, "%s", r.err);
         check_dist(m, "ttft_ms", 4);
@@ -177,6 +178,14 @@ Test(cli_bench, http_mode_reports_the_servers_reuse) {
         cr_assert_eq(num(m, "mean_output_tokens"), 4);
     }
     cr_assert_eq(num(method_of(ms, "lazy"), "doc_hit_ratio"), 1.0);
+    /* recovery over HTTP: the server recomputed 8 tokens of each document after the first
+     * (the preamble is document 0: all 3 synthetic documents), on cached documents */
+    const cJSON *rec = method_of(ms, "lazy+r8");
+    cr_assert_eq(num(rec, "recompute_first"), 8);
+    cr_assert_str_eq(cJSON_GetObjectItem(rec, "engine_method")->valuestring, "lazy");
+    cr_assert_eq(num(rec, "mean_doc_tokens_recomputed"), 3 * 8);
+    cr_assert_eq(num(rec, "doc_hit_ratio"), 1.0);
+    cr_assert_eq(num(method_of(ms, "lazy"), "mean_doc_tokens_recomputed"), 0);
     cr_assert(num(method_of(ms, "lazy"), "cached_ratio") > 0.5);
     cr_assert_eq(num(method_of(ms, "recompute"), "doc_hit_ratio"), 0.0);
     run_free(&r);
@@ -215,10 +224,7 @@ Test(cli_bench, open_loop_rate_is_recorded) {
 }
 
 Test(cli_bench, plot_writes_a_png) {
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        cr_log_warn("skipped: gnuplot is not installed");
-        return;
-    }
+    la_test_require("command -v gnuplot", "gnuplot");
     char *dir = la_test_tmpdir(), *png = la_path_join(dir, "sub/plot.png"), *args = NULL;
     cr_assert(asprintf(&args, SMALL " --methods prefix,lazy --plot '%s'", png) > 0);
     run_result r = run("", args, 0);
@@ -314,5 +320,46 @@ Test(cli_bench, other_errors_exit_1) {
     r = run("", "--dataset synthetic --url http://127.0.0.1:1", 0);
     cr_assert_eq(r.status, 1);
     cr_assert(strstr(r.err, "cannot connect"), "stderr: %s", r.err);
+    run_free(&r);
+}
+
+/* --duration bounds a point: an open loop far beyond what the engine answers is cut there,
+ * reported as saturated (requests cut, achieved rate), and the run still succeeds; a closed
+ * loop that ends inside the bound is not. */
+Test(cli_bench, duration_bound_reports_saturation_instead_of_hanging) {
+    run_result r = run("", "-m '" MODEL "' --dataset synthetic --requests 300 --rate 5000 --duration 0.5 "
+                           "--docs-per-request 4 --doc-tokens 200 --pool-docs 8 --max-tokens 16 --methods lazy "
+                           "--threads 1", 1);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    const cJSON *m = method_of(cJSON_GetObjectItem(r.json, "methods"), "lazy");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(m, "saturated")), "not saturated:\n%s", r.out);
+    int cut = (int)num(m, "requests_cut"), ok = (int)num(m, "requests_ok"), unsent = (int)num(m, "requests_not_sent");
+    cr_assert(cut > 0 && ok + cut + unsent == 300, "ok %d cut %d not sent %d", ok, cut, unsent);
+    cr_assert(strstr(r.out, "saturated"), "table: %s", r.out);
+    run_free(&r);
+    r = run("", SMALL " --methods lazy --duration 600", 1);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    m = method_of(cJSON_GetObjectItem(r.json, "methods"), "lazy");
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(m, "saturated")));
+    cr_assert_eq(num(m, "requests_cut"), 0);
+    cr_assert_eq(num(m, "requests_ok"), 4);
+    run_free(&r);
+}
+
+/* --requests N is N measured requests per method and point, a concurrency sweep included
+ * (it printed twice its largest concurrency); left out, a concurrency sweep measures twice
+ * its largest concurrency. */
+Test(cli_bench, requests_is_the_count_per_method_and_point) {
+    run_result r = run("", "-m '" MODEL "' --dataset synthetic --sweep concurrency --points 1,4 --requests 3 "
+                           "--docs-per-request 2 --doc-tokens 32 --pool-docs 4 --max-tokens 2 --methods lazy "
+                           "--threads 1", 1);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert_eq((int)num(r.json, "workload.requests_per_method"), 3);
+    cr_assert(strstr(r.out, "3 measured requests per method and point"), "%s", r.out);
+    run_free(&r);
+    r = run("", "-m '" MODEL "' --dataset synthetic --sweep concurrency --points 1,20 "
+                "--docs-per-request 2 --doc-tokens 32 --pool-docs 4 --max-tokens 2 --methods lazy --threads 1", 1);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert_eq((int)num(r.json, "workload.requests_per_method"), 40); /* the default 32 < 2 x 20 */
     run_free(&r);
 }

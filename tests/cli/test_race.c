@@ -1,7 +1,7 @@
-/* `lazyattn race` (src/cli/cmd_race.c) as the built binary on the bundled model: both
- * methods answer the same question, and --record hands ImageMagick's convert one call per
- * frame plus one for the GIF (a stand-in convert here, LAZYATTN_CONVERT, that writes its
- * last argument), and fails when no GIF comes out. */
+/* `lazyattn race` (src/cli/cmd_race.c over src/bench/race.c and frames.c) as the built binary
+ * on the bundled model: both methods answer the same question, and --record hands
+ * ImageMagick's convert one call per frame plus one for the GIF (a stand-in convert here,
+ * LAZYATTN_CONVERT, that writes its last argument), and fails when no GIF comes out. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -38,6 +38,8 @@ Test(run, usage_errors_exit_2) {
         "run " MODEL "-p x --top-p 0",
         "run " MODEL "-p x --threads -3",
         "run " MODEL "-p x --gpu-memory-fraction 2",
+        "run " MODEL "-p x --cpu-weights f8",
+        "run " MODEL "-p x --cpu-kv f16",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         la_test_cli_result r = la_test_cli("", cases[i], NULL);
@@ -45,6 +47,23 @@ Test(run, usage_errors_exit_2) {
         cr_assert(strstr(r.err, "lazyattn run: "), "%s: one message: %s", cases[i], r.err);
         la_test_cli_free(&r);
     }
+}
+
+/* --cpu-weights and --cpu-kv (README "CPU backend"): the bundled bf16 checkpoint kept in
+ * bf16 (auto), widened to f32 or rounded to f16, and a bf16 KV cache, each answer from the
+ * right document, with the kernels this CPU runs and the portable ones. */
+Test(run, cpu_weight_and_kv_dtypes_answer_alike) {
+    const char *variants[] = {"", "--cpu-weights bf16", "--cpu-weights f32", "--cpu-weights f16", "--cpu-kv bf16",
+                              "--cpu-weights f16 --cpu-kv bf16"};
+    for (int portable = 0; portable < 2; portable++)
+        for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+            char args[2048];
+            snprintf(args, sizeof args, "run " MODEL DOCS "%s -p 'Where was Famtond Cuxirnca born?'", variants[i]);
+            la_test_cli_result r = la_test_cli(portable ? "LA_CPU_ISA=portable" : "", args, NULL);
+            cr_assert_eq(r.status, 0, "%s: %s", variants[i], r.err);
+            cr_assert_str_eq(r.out, "Kramker", "%s%s", variants[i], portable ? " (portable)" : "");
+            la_test_cli_free(&r);
+        }
 }
 
 /* --stats: every method accounts for the document tokens it computed (recompute all of

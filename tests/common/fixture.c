@@ -6,7 +6,9 @@
 #include "base/json.h"
 #include "common/test_util.h"
 
-const char *const la_test_models[3] = {"tiny-f32-tied", "tiny-bf16-untied", "tiny-f32-linear"};
+/* the Llama fixtures, then one of each other family (tools/oracle/make_models.py) */
+const char *const la_test_models[LA_TEST_N_MODELS] = {"tiny-f32-tied", "tiny-bf16-untied", "tiny-f32-linear",
+                                                      "tiny-qwen2",    "tiny-qwen3",       "tiny-mistral"};
 
 cJSON *la_test_oracle(const char *model_dir) {
     char path[1024];

@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 /* The tiny models under tests/fixtures/models/. */
-extern const char *const la_test_models[3];
+#define LA_TEST_N_MODELS 6
+extern const char *const la_test_models[LA_TEST_N_MODELS];
 
 /* Load <model_dir>/oracle.json (fails the test on error). Free with cJSON_Delete. */
 cJSON *la_test_oracle(const char *model_dir);

@@ -9,7 +9,7 @@
 
 #include "base/err.h"
 #include "model/config.h"
-#include "model/forward.h"
+#include "engine/forward.h"
 #include "model/weights.h"
 #include <unistd.h>
 
@@ -120,6 +120,14 @@ void la_test_cuda_env_rejected(const char *name, const char *value) {
     cr_assert_eq(s, LA_ERR_INVALID_ARG, "%s=%s: status %s", name, value, la_status_name(s));
     cr_assert_null(be, "%s=%s: a backend came back", name, value);
     cr_assert(strstr(err.msg, name), "%s=%s: message '%s'", name, value, err.msg);
+}
+
+void la_test_require(const char *check, const char *what) {
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "(%s) >/dev/null 2>&1", check) > 0);
+    int rc = system(cmd);
+    free(cmd);
+    cr_assert(rc == 0, "%s is missing (`%s` failed): run scripts/install-deps.sh (make test does)", what, check);
 }
 
 bool la_test_have_gpu(void) {

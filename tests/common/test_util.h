@@ -34,6 +34,11 @@ typedef struct la_test_cli_result {
 la_test_cli_result la_test_cli(const char *env, const char *args, const char *input);
 void la_test_cli_free(la_test_cli_result *r);
 
+/* Fail the test unless the shell command `check` succeeds: a tool or package that
+ * scripts/install-deps.sh installs (make test runs it first) is a dependency of the test
+ * suite, never a reason to skip. `what` names it in the message. */
+void la_test_require(const char *check, const char *what);
+
 /* True when a CUDA backend can be created (a GPU is present); otherwise prints
  * "skipped: no GPU (<reason>)" and returns false, so a GPU test can return and pass. */
 bool la_test_have_gpu(void);

@@ -66,6 +66,10 @@ static void run(la_engine *e, la_method m, const docset *d, const int32_t *order
 }
 
 static void assert_same(const la_test_gen *a, const la_test_gen *ref, const char *what) {
+    /* every request here generates N_GEN tokens with logits: never compare empty answers */
+    cr_assert(ref->n_tokens == N_GEN && ref->logits, "%s: the reference has %d tokens, logits %s", what,
+              ref->n_tokens, ref->logits ? "returned" : "missing");
+    cr_assert(a->logits, "%s: no logits came back", what);
     cr_assert_eq(a->n_tokens, ref->n_tokens, "%s", what);
     for (int32_t i = 0; i < ref->n_tokens; i++) {
         size_t at;
@@ -254,12 +258,19 @@ Test(methods, concurrent_requests_sharing_a_missing_document_compute_it_once) {
     la_err err;
     la_engine_run(e, &err);
     int64_t computed = 0;
+    int32_t n_twins = 0;
     for (int r = 0; r < N; r++) {
         cr_assert(g[r].done && g[r].finish == LA_FINISH_LENGTH);
         computed += g[r].stats.doc_tokens_computed;
-        if (r == 0) continue;
-        /* same documents in the same order as request 0 -> identical tokens */
+        /* the same documents in the same order as an earlier request -> identical tokens */
+        for (int s = 0; s < r; s++)
+            if (memcmp(orders[r], orders[s], sizeof orders[r]) == 0) {
+                assert_same(&g[r], &g[s], "concurrent requests in one order");
+                n_twins++;
+                break;
+            }
     }
+    cr_assert_eq(n_twins, 2, "requests 6 and 7 repeat the orders of 0 and 1");
     cr_assert_eq(computed, 79, "each missing document is computed once across all requests");
     /* request with the sequential order gives the sequential answer */
     for (int r = 0; r < N; r++)
@@ -295,5 +306,101 @@ Test(methods, a_document_repeated_in_one_request_is_computed_once_and_answers_al
     }
     la_test_gen_free(&ref);
     free_docs(&base);
+    la_engine_destroy(e);
+}
+
+/* Random weights of the tiny shape (Llama-3's 128256-token vocabulary) with the bundled
+ * model's 3072-token tokenizer: greedy ids past the tokenizer's decode to nothing (as the
+ * `tokenizers` library skips ids it has no token for), the request finishes normally. */
+Test(methods, ids_the_tokenizer_lacks_decode_to_nothing) {
+    char tok[512];
+    snprintf(tok, sizeof tok, "%s/models/rag-tiny", LA_SOURCE_DIR);
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.random_weights = "tiny";
+    o.tokenizer_dir = tok;
+    o.n_threads = 2;
+    la_engine *e = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+    la_request_params p;
+    la_request_params_init(&p);
+    p.prompt = (la_segment){.text = "Where was Elkrak Avoltrax born?"};
+    p.sampling.max_tokens = 12;
+    p.sampling.ignore_eos = true;
+    p.sampling.temperature = 1.0f; /* sampled over the whole vocabulary: ids far past 3072 */
+    p.sampling.seed = 5;
+    la_test_gen g;
+    la_test_generate(e, &p, &g);
+    cr_assert_eq(g.finish, LA_FINISH_LENGTH, "%s", g.error);
+    cr_assert_eq(g.n_tokens, 12);
+    int32_t beyond = 0;
+    for (int32_t i = 0; i < g.n_tokens; i++) beyond += g.tokens[i] >= 3072;
+    cr_assert(beyond > 0, "random weights picked no id past the tokenizer's 3072: the test proves nothing");
+    la_test_gen_free(&g);
+    la_engine_destroy(e);
+}
+
+/* A token-id prompt that starts with BOS gets no second one (issue 28); one without BOS
+ * gets it, as text does: the Llama-3-style fixture and the bundled model. */
+Test(methods, token_id_prompts_that_start_with_bos_get_no_second_bos) {
+    char bundled[512];
+    snprintf(bundled, sizeof bundled, "%s/models/rag-tiny", LA_SOURCE_DIR);
+    const char *dirs[2] = {tiny_dir(), bundled};
+    for (int m = 0; m < 2; m++) {
+        la_engine *e = la_test_engine(dirs[m], 64, 16);
+        int32_t bos = -1, *one = NULL, n_one = 0;
+        la_err err = {0};
+        LA_CHECK_OK(la_engine_tokenize(e, "", 0, true, &one, &n_one, &err), err);
+        cr_assert_eq(n_one, 1, "%s: the tokenizer adds BOS", dirs[m]);
+        bos = one[0];
+        free(one);
+        const int32_t with[2] = {bos, 36}, without[1] = {36};
+        for (int k = 0; k < 2; k++) {
+            la_request_params p;
+            la_request_params_init(&p);
+            p.prompt = k == 0 ? (la_segment){.ids = with, .n_ids = 2} : (la_segment){.ids = without, .n_ids = 1};
+            p.add_special = true;
+            la_request_tokens *t = NULL;
+            LA_CHECK_OK(la_engine_tokenize_request(e, &p, &t, &err), err);
+            cr_assert_eq(t->n_ids, 2, "%s: %s BOS -> %d tokens", dirs[m], k == 0 ? "with" : "without", t->n_ids);
+            cr_assert_eq(t->ids[0], bos);
+            cr_assert_eq(t->ids[1], 36);
+            la_request_tokens_free(t);
+        }
+        la_engine_destroy(e);
+    }
+}
+
+/* A text that cannot fit the context is refused before it is tokenized (issue 28): 8 MiB of
+ * document against a 512-token context answers with the byte bound's message, not after
+ * encoding it; a text near the context goes through the tokenizer and its own check. */
+Test(methods, text_far_over_the_context_is_refused_before_tokenizing) {
+    la_engine_options eo;
+    la_engine_options_init(&eo);
+    eo.model_dir = tiny_dir();
+    eo.n_threads = 1;
+    eo.kv_blocks = 256;
+    eo.max_context = 512;
+    la_engine *e = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_create(&eo, &e, &err), err);
+    size_t n = (size_t)8 << 20;
+    char *big = malloc(n + 1);
+    for (size_t i = 0; i < n; i++) big[i] = "the river "[i % 10];
+    big[n] = 0;
+    la_segment doc = {.text = big, .len = n};
+    la_request_params p;
+    la_request_params_init(&p);
+    p.docs = &doc;
+    p.n_docs = 1;
+    p.prompt = (la_segment){.text = "Where?"};
+    cr_assert_eq(la_engine_submit(e, &p, NULL, &err), LA_ERR_TOO_LONG);
+    cr_assert(strstr(err.msg, "bytes of text"), "%s", err.msg);
+    /* 600 words: under the byte bound, over the context once tokenized */
+    doc.len = 6000;
+    cr_assert_eq(la_engine_submit(e, &p, NULL, &err), LA_ERR_TOO_LONG);
+    cr_assert(strstr(err.msg, "exceed the context"), "%s", err.msg);
+    free(big);
     la_engine_destroy(e);
 }

@@ -160,3 +160,85 @@ Test(sampling, draws_follow_the_softmax) {
     }
     cr_assert(chi2 < 16.3, "chi-square %.2f over 4 tokens", chi2);
 }
+
+/* The logits processors on hand-computed values (formulas in engine/sampling.h). */
+Test(sampling, processors_apply_bias_then_repetition_then_frequency_and_presence) {
+    float v[6] = {1.0f, -1.0f, 2.0f, 0.5f, 3.0f, -2.0f};
+    const int32_t prompt[2] = {0, 1}, out[4] = {2, 2, 3, 0};
+    la_logit_bias bias[1] = {{5, 4.0f}};
+    la_sampling_params p = {0};
+    p.logit_bias = bias;
+    p.n_logit_bias = 1;
+    p.repetition_penalty = 2.0f;
+    p.frequency_penalty = 0.5f;
+    p.presence_penalty = 0.25f;
+    la_token_span seen = {prompt, 2};
+    la_logits_inputs in = {.seen = &seen, .n_seen = 1, .output = {out, 4}};
+    uint32_t marks[6] = {0}, epoch = 0;
+    la_logits_process(v, 6, &p, &in, marks, &epoch);
+    /* 0: seen and generated once: 1/2 - 0.5 - 0.25; 1: -1*2; 2: twice: 2/2 - 1 - 0.25;
+     * 3: once: 0.5/2 - 0.5 - 0.25; 4: untouched; 5: bias -2 + 4 = 2, never seen */
+    const float want[6] = {-0.25f, -2.0f, -0.25f, -0.5f, 3.0f, 2.0f};
+    for (int i = 0; i < 6; i++) cr_assert(v[i] == want[i], "v[%d] = %g, want %g", i, v[i], want[i]);
+}
+
+/* A mask leaves the draw to the allowed tokens, greedy or sampled, without a copy. */
+Test(sampling, masked_sampling_draws_only_allowed_tokens) {
+    float lg[130];
+    for (int i = 0; i < 130; i++) lg[i] = (float)(i % 7);
+    uint64_t allow[3] = {0, (uint64_t)1 << 5 | (uint64_t)1 << 40, 1}; /* tokens 69, 104, 128 */
+    cr_assert_eq(la_argmax_masked(lg, 130, allow), 69, "69 % 7 = 6 beats 104 % 7 = 6 by index, 128 % 7 = 2");
+    la_sampling_params p = {.temperature = 1.0f, .top_p = 1.0f};
+    float scratch[260];
+    la_rng rng;
+    la_rng_seed(&rng, 9);
+    int seen[130] = {0};
+    for (int i = 0; i < 2000; i++) seen[la_sample_masked(lg, 130, &p, allow, &rng, scratch)]++;
+    cr_assert_eq(seen[69] + seen[104] + seen[128], 2000);
+    cr_assert(seen[69] > 500 && seen[104] > 500 && seen[128] > 0);
+    uint64_t none[3] = {0, 0, 0};
+    cr_assert_eq(la_sample_masked(lg, 130, &p, none, &rng, scratch), -1);
+    p.temperature = 0;
+    cr_assert_eq(la_sample_masked(lg, 130, &p, none, &rng, scratch), -1);
+}
+
+Test(sampling, min_p_keeps_tokens_within_its_ratio_of_the_best) {
+    /* probabilities 0.5, 0.3, 0.2 (log-space); min_p 0.5 keeps p >= 0.25: the first two */
+    float lg[3] = {logf(0.5f), logf(0.3f), logf(0.2f)};
+    la_sampling_params p = {.temperature = 1.0f, .top_p = 1.0f, .min_p = 0.5f};
+    float scratch[6];
+    int seen[3] = {0};
+    la_rng rng;
+    la_rng_seed(&rng, 3);
+    for (int i = 0; i < 3000; i++) seen[la_sample(lg, 3, &p, &rng, scratch)]++;
+    cr_assert_eq(seen[2], 0, "p = 0.2 < 0.5 * 0.5 is cut");
+    cr_assert_gt(seen[1], 900, "the kept two renormalise to 5:3 (%d of 3000)", seen[1]);
+    p.min_p = 0.999f;
+    for (int i = 0; i < 100; i++) cr_assert_eq(la_sample(lg, 3, &p, &rng, scratch), 0);
+}
+
+/* la_logprobs' vectorized exp against libm in f64 on a Llama-3-sized row with -inf among
+ * the logits; its top-k is the sorted head of the row. */
+Test(sampling, logprobs_match_log_softmax_in_f64_on_a_large_vocabulary) {
+    enum { V = 128256 };
+    float *lg = malloc(sizeof(float) * V);
+    la_rng rng;
+    la_rng_seed(&rng, 77);
+    for (int i = 0; i < V; i++) lg[i] = (float)(la_rng_uniform(&rng) * 40.0 - 30.0);
+    lg[5] = -INFINITY;
+    lg[99] = 12.5f;
+    double mx = 12.5, sum = 0;
+    for (int i = 0; i < V; i++) sum += exp((double)lg[i] - mx);
+    double lse = mx + log(sum);
+    int32_t ids[20];
+    float lps[20], lp;
+    for (int32_t t = 0; t < V; t += 4099) {
+        cr_assert_eq(la_logprobs(lg, V, t, 20, &lp, ids, lps), 20);
+        cr_assert(fabs(lp - (lg[t] - lse)) < 1e-5, "token %d: %.7g vs %.7g", t, lp, lg[t] - lse);
+    }
+    cr_assert_eq(ids[0], 99);
+    for (int k = 1; k < 20; k++) cr_assert(lps[k - 1] >= lps[k]);
+    la_logprobs(lg, V, 5, 0, &lp, ids, lps);
+    cr_assert(isinf(lp) && lp < 0, "-inf stays -inf");
+    free(lg);
+}

@@ -1,5 +1,5 @@
-/* The scheduler (src/engine/engine.c): concurrency, preemption, cancellation, limits,
- * sampling and stop strings, on the tiny f32 checkpoint. */
+/* The scheduler (src/engine/scheduler.c, through the API of engine.c): concurrency,
+ * preemption, cancellation, limits, sampling and stop strings, on the tiny f32 checkpoint. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +7,8 @@
 #include "common/engine_util.h"
 #include "common/test_util.h"
 #include "backend/backend.h"
+#include "engine/backend_model.h"
+#include "engine/engine_internal.h"
 #include "model/config.h"
 
 /* The template strings, written out independently of model/prompt_template.h. */
@@ -317,8 +319,52 @@ Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gi
     LA_CHECK_OK(la_backend_create(LA_DEVICE_CPU, 1, &be, &err), err);
     la_model_config cfg;
     LA_CHECK_OK(la_model_config_load(tiny_dir(), &cfg, &err), err);
-    LA_CHECK_OK(be->ops->load_weights(be, &cfg, NULL, &err), err);
+    LA_CHECK_OK(la_backend_load_model(be, &cfg, NULL, &err), err);
     cr_assert_eq(st.kv_blocks_total, ((int64_t)1 << 30) / be->ops->kv_block_bytes(be, st.block_size));
     la_backend_destroy(be);
+    la_engine_destroy(e);
+}
+
+/* Issue 28's race, made certain: a hook inside la_engine_submit runs the engine until the
+ * request is done before submit returns. Every event must already carry the id the caller
+ * was given (written before the engine could see the request), never 0 or another one. */
+typedef struct race_slot {
+    uint64_t id;      /* where la_engine_submit writes the request's id */
+    int n_events, n_wrong, done;
+} race_slot;
+
+static void race_on_event(void *user, const la_event *ev) {
+    race_slot *s = user;
+    s->n_events++;
+    s->n_wrong += ev->request_id != s->id || s->id == 0;
+    s->done |= ev->kind == LA_EVENT_DONE;
+}
+
+static void race_step_until_idle(la_engine *e, void *user) {
+    (void)user;
+    la_err err = {0};
+    while (la_engine_has_work(e)) LA_CHECK_OK(la_engine_step(e, &err), err);
+}
+
+Test(scheduler, a_request_finished_before_submit_returns_has_its_id_in_every_event) {
+    la_engine *e = la_test_engine(tiny_dir(), 256, 16);
+    la_engine_set_submit_hook(e, race_step_until_idle, NULL);
+    for (int k = 0; k < 20; k++) {
+        race_slot s = {0};
+        int32_t ids[3] = {5 + k, 6, 7};
+        la_request_params rp;
+        la_request_params_init(&rp);
+        rp.prompt = (la_segment){.ids = ids, .n_ids = 3};
+        rp.add_special = false;
+        rp.sampling.max_tokens = 1 + k % 3;
+        rp.on_event = race_on_event;
+        rp.user = &s;
+        la_err err = {0};
+        LA_CHECK_OK(la_engine_submit(e, &rp, &s.id, &err), err);
+        cr_assert(s.done, "request %d: not finished inside submit: the hook did not force the race", k);
+        cr_assert_eq(s.n_wrong, 0, "request %d: %d of %d events before the id was known", k, s.n_wrong, s.n_events);
+        cr_assert_gt(s.n_events, 1);
+    }
+    la_engine_set_submit_hook(e, NULL, NULL);
     la_engine_destroy(e);
 }

@@ -5,7 +5,7 @@
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
 
-static la_hash128 h_of(int32_t x) { return la_hash_block(la_hash_prefix_seed(NULL), &x, 1); }
+static la_hash128 h_of(int32_t x) { return la_hash_block(NULL, la_hash_prefix_seed(NULL, NULL), &x, 1); }
 
 static la_kv_pool *pool_of(int64_t n) {
     la_kv_pool *p = NULL;

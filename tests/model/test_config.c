@@ -286,16 +286,87 @@ Test(config, bad_scaling_parameters_are_format_errors) {
 }
 
 Test(config, other_architectures_and_activations_are_unsupported) {
-    char *dir = model_dir("{\"model_type\": \"mistral\", \"vocab_size\": 100, \"hidden_size\": 64,"
+    char *dir = model_dir("{\"model_type\": \"gemma\", \"vocab_size\": 100, \"hidden_size\": 64,"
                           " \"intermediate_size\": 1, \"num_hidden_layers\": 1,"
                           " \"num_attention_heads\": 4}",
                           NULL);
     la_model_config c;
     la_err err = {0};
     cr_assert_eq(la_model_config_load(dir, &c, &err), LA_ERR_UNSUPPORTED);
-    cr_assert(strstr(err.msg, "\"mistral\"") && strstr(err.msg, "config.json"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "\"gemma\"") && strstr(err.msg, "config.json"), "%s", err.msg);
     la_test_rm_tree(dir);
     expect_fail(", \"hidden_act\": \"gelu\"", LA_ERR_UNSUPPORTED, "gelu", NULL);
+}
+
+static la_model_config load_ok(const char *text) {
+    char *dir = model_dir(text, NULL);
+    la_model_config c;
+    la_err err = {0};
+    LA_CHECK_OK(la_model_config_load(dir, &c, &err), err);
+    la_test_rm_tree(dir);
+    return c;
+}
+
+#define FAMILY_CONFIG(type, extra)                                                           \
+    "{\"model_type\": \"" type "\", \"vocab_size\": 100, \"hidden_size\": 64,"             \
+    " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"      \
+    " \"max_position_embeddings\": 32768" extra "}"
+
+/* Each family's differences from Llama, as transformers' modeling files define them. */
+Test(config, mistral_qwen2_qwen3_load_with_their_differences) {
+    la_model_config m = load_ok(FAMILY_CONFIG("mistral", ", \"sliding_window\": null"));
+    cr_assert_eq(m.arch, LA_ARCH_MISTRAL);
+    cr_assert(!m.qkv_bias && !m.qk_norm && m.sliding_window == 0 && m.max_position_embeddings == 32768);
+    /* Mistral v0.1's 4096-token window: the context is capped at it (full attention there) */
+    m = load_ok(FAMILY_CONFIG("mistral", ", \"sliding_window\": 4096"));
+    cr_assert_eq(m.sliding_window, 4096);
+    cr_assert_eq(m.max_position_embeddings, 4096);
+    la_model_config q2 = load_ok(FAMILY_CONFIG("qwen2", ", \"sliding_window\": 4096, \"use_sliding_window\": false"));
+    cr_assert_eq(q2.arch, LA_ARCH_QWEN2);
+    cr_assert(q2.qkv_bias && !q2.qk_norm, "Qwen2: q/k/v biases, no q/k norm");
+    cr_assert_eq(q2.max_position_embeddings, 32768, "use_sliding_window false: no window");
+    q2 = load_ok(FAMILY_CONFIG("qwen2", ", \"sliding_window\": 4096, \"use_sliding_window\": true"));
+    cr_assert_eq(q2.max_position_embeddings, 4096);
+    la_model_config q3 = load_ok(FAMILY_CONFIG("qwen3", ", \"head_dim\": 32, \"attention_bias\": false"));
+    cr_assert_eq(q3.arch, LA_ARCH_QWEN3);
+    cr_assert(q3.qk_norm && !q3.qkv_bias && q3.head_dim == 32);
+    /* the family from architectures alone */
+    q3 = load_ok("{\"architectures\": [\"Qwen3ForCausalLM\"], \"vocab_size\": 100, \"hidden_size\": 64,"
+                 " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 4}");
+    cr_assert_eq(q3.arch, LA_ARCH_QWEN3);
+    cr_assert_str_eq(la_model_arch_name(LA_ARCH_QWEN2), "qwen2");
+    /* model_type and architectures must agree, and an unknown family is refused even when
+     * the other field names a known one (never guessed) */
+    static const struct {
+        const char *cfg;
+        la_status want;
+        const char *needle;
+    } bad[] = {
+        {"{\"model_type\": \"gemma\", \"architectures\": [\"Qwen2ForCausalLM\"], \"vocab_size\": 100, \"hidden_size\": 64,"
+         " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 4}",
+         LA_ERR_UNSUPPORTED, "\"gemma\""},
+        {"{\"model_type\": \"qwen2\", \"architectures\": [\"GemmaForCausalLM\"], \"vocab_size\": 100, \"hidden_size\": 64,"
+         " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 4}",
+         LA_ERR_UNSUPPORTED, "GemmaForCausalLM"},
+        {"{\"model_type\": \"qwen2\", \"architectures\": [\"Qwen3ForCausalLM\"], \"vocab_size\": 100, \"hidden_size\": 64,"
+         " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 4}",
+         LA_ERR_FORMAT, "another family"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *d = model_dir(bad[i].cfg, NULL);
+        la_model_config cc;
+        la_err e = {0};
+        cr_assert_eq(la_model_config_load(d, &cc, &e), bad[i].want, "case %zu: %s", i, e.msg);
+        cr_assert(strstr(e.msg, bad[i].needle), "case %zu: %s", i, e.msg);
+        la_test_rm_tree(d);
+    }
+    /* a bias on o_proj (attention_bias true) is not implemented */
+    char *dir = model_dir(FAMILY_CONFIG("qwen3", ", \"attention_bias\": true"), NULL);
+    la_model_config c;
+    la_err err = {0};
+    cr_assert_eq(la_model_config_load(dir, &c, &err), LA_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "attention_bias"), "%s", err.msg);
+    la_test_rm_tree(dir);
 }
 
 Test(config, eos_ids_must_be_token_ids_and_few) {
@@ -351,4 +422,46 @@ Test(config, rope_inv_freq_matches_transformers_bit_for_bit) {
               seen_types[LA_ROPE_LLAMA3]);
     cJSON_Delete(root);
     free(fixture);
+}
+
+/* ---- presets ----------------------------------------------------------------------------- */
+
+/* Each preset equals the published config.json it names (tests/fixtures/configs/), field by
+ * field, RoPE inverse frequencies included. */
+Test(config, presets_equal_their_published_configs) {
+    static const char *const names[] = {"llama3.1-8b", "llama3.1-70b", "llama3.2-3b"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/fixtures/configs/%s", names[i]);
+        char *dir = la_test_path(rel);
+        la_model_config want, got;
+        la_err err = {0};
+        LA_CHECK_OK(la_model_config_load(dir, &want, &err), err);
+        LA_CHECK_OK(la_model_config_preset(names[i], &got, &err), err);
+        cr_assert_eq(got.vocab_size, want.vocab_size, "%s", names[i]);
+        cr_assert_eq(got.hidden_size, want.hidden_size, "%s", names[i]);
+        cr_assert_eq(got.intermediate_size, want.intermediate_size, "%s", names[i]);
+        cr_assert_eq(got.n_layers, want.n_layers, "%s", names[i]);
+        cr_assert_eq(got.n_heads, want.n_heads, "%s", names[i]);
+        cr_assert_eq(got.n_kv_heads, want.n_kv_heads, "%s", names[i]);
+        cr_assert_eq(got.head_dim, want.head_dim, "%s", names[i]);
+        cr_assert_eq(got.rms_norm_eps, want.rms_norm_eps, "%s", names[i]);
+        cr_assert_eq(got.rope_theta, want.rope_theta, "%s", names[i]);
+        cr_assert_eq(got.rope_scaling.type, want.rope_scaling.type, "%s", names[i]);
+        cr_assert_eq(got.rope_scaling.factor, want.rope_scaling.factor, "%s", names[i]);
+        cr_assert_eq(got.rope_scaling.low_freq_factor, want.rope_scaling.low_freq_factor, "%s", names[i]);
+        cr_assert_eq(got.rope_scaling.high_freq_factor, want.rope_scaling.high_freq_factor, "%s", names[i]);
+        cr_assert_eq(got.rope_scaling.original_max_position, want.rope_scaling.original_max_position, "%s",
+                     names[i]);
+        cr_assert_eq(got.max_position_embeddings, want.max_position_embeddings, "%s", names[i]);
+        cr_assert_eq(got.tie_word_embeddings, want.tie_word_embeddings, "%s", names[i]);
+        cr_assert_eq(got.bos_id, want.bos_id, "%s", names[i]);
+        cr_assert_eq(got.n_eos_ids, want.n_eos_ids, "%s", names[i]);
+        for (int32_t k = 0; k < want.n_eos_ids; k++) cr_assert_eq(got.eos_ids[k], want.eos_ids[k], "%s", names[i]);
+        float a[64], b[64];
+        la_rope_inv_freq(&want, a);
+        la_rope_inv_freq(&got, b);
+        cr_assert(!memcmp(a, b, sizeof(float) * (size_t)(want.head_dim / 2)), "%s: inv_freq", names[i]);
+        free(dir);
+    }
 }

@@ -79,9 +79,11 @@ static inline int la_serve_start_bin(la_serve_proc *p, const char *bin, const ch
     double deadline = la_serve_now_s() + 120;
     while (la_serve_now_s() < deadline) {
         const char *at = strstr(p->log, "listening on http://");
+        size_t pre = strlen("listening on http://");
+        if (!at && (at = strstr(p->log, "listening on https://"))) pre++;
         if (at && strchr(at, '\n')) {
-            const char *colon = strchr(at + strlen("listening on http://"), ':');
-            if (at[strlen("listening on http://")] == '[') colon = strstr(at, "]:") + 1;
+            const char *colon = strchr(at + pre, ':');
+            if (at[pre] == '[') colon = strstr(at, "]:") + 1;
             p->port = colon ? atoi(colon + 1) : 0;
             return p->port > 0 ? 0 : -1;
         }

@@ -2,8 +2,8 @@
  * fixture model with a KV pool small enough to force eviction (64 blocks of 16 tokens)
  * and runs tests/server/test_openai_client.py against it (completions and chat, streamed
  * and not, documents via extra_body, cached_tokens of reordered documents per method, 32
- * concurrent clients = sequential answers under lazy and prefix). Skipped, with a
- * message, when `import openai` fails. */
+ * concurrent clients = sequential answers under lazy and prefix). Fails, naming
+ * scripts/install-deps.sh, when `import openai` does. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +12,7 @@
 #include "serve_proc.h"
 
 Test(openai_e2e, official_client_against_a_real_server) {
-    if (system("python3 -c 'import openai' >/dev/null 2>&1") != 0)
-        cr_skip_test("skipped: the Python package 'openai' is not installed");
+    la_test_require("python3 -c 'import openai'", "the Python package 'openai'");
     static const char *const args[] = {"-m", TS_MODEL, "--threads", "2", "--kv-blocks", "64", NULL};
     la_serve_proc p;
     cr_assert(la_serve_start(&p, args) == 0, "serve did not start: %s", p.log);

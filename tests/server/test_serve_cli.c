@@ -34,8 +34,8 @@ Test(serve_cli, log_requests_logs_arrival_and_completion) {
     cJSON_Delete(j);
     int rc = la_serve_stop(&p, SIGTERM, 60);
     cr_assert_eq(rc, 0, "exit status %d: %s", rc, p.log);
-    cr_assert(strstr(p.log, "/v1/completions request 1 ("), "no arrival line: %s", p.log);
-    cr_assert(strstr(p.log, "request 1 done (length): "), "no completion line: %s", p.log);
+    cr_assert(strstr(p.log, "/v1/completions request 1 ["), "no arrival line: %s", p.log);
+    cr_assert(strstr(p.log, "] done (length): "), "no completion line: %s", p.log);
     cr_assert(strstr(p.log, ", 3 generated; queue "), "%s", p.log);
 }
 

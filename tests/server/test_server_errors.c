@@ -19,6 +19,30 @@ Test(server_errors, invalid_json_is_400) {
     ts_stop(&t);
 }
 
+/* Strict JSON (issue 28): what cJSON would take and read differently from other parsers. */
+Test(server_errors, json_that_is_not_strict_is_400_naming_the_member) {
+    test_server t;
+    ts_start(&t, NULL);
+    /* a second max_tokens: a gateway reading the last and us the first would disagree */
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 1, \"max_tokens\": 900}", 400,
+                    INVALID, "max_tokens", "invalid_json");
+    /* a tenant id cut at NUL would be another tenant's: "victim\u0000x" is refused, not "victim" */
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"cache_salt\": \"victim\\u0000x\"}", 400,
+                    INVALID, "cache_salt", "invalid_json");
+    ts_expect_error(t.port, "/v1/chat/completions",
+                    "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000 dropped\"}]}", 400, INVALID,
+                    "messages[0].content", "invalid_json");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"a\x01b\"}", 400, INVALID, "prompt", "invalid_json");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\":\x01\"x\"}", 400, INVALID, "prompt", "invalid_json");
+    ts_expect_error(t.port, "/detokenize", "{\"tokens\": [1], \"tokens\": [2]}", 400, INVALID, "tokens",
+                    "invalid_json");
+    /* an empty salt would share the unsalted cache */
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"cache_salt\": \"\"}", 400, INVALID,
+                    "cache_salt", "invalid_value");
+    ts_assert_serves(t.port);
+    ts_stop(&t);
+}
+
 Test(server_errors, wrong_field_types_are_400) {
     test_server t;
     ts_start(&t, NULL);
@@ -190,8 +214,8 @@ Test(server_errors, non_utf8_text_is_400) {
                     INVALID, NULL, "invalid_utf8");
     ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"documents\": [\"cut \xe2\x82\"]}",
                     400, INVALID, NULL, "invalid_utf8");
-    /* a lone surrogate escape is not text either */
-    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"\\ud800\"}", 400, INVALID, NULL,
+    /* a lone surrogate escape is not text either (strict JSON names the member) */
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"\\ud800\"}", 400, INVALID, "prompt",
                     "invalid_json");
     /* valid multi-byte text passes */
     cJSON *j = ts_post(t.port, "/v1/completions",
@@ -247,22 +271,25 @@ Test(server_errors, wrong_http_method_is_405) {
     ts_stop(&t);
 }
 
+/* A few refusals (tests/server/test_api_fields.c walks the whole field table). */
 Test(server_errors, unsupported_features_are_refused) {
     test_server t;
     ts_start(&t, NULL);
-    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 2}", 400, INVALID, "n",
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 200}", 400, INVALID, "n",
                     "invalid_value");
-    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"logprobs\": 3}", 400, INVALID,
-                    "logprobs", "unsupported");
-    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"echo\": true}", 400, INVALID, "echo",
-                    "unsupported");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"logprobs\": 3, \"echo\": true}", 400,
+                    INVALID, "echo", "unsupported_parameter");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"suffix\": \"y\"}", 400, INVALID, "suffix",
+                    "unsupported_parameter");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"foo\": 1}", 400, INVALID, "foo",
+                    "unknown_parameter");
     ts_expect_error(t.port, "/v1/chat/completions",
                     "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}", 400,
-                    INVALID, "messages[0].content[0]", "unsupported");
-    /* n = 1 and OpenAI fields this server ignores are fine */
+                    INVALID, "messages[0].content[0]", "unsupported_parameter");
+    /* neutral values and nulls are fine */
     cJSON *j = ts_post(t.port, "/v1/completions",
                        "{\"prompt\": \"x\", \"n\": 1, \"max_tokens\": 1, \"user\": \"u\", \"logprobs\": null,"
-                       " \"frequency_penalty\": 0}", 200);
+                       " \"frequency_penalty\": 0, \"suffix\": \"\", \"logit_bias\": {}}", 200);
     cJSON_Delete(j);
     ts_assert_serves(t.port);
     ts_stop(&t);
@@ -324,6 +351,40 @@ Test(server_errors, full_queue_is_429) {
     la_engine_get_stats(t.e, &es);
     cr_assert_eq(es.requests_cancelled, 1);
     cr_assert_eq(es.kv_blocks_pinned, 0);
+    ts_assert_serves(t.port);
+    ts_stop(&t);
+}
+
+static void one_second_idle(la_engine_options *eo, la_server_options *so) {
+    (void)eo;
+    so->idle_timeout_s = 1;
+}
+
+/* A connection that stops sending (half-open: a request line and one header) is closed after
+ * --timeout-keep-alive, instead of holding a thread forever (issue 28); a request being
+ * answered is not idle, however long it takes. */
+Test(server_errors, a_connection_that_stops_sending_is_closed_and_answers_outlive_the_idle_timeout) {
+    test_server t;
+    ts_start(&t, one_second_idle);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)t.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *half = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+    cr_assert_eq(send(fd, half, strlen(half), 0), (ssize_t)strlen(half));
+    struct timeval tv = {30, 0}; /* a bound on the test, not the timeout under test */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[64];
+    cr_assert_eq(recv(fd, buf, sizeof buf, 0), 0, "the server closed the idle connection");
+    close(fd);
+    /* 6000 tokens of the tiny model: seconds of generating here (the log says how long),
+     * longer than the idle timeout; the answer comes whole */
+    cJSON *j = ts_post(t.port, "/v1/completions",
+                       "{\"prompt\": [1, 2, 3], \"max_tokens\": 6000, \"ignore_eos\": true}", 200);
+    cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "completion_tokens")->valueint, 6000);
+    double e2e = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "lazyattn"), "e2e_ms")->valuedouble;
+    cr_log_info("a %.0f ms answer under a 1 s idle timeout", e2e);
+    cJSON_Delete(j);
     ts_assert_serves(t.port);
     ts_stop(&t);
 }

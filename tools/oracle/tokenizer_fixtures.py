@@ -10,20 +10,30 @@ Writes, under tests/fixtures/tokenizer/:
                    tokenizer.json structure (normalizer Prepend("▁") + Replace(" ", "▁"),
                    no pre-tokenizer, <0x00>..<0xFF> tokens, decoder Replace/ByteFallback/
                    Fuse/Strip, <s> by the post-processor), plus normalized added tokens;
-  llama3.json, bpe-tiny.json, sp-tiny.json, models.json
+  smollm2-tiny/, qwen2-tiny/, mistral-tiny/
+                   byte-level and SentencePiece-style BPEs trained here in the exact
+                   tokenizer.json layouts of real checkpoints (which cannot be downloaded
+                   here): SmolLM2 (Sequence[Digits(individual), ByteLevel(regex)]), Qwen2 /
+                   Qwen2.5 / Qwen3 (NFC, Split(Qwen regex) + ByteLevel), Mistral v0.3
+                   (Metaspace(first, no split), byte_fallback, the Llama-2 decoder), with
+                   their special tokens and chat templates (tests/fixtures/chat_templates);
+  <variant>/       tokenizer.json-only variants for every other normalizer, pre-tokenizer
+                   and decoder type (make_variants: one fixture each);
+  llama3.json, bpe-tiny.json, sp-tiny.json, <name>.json, models.json
                    fixtures: for every test string its UTF-8 bytes (hex: cJSON strings stop
                    at NUL), ids without and with special tokens, decode results for chosen
                    and random id lists (skip_special both ways).
 
 The real Llama-3 tokenizer is read from the shared data directory (not copied).
 The tiny tokenizers are trained only when missing or with --retrain, so fixtures can be
-regenerated without changing them.
+regenerated without changing them. The variants are rewritten every time (they are derived
+from the tiny tokenizers, not trained).
 
 Regenerate (from the repository root):
     python3 tools/oracle/tokenizer_fixtures.py            # fixtures only
     python3 tools/oracle/tokenizer_fixtures.py --retrain  # also retrain the tiny tokenizers
-Unicode sweep (manual, about a minute; every code point, Llama-3 tokenizer):
-    python3 tools/oracle/tokenizer_fixtures.py --sweep build/lazyattn
+Unicode sweep (manual, about a minute; every code point, the Llama-3 tokenizer or another):
+    python3 tools/oracle/tokenizer_fixtures.py --sweep build/lazyattn [--sweep-dir DIR]
 """
 import argparse
 import json
@@ -41,6 +51,7 @@ SHARED = os.environ.get("LA_SHARED_DIR") or os.path.join(ROOT, "..", "shared")
 HOTPOT = os.path.join(SHARED, "data", "hotpotqa", "hotpotqa_dev_distractor_ircot_500.jsonl")
 LLAMA3 = os.path.join(SHARED, "data", "tokenizers", "llama3")
 COMMAND = "python3 tools/oracle/tokenizer_fixtures.py"
+TEMPLATES = os.path.join(ROOT, "tests", "fixtures", "chat_templates")
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
@@ -50,6 +61,30 @@ LLAMA3_CHAT = ("{% for message in messages %}{{ '<|start_header_id|>' + message[
                "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}"
                "{% endfor %}{% if add_generation_prompt %}"
                "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+# Qwen2's pre-tokenizer regex (Qwen2 / Qwen2.5 / Qwen3 tokenizer.json): Llama 3's, with
+# single digits.
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+SMOLLM2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>", "<reponame>",
+                    "<file_sep>", "<filename>", "<gh_stars>", "<issue_start>", "<issue_comment>",
+                    "<issue_closed>", "<jupyter_start>", "<jupyter_text>", "<jupyter_code>",
+                    "<jupyter_output>", "<jupyter_script>", "<empty_output>"]
+QWEN2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
+                  "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
+                  "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+                  "<|image_pad|>", "<|video_pad|>"]
+QWEN2_ADDED = ["<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
+               "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>",
+               "<think>", "</think>"]
+MISTRAL_CONTROL = ["[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+                   "[TOOL_RESULTS]", "[/TOOL_RESULTS]"]
+
+
+def chat_template(name):
+    with open(os.path.join(TEMPLATES, name + ".jinja"), encoding="utf-8") as f:
+        return f.read()
+
+
 LLAMA2_CHAT = ("{% for message in messages %}{% if message['role'] == 'user' %}"
                "{{ bos_token + '[INST] ' + message['content'] + ' [/INST]' }}"
                "{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}")
@@ -228,6 +263,103 @@ def train_sp_tiny(path):
                   f, ensure_ascii=False, indent=2)
 
 
+def save(path, tok, config):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(json.loads(tok.to_str()), f, ensure_ascii=False, indent=1)
+    with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False, indent=2)
+
+
+def train_byte_level(pre_tokenizer, specials, vocab_size):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                                  special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(training_corpus(), trainer)
+    return tok
+
+
+def train_smollm2_tiny(path):
+    """HuggingFaceTB/SmolLM2-*-Instruct's layout: no normalizer, Sequence[Digits(individual),
+    ByteLevel(add_prefix_space=False, use_regex=True)], ByteLevel post-processor and decoder,
+    ids 0.. for its special tokens, GPT2Tokenizer config with bos <|im_start|>."""
+    tok = train_byte_level(pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)]),
+        SMOLLM2_SPECIALS, 700)
+    tok.post_processor = processors.ByteLevel(add_prefix_space=True, trim_offsets=False,
+                                              use_regex=True)
+    save(path, tok, {"add_prefix_space": False, "bos_token": "<|im_start|>",
+                     "eos_token": "<|im_end|>", "pad_token": "<|im_end|>",
+                     "unk_token": "<|endoftext|>", "clean_up_tokenization_spaces": False,
+                     "model_max_length": 8192, "tokenizer_class": "GPT2Tokenizer",
+                     "additional_special_tokens": ["<|im_start|>", "<|im_end|>"],
+                     "chat_template": chat_template("smollm2")})
+
+
+def train_qwen2_tiny(path):
+    """Qwen/Qwen2.5-*-Instruct's layout: NFC, Sequence[Split(Qwen2 regex, Isolated),
+    ByteLevel(use_regex=False)], ByteLevel decoder, <|endoftext|> <|im_start|> <|im_end|>
+    first, then the vision / tool / fim tokens; no bos_token; the Qwen2.5 chat template."""
+    tok = train_byte_level(pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
+        QWEN2_SPECIALS, 700)
+    tok.normalizer = normalizers.NFC()
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False,
+                                              use_regex=False)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN2_ADDED])
+    save(path, tok, {"add_bos_token": False, "add_prefix_space": False, "bos_token": None,
+                     "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                     "errors": "replace", "split_special_tokens": False,
+                     "model_max_length": 131072, "tokenizer_class": "Qwen2Tokenizer",
+                     "chat_template": chat_template("qwen2.5")})
+
+
+def train_mistral_tiny(path):
+    """mistralai/Mistral-7B-Instruct-v0.3's layout: no normalizer, Metaspace(replacement "▁",
+    prepend_scheme "first", split False), BPE with byte_fallback and <0x00>..<0xFF> in the
+    vocab, unk <unk>, the control tokens [INST] ... as special added tokens, decoder
+    Sequence[Replace("▁", " "), ByteFallback, Fuse, Strip(" ", 1, 0)], <s> by the
+    post-processor; LlamaTokenizer config with the v0.3 chat template."""
+    bytes_tokens = ["<0x%02X>" % b for b in range(256)]
+    specials = ["<unk>", "<s>", "</s>"] + MISTRAL_CONTROL
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    # training only: split at ▁ so merges never span words, as SentencePiece's
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    trainer = trainers.BpeTrainer(vocab_size=900, min_frequency=2, show_progress=False,
+                                  limit_alphabet=150, special_tokens=specials + bytes_tokens)
+    tok.train_from_iterator(training_corpus(), trainer)
+    j = json.loads(tok.to_str())
+    j["added_tokens"] = [a for a in j["added_tokens"] if a["content"] in specials]
+    for a in j["added_tokens"]:
+        a.update(single_word=False, lstrip=False, rstrip=False, normalized=False, special=True)
+    j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
+                          "split": False}
+    j["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    j["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    save(path, Tokenizer.from_str(json.dumps(j)),
+         {"add_bos_token": True, "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+          "unk_token": "<unk>", "legacy": False, "clean_up_tokenization_spaces": False,
+          "model_max_length": 32768, "tokenizer_class": "LlamaTokenizer",
+          "chat_template": chat_template("mistral-v0.3")})
+
+
 # ---- fixtures --------------------------------------------------------------------------
 
 def make_variants(bpe_dir, sp_dir):
@@ -260,6 +392,92 @@ def make_variants(bpe_dir, sp_dir):
     j["decoder"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
                     "split": True}
     out["sp-meta"] = j
+
+    def bl(**kw):  # ByteLevel as the last pre-tokenizer, without its regex
+        return {"type": "ByteLevel", "add_prefix_space": kw.get("prefix", False),
+                "trim_offsets": True, "use_regex": False}
+
+    def variant(base, name, normalizer="keep", pre="keep", decoder="keep"):
+        j = json.loads(json.dumps(base))
+        if normalizer != "keep":
+            j["normalizer"] = normalizer
+        if pre != "keep":
+            j["pre_tokenizer"] = pre
+        if decoder != "keep":
+            j["decoder"] = decoder
+        out[name] = j
+
+    def seq_pre(*steps):
+        return {"type": "Sequence", "pretokenizers": list(steps)}
+
+    def seq_norm(*steps):
+        return {"type": "Sequence", "normalizers": list(steps)}
+
+    def seq_dec(*steps):
+        return {"type": "Sequence", "decoders": list(steps)}
+
+    metaspace = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+    replace_sp = {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}
+    # normalizers (on the byte-level tiny BPE unless said otherwise)
+    variant(bpe, "norm-nfd-accents-lower", normalizer=seq_norm(
+        {"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}))
+    variant(bpe, "norm-nfkc", normalizer={"type": "NFKC"})
+    variant(bpe, "norm-nfkd-strip", normalizer=seq_norm(
+        {"type": "NFKD"}, {"type": "Strip", "strip_left": True, "strip_right": False}))
+    variant(bpe, "norm-nmt-regex", normalizer=seq_norm(
+        {"type": "Nmt"}, {"type": "Strip", "strip_left": False, "strip_right": True},
+        {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+        {"type": "Replace", "pattern": {"Regex": r"[0-9]"}, "content": "#"}))
+    variant(bpe, "norm-bert", normalizer={"type": "BertNormalizer", "clean_text": True,
+                                          "handle_chinese_chars": True, "strip_accents": None,
+                                          "lowercase": True},
+            pre=seq_pre({"type": "BertPreTokenizer"}, bl()))
+    variant(bpe, "norm-bert-cased", normalizer={"type": "BertNormalizer", "clean_text": True,
+                                                "handle_chinese_chars": False,
+                                                "strip_accents": True, "lowercase": False},
+            pre=seq_pre({"type": "WhitespaceSplit"}, bl()))
+    # ByteLevel as the normalizer: the vocab is in the ByteLevel alphabet, the pre-tokenizer
+    # runs on that alphabet's characters
+    variant(bpe, "norm-byte-level", normalizer={"type": "ByteLevel"},
+            pre={"type": "Split", "pattern": {"Regex": "\u0120?[^\u0120]+|\u0120"},
+                 "behavior": "Isolated", "invert": False})
+    variant(sp, "sp-norm-lower-nfc", normalizer=seq_norm(
+        {"type": "Lowercase"}, {"type": "NFC"}, {"type": "Prepend", "prepend": "▁"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}))
+    # pre-tokenizers
+    variant(bpe, "pre-digits", pre=seq_pre({"type": "Digits", "individual_digits": False},
+                                           bl(prefix=True)))
+    variant(bpe, "pre-punct", pre=seq_pre(
+        {"type": "Punctuation", "behavior": "MergedWithPrevious"}, {"type": "WhitespaceSplit"},
+        {"type": "Punctuation", "behavior": "Contiguous"}, bl()))
+    variant(bpe, "pre-whitespace", pre=seq_pre({"type": "Whitespace"}, bl()))
+    variant(bpe, "pre-delimiter-fixed", pre=seq_pre(
+        {"type": "CharDelimiterSplit", "delimiter": "-"}, {"type": "FixedLength", "length": 3},
+        bl()))
+    variant(bpe, "pre-split-word", pre=seq_pre(
+        {"type": "Split", "pattern": {"Regex": r"\w+"}, "behavior": "Isolated", "invert": False},
+        {"type": "Split", "pattern": {"Regex": r"\W"}, "behavior": "MergedWithNext", "invert": False},
+        {"type": "Split", "pattern": {"Regex": r"[^\w\s]"}, "behavior": "Removed", "invert": False},
+        bl()))
+    variant(sp, "sp-pre-punct-metaspace", normalizer=None,
+            pre=seq_pre({"type": "Punctuation", "behavior": "Removed"}, metaspace))
+    # decoders (on the SentencePiece-style tiny BPE)
+    variant(sp, "dec-bytefallback-metaspace", normalizer=None, pre=metaspace,
+            decoder=seq_dec({"type": "ByteFallback"},
+                            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
+                             "split": True}))
+    variant(sp, "dec-strip-per-token", decoder=seq_dec(
+        replace_sp, {"type": "ByteFallback"},
+        {"type": "Strip", "content": " ", "start": 0, "stop": 1},
+        {"type": "Replace", "pattern": {"String": "e"}, "content": "E"}))
+    variant(sp, "dec-fused-steps", decoder=seq_dec(
+        {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Replace", "pattern": {"String": "▁▁"}, "content": "_"},
+        {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True},
+        {"type": "Strip", "content": " ", "start": 2, "stop": 2}))
+    variant(sp, "dec-metaspace-first", normalizer=None, pre=metaspace, decoder=seq_dec(
+        {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True},
+        {"type": "ByteFallback"}, {"type": "Fuse"}))
     for name, j in out.items():
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
@@ -315,7 +533,10 @@ def decode_cases(tok, byte_level, texts, rng):
     cases = []
     for ids in lists:
         for skip in (False, True):
-            text = tok.decode(ids, skip_special_tokens=skip)
+            try:
+                text = tok.decode(ids, skip_special_tokens=skip)
+            except BaseException:  # a Rust panic: no oracle for this list
+                continue
             cases.append({"ids": ids, "skip_special": skip, "hex": text.encode("utf-8").hex()})
     return cases
 
@@ -336,16 +557,23 @@ def fixture(name, tok_dir, tok_ref, texts, byte_level, rng):
             return pp["special_tokens"][first["id"]]["ids"][0] if first else -1
         return -1
 
-    encode = []
+    encode, panics = [], 0
     for t in texts:
-        ids_special = tok.encode(t, add_special_tokens=True).ids
-        decoded = tok.decode(ids_special, skip_special_tokens=False)
+        try:
+            ids_special = tok.encode(t, add_special_tokens=True).ids
+            decoded = tok.decode(ids_special, skip_special_tokens=False)
+            roundtrip = tok.decode(tok.encode(t, add_special_tokens=False).ids,
+                                   skip_special_tokens=False) == t
+        except BaseException:  # a Rust panic (decoders/strip.rs on an empty text): no oracle
+            panics += 1
+            continue
         encode.append({"text": t, "hex": t.encode("utf-8").hex(),
                        "ids": tok.encode(t, add_special_tokens=False).ids,
                        "ids_special": ids_special,
                        "decoded_hex": decoded.encode("utf-8").hex(),
-                       "roundtrip": tok.decode(tok.encode(t, add_special_tokens=False).ids,
-                                               skip_special_tokens=False) == t})
+                       "roundtrip": roundtrip})
+    if panics:
+        print("%s: %d strings left out (tokenizers panics on them)" % (name, panics))
     return {
         "command": COMMAND,
         "generator": "tokenizers %s (Rust tokenizers via PyPI)" % tokenizers.__version__,
@@ -424,15 +652,23 @@ def main():
     ap.add_argument("--sweep", metavar="LAZYATTN",
                     help="instead: compare every code point through this lazyattn binary "
                          "with the Llama-3 tokenizer (about a minute)")
+    ap.add_argument("--sweep-dir", metavar="DIR", default=LLAMA3,
+                    help="with --sweep: the tokenizer to sweep (default: Llama 3)")
     args = ap.parse_args()
     if args.sweep:
-        return sweep(args.sweep, LLAMA3)
+        return sweep(args.sweep, args.sweep_dir)
     os.makedirs(OUT, exist_ok=True)
     bpe_dir, sp_dir = os.path.join(OUT, "bpe-tiny"), os.path.join(OUT, "sp-tiny")
     if args.retrain or not os.path.isfile(os.path.join(bpe_dir, "tokenizer.json")):
         train_bpe_tiny(bpe_dir)
     if args.retrain or not os.path.isfile(os.path.join(sp_dir, "tokenizer.json")):
         train_sp_tiny(sp_dir)
+    real = [("smollm2-tiny", train_smollm2_tiny, True), ("qwen2-tiny", train_qwen2_tiny, True),
+            ("mistral-tiny", train_mistral_tiny, False)]
+    for name, train, _ in real:
+        d = os.path.join(OUT, name)
+        if args.retrain or not os.path.isfile(os.path.join(d, "tokenizer.json")):
+            train(d)
 
     rng = random.Random(1234)
     texts = tricky_strings() + hotpot_passages(3)
@@ -444,7 +680,10 @@ def main():
     for name in make_variants(bpe_dir, sp_dir):
         write(name + ".json", fixture(name, os.path.join(OUT, name),
                                       "tests/fixtures/tokenizer/" + name, tricky_strings(),
-                                      not name.startswith("sp"), rng))
+                                      not name.startswith(("sp", "dec-")), rng))
+    for name, _, byte_level in real:
+        write(name + ".json", fixture(name, os.path.join(OUT, name),
+                                      "tests/fixtures/tokenizer/" + name, texts, byte_level, rng))
     write("models.json", model_fixtures(rng))
     print("%d strings; fixtures in %s" % (len(texts), os.path.relpath(OUT, ROOT)))
 

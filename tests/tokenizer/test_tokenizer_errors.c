@@ -1,4 +1,4 @@
-/* src/model/tokenizer*.c: every documented error (and that it leaves outputs as they
+/* src/tokenizer/: every documented error (and that it leaves outputs as they
  * were), input edge cases, the streaming detokenizer's holding rules, the
  * tokenizer_config.json rules, and encoding from several threads at once.
  * Expected ids come from the Rust `tokenizers` library (values noted beside each). */
@@ -10,7 +10,7 @@
 #include "base/file.h"
 #include "base/json.h"
 #include "common/test_util.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 static char *llama3_dir(void) {
     char *p = NULL;
@@ -132,20 +132,28 @@ Test(tokenizer_load, unsupported_pipeline_parts_are_named) {
     static const struct {
         const char *part, *name;
     } k_parts[] = {
-        {"\"normalizer\":{\"type\":\"NFC\"},", "normalizer \"NFC\""},
-        {"\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Lowercase\"}]},",
-         "normalizer \"Lowercase\""},
-        {"\"pre_tokenizer\":{\"type\":\"Whitespace\"},", "pre_tokenizer \"Whitespace\""},
+        {"\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"\"},",
+         "normalizer \"Precompiled\""},
+        {"\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},"
+         "{\"type\":\"Unknown\"}]},",
+         "normalizer \"Unknown\""},
+        {"\"pre_tokenizer\":{\"type\":\"UnicodeScripts\"},", "pre_tokenizer \"UnicodeScripts\""},
         {"\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},"
          "{\"type\":\"Digits\"}]},",
-         "Digits"},
-        {"\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},"
-         "{\"type\":\"Metaspace\",\"replacement\":\"_\"}]},",
          "ByteLevel must be the last"},
+        {"\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\bx\"},"
+         "\"behavior\":\"Isolated\",\"invert\":false},",
+         "\\b is not supported"},
         {"\"decoder\":{\"type\":\"WordPiece\"},", "decoder \"WordPiece\""},
-        {"\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Strip\",\"content\":\" \","
-         "\"start\":1,\"stop\":0}]},",
-         "decoder \"Strip\""},
+        {"\"decoder\":{\"type\":\"CTC\"},", "decoder \"CTC\""},
+        {"\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteLevel\"},"
+         "{\"type\":\"Fuse\"}]},",
+         "inside a Sequence with others"},
+        {"\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Fuse\"},"
+         "{\"type\":\"ByteFallback\"}]},",
+         "decoder \"ByteFallback\" after Fuse"},
+        {"\"decoder\":{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"x\"},\"content\":\"y\"},",
+         "Regex pattern"},
         {"\"post_processor\":{\"type\":\"BertProcessing\"},", "post_processor \"BertProcessing\""},
     };
     for (size_t i = 0; i < sizeof k_parts / sizeof k_parts[0]; i++) {

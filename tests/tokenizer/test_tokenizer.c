@@ -1,4 +1,4 @@
-/* src/model/tokenizer*.c against the Rust `tokenizers` library: fixtures written by
+/* src/tokenizer/ against the Rust `tokenizers` library: fixtures written by
  * tools/oracle/tokenizer_fixtures.py (the command is in each fixture's "command" field)
  * for the real Llama-3 tokenizer (shared data, used in place), the tiny byte-level and
  * SentencePiece-style tokenizers in tests/fixtures/tokenizer/, their variants, and the
@@ -14,8 +14,8 @@
 #include "base/file.h"
 #include "base/json.h"
 #include "common/test_util.h"
-#include "model/tokenizer.h"
-#include "model/tokenizer_text.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/text.h"
 
 /* At most this many mismatches are described in detail per test. */
 #define MAX_REPORTS 5
@@ -303,6 +303,29 @@ FIXTURE_TESTS(sp_tiny, "sp-tiny")
 FIXTURE_TESTS(bpe_gpt2_byte_level_regex, "bpe-gpt2")
 FIXTURE_TESTS(bpe_split_behaviors, "bpe-split")
 FIXTURE_TESTS(sp_metaspace, "sp-meta")
+/* the layouts of real checkpoints: SmolLM2, Qwen2 / Qwen2.5 / Qwen3, Mistral v0.3 */
+FIXTURE_TESTS(smollm2_digits_individual_then_byte_level, "smollm2-tiny")
+FIXTURE_TESTS(qwen2_nfc_qwen_regex_byte_level, "qwen2-tiny")
+FIXTURE_TESTS(mistral_v03_metaspace_no_split_byte_fallback, "mistral-tiny")
+/* one per normalizer, pre-tokenizer and decoder type */
+FIXTURE_TESTS(norm_nfd_strip_accents_lowercase, "norm-nfd-accents-lower")
+FIXTURE_TESTS(norm_nfkc, "norm-nfkc")
+FIXTURE_TESTS(norm_nfkd_strip_left, "norm-nfkd-strip")
+FIXTURE_TESTS(norm_nmt_strip_right_regex_replace, "norm-nmt-regex")
+FIXTURE_TESTS(norm_bert_uncased_bert_pre_tokenizer, "norm-bert")
+FIXTURE_TESTS(norm_bert_cased_whitespace_split, "norm-bert-cased")
+FIXTURE_TESTS(norm_byte_level, "norm-byte-level")
+FIXTURE_TESTS(norm_lowercase_nfc_on_sentencepiece, "sp-norm-lower-nfc")
+FIXTURE_TESTS(pre_digits_contiguous, "pre-digits")
+FIXTURE_TESTS(pre_punctuation_behaviors, "pre-punct")
+FIXTURE_TESTS(pre_whitespace, "pre-whitespace")
+FIXTURE_TESTS(pre_char_delimiter_fixed_length, "pre-delimiter-fixed")
+FIXTURE_TESTS(pre_split_word_class_regexes, "pre-split-word")
+FIXTURE_TESTS(pre_punctuation_removed_metaspace, "sp-pre-punct-metaspace")
+FIXTURE_TESTS(dec_byte_fallback_then_metaspace, "dec-bytefallback-metaspace")
+FIXTURE_TESTS(dec_strip_and_replace_per_token, "dec-strip-per-token")
+FIXTURE_TESTS(dec_replace_metaspace_strip_after_fuse, "dec-fused-steps")
+FIXTURE_TESTS(dec_metaspace_before_byte_fallback, "dec-metaspace-first")
 
 /* ---- tokenizers of the model fixtures ---------------------------------------------- */
 
@@ -318,6 +341,12 @@ static void file_fnv1a64(const char *path, char out[17]) {
     snprintf(out, 17, "%016llx", (unsigned long long)h);
     free(data);
 }
+
+/* The model directories of this repository whose tokenizers models.json covers (tiny-bf16-
+ * untied, tiny-f32-linear, tiny-f32-tied, rag-tiny). One whose tokenizer.json changed since
+ * the fixture is named and passed over, and the test fails when fewer than these were
+ * checked: skipping them all must not pass. */
+#define MIN_MODEL_TOKENIZERS 4
 
 Test(tokenizer_fixtures, model_dir_tokenizers_match_hf_tokenizers) {
     char *path = la_test_path("tests/fixtures/tokenizer/models.json");
@@ -359,6 +388,39 @@ Test(tokenizer_fixtures, model_dir_tokenizers_match_hf_tokenizers) {
         free(dir);
         n_models++;
     }
-    cJSON_Delete(root);
     cr_log_info("%d model tokenizers checked", n_models);
+    cr_assert_geq(n_models, MIN_MODEL_TOKENIZERS, "%d of at least %d model tokenizers checked (the rest skipped "
+                  "above): regenerate with %s", n_models, MIN_MODEL_TOKENIZERS,
+                  cJSON_GetObjectItem(root, "command")->valuestring);
+    cJSON_Delete(root);
+}
+
+/* la_tokenizer_max_token_bytes bounds tokens by bytes only where nothing deletes text: the
+ * byte-level and byte-fallback tokenizers have a bound; Strip, BERT cleaning, Nmt and a
+ * whitespace split that removes its delimiters have none (0). Where there is one, a text's
+ * token count is at least its bytes over 3 x the bound, checked on every fixture string. */
+Test(tokenizer_fixtures, max_token_bytes_bounds_tokens_only_where_nothing_is_deleted) {
+    static const struct {
+        const char *name;
+        bool bound;
+    } cases[] = {{"qwen2-tiny", true},     {"smollm2-tiny", true},   {"dec-bytefallback-metaspace", true},
+                 {"norm-byte-level", true}, {"norm-nfkc", true},      {"norm-nfkd-strip", false},
+                 {"norm-bert", false},      {"norm-nmt-regex", false}, {"pre-whitespace", false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/tests/fixtures/tokenizer/%s", LA_SOURCE_DIR, cases[i].name);
+        la_tokenizer *tok = NULL;
+        la_err err = {0};
+        LA_CHECK_OK(la_tokenizer_load(dir, &tok, &err), err);
+        int32_t m = la_tokenizer_max_token_bytes(tok);
+        cr_assert_eq(m > 0, cases[i].bound, "%s: max_token_bytes %d", cases[i].name, m);
+        static const char *texts[] = {"Hello   world,  123 ÅÄÖ ﬁ ｆｕｌｌ  ", "x", "\t\n  spaces  \n"};
+        for (size_t k = 0; m && k < 3; k++) {
+            int32_t *ids = NULL, n = 0;
+            LA_CHECK_OK(la_tokenizer_encode(tok, texts[k], strlen(texts[k]), false, &ids, &n, &err), err);
+            cr_assert(n >= (int32_t)(strlen(texts[k]) / (3 * (size_t)m)), "%s: %d tokens", cases[i].name, n);
+            free(ids);
+        }
+        la_tokenizer_destroy(tok);
+    }
 }

@@ -1,0 +1,245 @@
+"""The Python API over the bundled model: answers, batching, streaming, pre-warm, stats,
+cancellation, and bad input (issue 23, 1 and 3)."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from conftest import MODEL, answer_matches, chat_item, held_out
+
+DOCS = [{"title": "Elkrak Avoltrax", "text": "Elkrak Avoltrax (born 3 September 1972 in Chas, Wirnor) is a cinematographer."},
+        {"title": "Famtond Cuxirnca", "text": "Famtond Cuxirnca was born in Kramker, Gailevea, on 19 December 1946."}]
+ASK = [{"role": "user", "content": "Where was Elkrak Avoltrax born?"}]
+
+
+def test_bundled_model_answers_held_out_questions_in_one_batch(llm):
+    qs = held_out(6, hops=1) + held_out(4, hops=2)
+    outs = llm.generate([chat_item(q) for q in qs])
+    assert len(outs) == len(qs)
+    for q, o in zip(qs, outs):
+        assert o.prompt["messages"][0]["content"] == q["question"]  # in prompt order
+        assert o.finish_reason == "stop", o
+        assert answer_matches(o.text, q["answers"]), (q["question"], q["answers"], o.text)
+
+
+def test_batched_requests_equal_one_at_a_time(lazyattn_pkg):
+    qs = held_out(4)
+    with lazyattn_pkg.LLM(method="recompute") as a:
+        together = a.generate([chat_item(q) for q in qs])
+    with lazyattn_pkg.LLM(method="recompute") as b:
+        alone = [b.generate(chat_item(q))[0] for q in qs]
+    for x, y in zip(together, alone):
+        assert (x.text, x.token_ids, x.finish_reason) == (y.text, y.token_ids, y.finish_reason)
+        assert x.token_ids and x.completion_tokens >= len(x.token_ids)
+
+
+def test_output_fields(llm):
+    o = llm.chat(ASK, documents=DOCS, method="lazy", cache_salt="fields")[0]
+    assert o.text == "Chas" and o.finish_reason == "stop" and o.method == "lazy"
+    assert o.doc_tokens > 0 and o.doc_tokens_computed == o.doc_tokens and o.cached_tokens == 0
+    assert o.prompt_tokens > o.doc_tokens and o.ttft_ms > 0 and o.e2e_ms >= o.ttft_ms
+    assert llm.tokenize("Chas", add_special=False) == o.token_ids
+    again = llm.chat(ASK, documents=DOCS[::-1], method="lazy", cache_salt="fields")[0]
+    assert again.text == "Chas" and again.cached_tokens == again.doc_tokens_reused == again.doc_tokens
+    other = llm.chat(ASK, documents=DOCS, method="lazy", cache_salt="another tenant")[0]
+    assert other.cached_tokens == 0  # a salt never shares cached documents
+
+
+def test_prompt_forms(llm, lazyattn_pkg):
+    sp = lazyattn_pkg.SamplingParams(max_tokens=4)
+    one = llm.generate("Hello", sp)
+    many = llm.generate(["Hello", {"prompt": "Hello"}, {"messages": ASK, "documents": DOCS}], sp)
+    assert len(one) == 1 and len(many) == 3
+    assert many[0].text == many[1].text == one[0].text and many[0].completion_tokens == 4
+    assert many[2].text == "Chas"
+    # documents= applies to prompts without their own; sampling params one per prompt
+    outs = llm.generate([{"messages": ASK}, {"messages": ASK, "documents": DOCS[1:]}], documents=DOCS,
+                        sampling_params=[lazyattn_pkg.SamplingParams(max_tokens=1), sp])
+    assert outs[0].completion_tokens == 1 and outs[0].doc_tokens > outs[1].doc_tokens
+
+
+def test_stop_strings_and_max_tokens(llm, lazyattn_pkg):
+    full = llm.generate("Hello", lazyattn_pkg.SamplingParams(max_tokens=12))[0]
+    cut = llm.generate("Hello", lazyattn_pkg.SamplingParams(max_tokens=12, stop=full.text[3:6]))[0]
+    assert full.finish_reason == "length" and cut.finish_reason == "stop"
+    assert cut.text == full.text[:full.text.index(full.text[3:6])]
+
+
+def test_stream_pieces_join_to_the_answer(llm):
+    s = llm.stream(ASK, documents=DOCS)
+    pieces = list(s)
+    assert len(pieces) >= 2 and "".join(pieces) == "Chas" == s.output.text
+    assert "".join(llm.stream({"messages": ASK, "documents": DOCS})) == "Chas"
+
+
+def test_breaking_out_of_a_stream_cancels_it(llm, lazyattn_pkg):
+    before = llm.stats()
+    s = llm.stream("Hello", lazyattn_pkg.SamplingParams(max_tokens=200, ignore_eos=True))
+    next(s)
+    s.close()
+    after = llm.stats()
+    assert s.output.finish_reason == "cancelled" and len(s.output.token_ids) < 200
+    assert after["requests_cancelled"] == before["requests_cancelled"] + 1
+    assert after["n_running"] == 0 and after["kv_blocks_pinned"] == 0
+
+
+def test_prewarm_then_a_request_finds_the_documents(llm):
+    first = llm.prewarm(DOCS, cache_salt="prewarm")
+    assert [d["cached"] for d in first] == [False, False] and all(d["tokens"] > 0 for d in first)
+    second = llm.prewarm(DOCS, cache_salt="prewarm")
+    assert [d["cached_tokens"] for d in second] == [d["tokens"] for d in first]
+    o = llm.chat(ASK, documents=DOCS[::-1], cache_salt="prewarm")[0]
+    assert o.doc_tokens_reused >= sum(d["tokens"] for d in first)
+
+
+def test_stats_count_requests(llm):
+    before = llm.stats()
+    llm.chat(ASK, documents=DOCS)
+    after = llm.stats()
+    assert after["requests_ok"] == before["requests_ok"] + 1
+    assert after["model"] == "rag-tiny" and after["device"] == "cpu" and after["method"] == "lazy"
+    assert after["kv_blocks_total"] > 0 and after["block_size"] == 16
+
+
+def test_threads_share_one_engine(llm):
+    qs = held_out(4)
+    want = [o.text for o in llm.generate([chat_item(q) for q in qs])]
+    got = [None] * len(qs)
+
+    def ask(i):
+        got[i] = llm.generate(chat_item(qs[i]))[0].text
+
+    ts = [threading.Thread(target=ask, args=(i,)) for i in range(len(qs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got == want
+
+
+def test_ctrl_c_cancels_the_call_and_the_engine_goes_on(llm, lazyattn_pkg):
+    before = llm.stats()
+    sp = lazyattn_pkg.SamplingParams(max_tokens=2000, ignore_eos=True)
+
+    def interrupt_once_running():
+        deadline = time.monotonic() + 120
+        while llm.stats()["n_running"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt_once_running)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate(["Hello", "Goodbye", "Once"], sp)
+    t.join()
+    after = llm.stats()
+    assert after["requests_cancelled"] == before["requests_cancelled"] + 3
+    assert after["n_running"] == after["n_waiting"] == 0 and after["kv_blocks_pinned"] == 0
+    assert llm.chat(ASK, documents=DOCS)[0].text == "Chas"
+
+
+def test_a_request_the_engine_refuses_cancels_the_batch(llm, lazyattn_pkg):
+    before = llm.stats()
+    with pytest.raises(lazyattn_pkg.InvalidArgumentError, match="exceed the context of 8192 tokens"):
+        llm.generate(["Hello", {"prompt": "word " * 9000}], lazyattn_pkg.SamplingParams(max_tokens=50, ignore_eos=True))
+    after = llm.stats()
+    assert after["requests_cancelled"] == before["requests_cancelled"] + 1  # "Hello" was queued
+    assert after["n_running"] == 0 and after["kv_blocks_pinned"] == 0
+
+
+# ---- bad input: a clear exception, nothing crashes, the engine answers afterwards --------------
+
+def bad_calls(lp):
+    SP = lp.SamplingParams
+    return [
+        (lambda llm: llm.generate(5), lp.InvalidTypeError,
+         "Invalid type for 'prompts[0]': expected a string or an object {prompt | messages, documents}, but got a number instead."),
+        (lambda llm: llm.generate({"prompt": 3}), lp.InvalidTypeError,
+         "Invalid type for 'prompt': expected a string, but got a number instead."),
+        (lambda llm: llm.generate("q", documents="doc"), lp.InvalidTypeError,
+         "Invalid type for 'documents': expected an array, but got a string instead."),
+        (lambda llm: llm.generate("q", documents=[{"title": "t"}]), lp.InvalidArgumentError,
+         "Missing required parameter: 'documents[0].text'."),
+        (lambda llm: llm.generate("q", documents=[7]), lp.InvalidTypeError,
+         "Invalid type for 'documents[0]': expected a string or an object {title, text}, but got a number instead."),
+        (lambda llm: llm.generate({"prompt": "q", "docs": []}), lp.InvalidArgumentError, None),
+        (lambda llm: llm.generate("q", sampling_params={"temperature": 0}), lp.InvalidTypeError, None),
+        (lambda llm: llm.generate("q", method="fast"), lp.InvalidArgumentError,
+         "unknown method 'fast' (choose recompute, prefix, block, mepic, lazy, block-ref)"),
+        (lambda llm: llm.generate("q", method=4), lp.InvalidTypeError,
+         "Invalid type for 'method': expected a string, but got a number instead."),
+        (lambda llm: llm.chat([{"role": "robot", "content": "hi"}]), lp.InvalidArgumentError,
+         "Invalid value for 'messages[0].role': 'robot' is not one of system, developer, user, assistant."),
+        (lambda llm: llm.chat([{"role": "system", "content": "hi"}]), lp.InvalidArgumentError,
+         "'messages' must contain a user message."),
+        (lambda llm: llm.chat([]), lp.InvalidArgumentError, "'messages' must not be empty."),
+        # a NUL would cut the C string: another tenant's salt, a shorter document
+        (lambda llm: llm.generate("q", cache_salt="victim\x00x"), lp.InvalidArgumentError,
+         "'cache_salt' holds \\u0000 (NUL), which is not supported."),
+        (lambda llm: llm.generate("q", documents=["a\x00b"]), lp.InvalidArgumentError, "holds \\u0000 (NUL)"),
+        (lambda llm: llm.generate("q", SP(max_tokens=0)), lp.InvalidArgumentError,
+         "Invalid value for 'max_tokens': 0; it must be in [1, 8192]."),
+        (lambda llm: llm.generate("q", SP(max_tokens=8000), documents=["word " * 400]), lp.InvalidArgumentError,
+         "exceed the context of 8192 tokens"),
+        (lambda llm: llm.generate("bad \udc80 utf-8"), lp.InvalidArgumentError, "'prompt' is not valid UTF-8"),
+        (lambda llm: llm.prewarm(["doc"], method="prefix"), lp.InvalidArgumentError,
+         "Method 'prefix' does not cache documents on their own; pre-warming needs lazy, block or mepic."),
+        (lambda llm: llm.prewarm([]), lp.InvalidArgumentError, "'documents' must not be empty."),
+        (lambda llm: llm.generate("q", SP(temperature=-0.5)), lp.InvalidArgumentError,
+         "Invalid value for 'temperature': -0.5 is outside [0, 2]."),
+    ]
+
+
+def test_bad_input_raises_and_the_engine_answers_afterwards(llm, lazyattn_pkg):
+    for i, (call, exc, message) in enumerate(bad_calls(lazyattn_pkg)):
+        with pytest.raises(exc) as info:
+            call(llm)
+        assert isinstance(info.value, lazyattn_pkg.LazyattnError)
+        if message:
+            assert message in str(info.value), (i, str(info.value))
+    stats = llm.stats()
+    assert stats["n_running"] == stats["n_waiting"] == 0 and stats["kv_blocks_pinned"] == 0
+    assert llm.chat(ASK, documents=DOCS)[0].text == "Chas"
+
+
+def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
+    lp = lazyattn_pkg
+    cases = [
+        (dict(model=str(tmp_path / "missing")), lp.ModelLoadError, f"{tmp_path}/missing/config.json: No such file or directory"),
+        (dict(model=5), lp.InvalidTypeError, "Invalid type for 'model': expected a string, but got a number instead."),
+        (dict(method="fast"), lp.InvalidArgumentError, "unknown method 'fast'"),
+        (dict(device="tpu"), lp.InvalidArgumentError, "device 'tpu' is not one of cpu, cuda"),
+        (dict(kv_blocks="many"), lp.InvalidTypeError, "Invalid type for 'kv_blocks': expected an integer"),
+        (dict(max_queue=2**40), lp.InvalidArgumentError, "is outside [-2147483648, 2147483647]"),
+        (dict(block_size=0), lp.InvalidArgumentError, "block_size=0 must be in [1, 1024]"),
+        (dict(warp_speed=9), lp.InvalidTypeError, "unknown engine option 'warp_speed'"),
+    ]
+    for kw, exc, message in cases:
+        with pytest.raises(exc) as info:
+            lp.LLM(**kw)
+        assert message in str(info.value), (kw, str(info.value))
+    os.environ["LAZYATTN_MODEL"] = MODEL  # the CLI's variable names the default model
+    try:
+        with lp.LLM() as m:
+            assert m.model_name == "rag-tiny"
+    finally:
+        del os.environ["LAZYATTN_MODEL"]
+
+
+def test_closed_llm_raises(lazyattn_pkg):
+    m = lazyattn_pkg.LLM()
+    m.close()
+    with pytest.raises(lazyattn_pkg.LazyattnError, match="closed"):
+        m.generate("Hello")
+
+
+def test_readme_python_example_runs(lazyattn_pkg, capsys):
+    readme = open(os.path.join(os.path.dirname(MODEL), os.pardir, "README.md")).read()
+    code = readme.split("## Python\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) == 5
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.split()
+    assert printed[:2] == ["Chas", "0"] and float(printed[2]) > 0
