@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "base/timer.h"
-#include "cli/machine.h"
-#include "cli/rag_dataset.h"
+#include "bench/machine.h"
+#include "bench/rag_dataset.h"
 #include "lazyattn/lazyattn.h"
 
 typedef struct gen_out {

@@ -3,10 +3,13 @@
  * answers are meaningless), each number beside its physical floor (DESIGN.md §8).
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
- *             [--prefill-variants v1,v2,v3,v4] [--decode-variants v1,v2] [--fused off,on|both|qkv|...]
+ *             [--prefill-variants v2,v3,v4] [--fused off,on|both|qkv|...]
  *             [--readback argmax,logits] [--out FILE]
  *             [--commit SHA] [--methods recompute,prefix,block,mepic,lazy] [--no-engine]
- *             [--no-ttft] [--no-tpot]
+ *             [--no-ttft] [--no-tpot] [--shared-kv [--shared-points 1,64,256,1000]
+ *             [--shared-doc-tokens 7000] [--shared-kinds prefix,lazy,mepic]
+ *             [--shared-modes 0,1,auto] [--shared-steps 8]]
+ *             [--decode-probe [--probe-doc-tokens 16384] [--probe-steps 128]]
  *
  * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
  * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
@@ -34,14 +37,12 @@
  * --prefill-variants times the recompute, prefix, mepic and lazy rows once per attn_prefill
  * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v4 on an H100/H200, else
  * v2), in the same run; every TTFT row names the "prefill_variant" asked for (v3 and v4 run
- * v2 at head_dim other than 128: la_cuda_attn_prefill_kernel) and the "prefill_kernel"
+ * v2 at head_dims other than 64 and 128: la_cuda_attn_prefill_kernel) and the "prefill_kernel"
  * that ran (v4 runs v3 for the steps with rotation metadata, mepic's and lazy's questions:
  * la_cuda_attn_prefill_kernel_ran).
  *
- * --decode-variants times every TPOT row once per attn_decode kernel
- * (la_cuda_attn_decode_variant_set; default: the backend's, v2 unless LA_ATTN_DECODE=v1),
- * in the same run; every TPOT row names its "decode_variant", and its profile_ms shows
- * that kernel's attn_decode and attn_combine times.
+ * Every TPOT row names its "decode_variant": v2, the one attn_decode kernel (GPU_NOTES.md
+ * numbers the kernels; v1 is deleted).
  *
  * --fused times the block, mepic and lazy TTFT rows (64-row questions) and every TPOT row
  * once per fused-GEMM setting (la_cuda_fused_gemm_set; default: the backend's, all groups
@@ -62,7 +63,12 @@
  * --no-ttft skips the TTFT rows, e.g. to profile the decode steps alone under ncu; --no-tpot
  * the TPOT rows; --methods times only the TTFT rows of the methods named, e.g. one method's
  * kernels under ncu; the documents are encoded as always).
- * Prints a table on stderr, writes JSON to --out (or stdout).
+ *
+ * --shared-kv: many requests decoding on one shared document (bench_gpu_shared.c: TPOT beside
+ * the step's KV and weight bytes, shared-block attention off and auto, and the attention
+ * kernel alone on bench/attn_peer.py's shapes); --decode-probe: the LazyAttention paper's
+ * decode probe (one 16K-token document, 128 steps, plain / lazy / mepic at batch 1, 8, 32).
+ * Prints a table on stderr, writes JSON to --out (or stdout). The files: bench_gpu.h.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -73,9 +79,10 @@
 
 #include "backend/backend.h"
 #include "base/timer.h"
+#include "engine/backend_model.h"
+#include "engine/forward.h"
 #include "lazyattn/lazyattn.h"
 #include "model/config.h"
-#include "model/forward.h"
 
 #ifndef LA_HAVE_CUDA
 int main(void) {
@@ -85,127 +92,13 @@ int main(void) {
 #else
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_hooks.h"
+#include "bench_gpu.h"
 
 #define N_DOCS 10
 #define N_QUESTION 64
-#define BLOCK 16
-#define DATASHEET_BW 4.8e12    /* bytes/s, H200 HBM3e (DESIGN.md §8 floors) */
-#define DATASHEET_BF16 790e12  /* FLOP/s, bf16 dense measured on this GPU kind (DESIGN.md §8) */
-
-/* ============================================================ output ================= */
-
-typedef struct jbuf {
-    char *s;
-    size_t n, cap;
-} jbuf;
-
-static void jprintf(jbuf *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void jprintf(jbuf *j, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(j->s + j->n, j->cap - j->n, fmt, ap);
-        va_end(ap);
-        if (w >= 0 && (size_t)w < j->cap - j->n) {
-            j->n += (size_t)w;
-            return;
-        }
-        j->cap = j->cap ? j->cap * 2 + (size_t)w : 1 << 16;
-        j->s = realloc(j->s, j->cap);
-        if (!j->s) {
-            fprintf(stderr, "bench_gpu: out of memory\n");
-            exit(1);
-        }
-    }
-}
-
-/* ============================================================ batches ================ */
-
-typedef struct bb {
-    int32_t n, cap;
-    int32_t *tokens, *pos, *kpos, *logit_rows;
-    int64_t *slots;
-    int32_t n_seqs, cap_seqs;
-    la_batch_seq *seqs;
-    int32_t n_blocks, cap_blocks;
-    la_attn_block *blocks;
-    int32_t n_logit;
-} bb;
-
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "bench_gpu: out of memory\n");
-        exit(1);
-    }
-    return q;
-}
-
-static void bb_reset(bb *b) { b->n = b->n_seqs = b->n_blocks = b->n_logit = 0; }
-
-static void bb_token(bb *b, int32_t tok, int32_t pos, int32_t kpos, int64_t slot) {
-    if (b->n == b->cap) {
-        b->cap = b->cap ? 2 * b->cap : 4096;
-        b->tokens = xrealloc(b->tokens, 4 * (size_t)b->cap);
-        b->pos = xrealloc(b->pos, 4 * (size_t)b->cap);
-        b->kpos = xrealloc(b->kpos, 4 * (size_t)b->cap);
-        b->logit_rows = xrealloc(b->logit_rows, 4 * (size_t)b->cap);
-        b->slots = xrealloc(b->slots, 8 * (size_t)b->cap);
-    }
-    b->tokens[b->n] = tok, b->pos[b->n] = pos, b->kpos[b->n] = kpos, b->slots[b->n] = slot;
-    b->n++;
-}
-
-static void bb_block(bb *b, int32_t id, int32_t n_valid, int32_t pos0, int32_t q_delta, int32_t k_rope) {
-    if (b->n_blocks == b->cap_blocks) {
-        b->cap_blocks = b->cap_blocks ? 2 * b->cap_blocks : 4096;
-        b->blocks = xrealloc(b->blocks, sizeof(la_attn_block) * (size_t)b->cap_blocks);
-    }
-    b->blocks[b->n_blocks++] = (la_attn_block){id, n_valid, pos0, q_delta, k_rope};
-}
-
-static void bb_seq(bb *b, int32_t row0, int32_t n_rows, int32_t block0, bool logit) {
-    if (b->n_seqs == b->cap_seqs) {
-        b->cap_seqs = b->cap_seqs ? 2 * b->cap_seqs : 64;
-        b->seqs = xrealloc(b->seqs, sizeof(la_batch_seq) * (size_t)b->cap_seqs);
-    }
-    b->seqs[b->n_seqs++] = (la_batch_seq){row0, n_rows, block0, b->n_blocks - block0};
-    if (logit) b->logit_rows[b->n_logit++] = row0 + n_rows - 1;
-}
-
-static la_batch bb_batch(bb *b) {
-    return (la_batch){b->n, b->tokens, b->pos, b->kpos, b->slots, b->n_seqs, b->seqs,
-                      b->n_blocks, b->blocks, b->n_logit, b->logit_rows};
-}
 
 /* ============================================================ model + workload ======= */
-
-typedef struct bench {
-    const char *shape;
-    la_model_config cfg;
-    la_backend *be;
-    int64_t n_blocks;
-    float *logits;
-    int reps;
-    jbuf *out;
-    bool first_row;
-    int failures;
-    int32_t variants[3]; /* attn_prefill variants to time (--prefill-variants) */
-    int n_variants;
-    int32_t default_variant; /* the backend's at create */
-    int32_t dvariants[3];    /* attn_decode variants to time (--decode-variants) */
-    int n_dvariants;
-    int32_t default_dvariant; /* the backend's at create */
-    uint32_t fused[4];       /* fused-GEMM settings to time (--fused), LA_CUDA_FUSED_* masks */
-    int n_fused;
-    uint32_t default_fused;  /* the backend's at create */
-    bool readbacks[2];       /* TPOT readbacks to time (--readback): true = argmax */
-    int n_readbacks;
-    bool argmax;             /* this forward's readback: token ids (true) or logits */
-    int32_t ids[64];
-    uint32_t methods;        /* TTFT methods to time (--methods), bit i = k_methods[i] */
-} bench;
 
 /* the TTFT methods, in the order they run; --methods picks a subset (profiling one) */
 static const char *const k_methods[] = {"recompute", "prefix", "block", "mepic", "lazy"};
@@ -265,54 +158,6 @@ static void layout_free(layout *L) {
 }
 
 static const int k_order_b[N_DOCS] = {0, 2, 1, 3, 4, 5, 6, 7, 8, 9};
-
-/* Run one forward; returns wall ms (the token ids or logits on the host included when
- * logit rows are wanted, else a synchronize), or -1 on error. */
-static double timed_forward(bench *bn, la_batch *b) {
-    la_err err = {0};
-    double t0 = la_now_ms();
-    la_status s = bn->argmax && b->n_logit_rows > 0 ? la_forward_argmax(bn->be, b, bn->ids, &err)
-                                                    : la_forward(bn->be, b, bn->logits, &err);
-    if (s == LA_OK && b->n_logit_rows == 0) s = la_cuda_synchronize(bn->be, &err);
-    double t1 = la_now_ms();
-    if (s != LA_OK) {
-        fprintf(stderr, "bench_gpu: %s: forward of %d rows failed: %s\n", bn->shape, b->n_tokens, err.msg);
-        bn->failures++;
-        return -1;
-    }
-    return t1 - t0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* ============================================================ floors ================= */
-
-/* Parameters in the per-layer matrices (no embedding table, no lm_head). */
-static double layer_params(const la_model_config *m) {
-    double d = m->hidden_size, qd = (double)m->n_heads * m->head_dim, kvd = (double)m->n_kv_heads * m->head_dim;
-    return (double)m->n_layers * (d * (qd + 2 * kvd) + qd * d + 3.0 * d * m->intermediate_size);
-}
-/* Bytes of weights a forward pass streams: every layer matrix and lm_head, bf16. */
-static double weight_bytes(const la_model_config *m) {
-    return 2.0 * (layer_params(m) + (double)m->vocab_size * m->hidden_size);
-}
-static double kv_bytes_per_token(const la_model_config *m) {
-    return 2.0 * 2.0 * m->n_layers * m->n_kv_heads * m->head_dim;
-}
-/* Full prefill of n tokens, causal: 2 P n for the matrices + 2 n^2 L H d for attention
- * (QK^T and PV over the causal half) (+ lm_head for one row): DESIGN.md §8's formula. */
-static double prefill_flops(const la_model_config *m, double n) {
-    return 2.0 * layer_params(m) * n + 2.0 * n * n * m->n_layers * m->n_heads * m->head_dim +
-           2.0 * (double)m->vocab_size * m->hidden_size;
-}
 
 /* ============================================================ TTFT =================== */
 
@@ -374,38 +219,6 @@ static void build_question(layout *L, bb *b, doc_view v, const int32_t *copy_blo
         bb_token(b, L->q_ids[i], S + i, S + i, (int64_t)(tail_block + i / BLOCK) * BLOCK + i % BLOCK);
     for (int32_t k = 0; k * BLOCK < N_QUESTION; k++) bb_block(b, tail_block + k, BLOCK, S + k * BLOCK, 0, 0);
     bb_seq(b, 0, N_QUESTION, 0, true);
-}
-
-/* The settings --fused names (LA_CUDA_FUSED_* masks; cuda_backend.h). */
-static const struct {
-    const char *name;
-    uint32_t mask;
-} k_fused_settings[] = {
-    {"off", 0},
-    {"qkv", LA_CUDA_FUSED_QKV},
-    {"gate_up", LA_CUDA_FUSED_GATE_UP},
-    {"gemm", LA_CUDA_FUSED_QKV | LA_CUDA_FUSED_GATE_UP},
-    {"on", LA_CUDA_FUSED_ALL},
-    {"nomerge", LA_CUDA_FUSED_ALL & ~LA_CUDA_FUSED_MERGE},
-    {"nokv_write", LA_CUDA_FUSED_ALL & ~LA_CUDA_FUSED_KV_WRITE},
-};
-
-/* The --fused name of a mask ("mask" for one no name stands for). */
-static const char *fused_name(uint32_t mask) {
-    for (size_t i = 0; i < sizeof k_fused_settings / sizeof k_fused_settings[0]; i++)
-        if (k_fused_settings[i].mask == (mask & LA_CUDA_FUSED_ALL)) return k_fused_settings[i].name;
-    return "mask";
-}
-
-/* ", \"fused\": ..., \"fused_groups\": ..." of the backend's setting now. */
-static void emit_fused(bench *bn) {
-    static const char *const bits[6] = {"qkv", "gate_up", "add_norm", "swiglu", "merge", "kv_write"};
-    const uint32_t f = la_cuda_fused_gemm(bn->be);
-    char groups[80] = "";
-    for (int b = 0; b < 6; b++)
-        if (f & (1u << b)) snprintf(groups + strlen(groups), sizeof groups - strlen(groups), "%s%s",
-                                    groups[0] ? "," : "", bits[b]);
-    jprintf(bn->out, ", \"fused\": %s, \"fused_groups\": \"%s\"", f ? "true" : "false", groups[0] ? groups : "none");
 }
 
 static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
@@ -615,16 +428,15 @@ static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const c
     jprintf(bn->out, "%s\n      {\"context\": %d, \"batch\": %d, \"kind\": \"%s\", \"tpot_ms\": %.3f, \"floor_ms\": %.3f, "
                      "\"ratio_to_floor\": %.3f, \"tpot_graphs_ms\": %.3f, \"graphs_ratio_to_floor\": %.3f, "
                      "\"graphs\": {\"steps\": %lld, \"replayed\": %lld, \"captures\": %lld, "
-                     "\"capture_failures\": %lld}, \"decode_variant\": \"v%d\", \"readback\": \"%s\"",
+                     "\"capture_failures\": %lld}, \"decode_variant\": \"v2\", \"readback\": \"%s\"",
             bn->first_row ? "" : ",", prompt, batch_size, name, ms, floor_ms, ms / floor_ms, ms_graphs,
-            ms_graphs / floor_ms, recorded, replayed, captures, failed, la_cuda_attn_decode_variant(bn->be),
-            bn->argmax ? "argmax" : "logits");
+            ms_graphs / floor_ms, recorded, replayed, captures, failed, bn->argmax ? "argmax" : "logits");
     emit_fused(bn);
     jprintf(bn->out, ", \"profile_ms\": %s}", prof);
     bn->first_row = false;
-    fprintf(stderr, "  decode %-12s batch %2d  fused %-7s  attn_decode v%d  %-6s  TPOT %8.3f ms  graphs %8.3f ms "
+    fprintf(stderr, "  decode %-12s batch %2d  fused %-7s  attn_decode v2  %-6s  TPOT %8.3f ms  graphs %8.3f ms "
                     "(%lld/%lld replayed)  floor %7.3f ms  ratio %5.2f / %5.2f\n", name, batch_size,
-            fused_name(la_cuda_fused_gemm(bn->be)), la_cuda_attn_decode_variant(bn->be), bn->argmax ? "argmax" : "logits",
+            fused_name(la_cuda_fused_gemm(bn->be)), bn->argmax ? "argmax" : "logits",
             ms, ms_graphs, replayed, recorded, floor_ms, ms / floor_ms, ms_graphs / floor_ms);
     free(t);
     free(first);
@@ -775,19 +587,19 @@ static int parse_list(const char *s, int32_t *out, int max) {
     return n;
 }
 
-/* --prefill-variants / --decode-variants: up to 3 of v1..v<max> (flag's value) into
- * v[0..*n); false (and a message) otherwise. */
-static bool parse_variants(const char *flag, const char *value, int32_t max, int32_t v[3], int *n) {
+/* --prefill-variants: up to 3 of v<min>..v<max> (flag's value) into v[0..*n); false (and a
+ * message) otherwise. */
+static bool parse_variants(const char *flag, const char *value, int32_t min, int32_t max, int32_t v[3], int *n) {
     char list[32];
     snprintf(list, sizeof list, "%s", value);
     *n = 0;
     bool bad = false;
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        const int32_t k = tok[0] == 'v' && tok[1] >= '1' && tok[1] <= '0' + max && !tok[2] ? tok[1] - '0' : 0;
+        const int32_t k = tok[0] == 'v' && tok[1] >= '0' + min && tok[1] <= '0' + max && !tok[2] ? tok[1] - '0' : 0;
         if (k == 0 || *n == 3) bad = true;
         else v[(*n)++] = k;
     }
-    if (bad || *n == 0) fprintf(stderr, "bench_gpu: %s %s: expected a list of v1..v%d\n", flag, value, max);
+    if (bad || *n == 0) fprintf(stderr, "bench_gpu: %s %s: expected a list of v%d..v%d\n", flag, value, min, max);
     return !bad && *n > 0;
 }
 
@@ -795,12 +607,13 @@ int main(int argc, char **argv) {
     const char *shapes = "llama3-8b,llama3.2-1b", *out_path = NULL, *commit = "unknown";
     int32_t ctxs[8] = {2048, 8192, 32768};
     int n_ctx = 3, reps = 5;
-    bool engine = true, ttft = true, tpots = true;
+    bool engine = true, ttft = true, tpots = true, probe = false, shared = false;
+    shared_opts so = {.points = {1, 64, 256, 1000}, .n_points = 4, .doc_tokens = 7000, .kinds = 3u,
+                      .modes = {LA_CUDA_ATTN_SHARED_OFF, LA_CUDA_ATTN_SHARED_AUTO}, .n_modes = 2, .steps = 8};
+    int32_t probe_doc = 16384, probe_steps = 128;
     uint32_t methods = (1u << N_METHODS) - 1;
     int32_t variants[3] = {0, 0, 0}; /* 0: the backend's default */
     int n_variants = 1;
-    int32_t dvariants[3] = {0, 0, 0}; /* 0: the backend's default */
-    int n_dvariants = 1;
     uint32_t fused[4] = {0};
     int n_fused = 0; /* 0: the backend's default */
     bool readbacks[2] = {true, false};
@@ -814,6 +627,38 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
         else if (!strcmp(argv[i], "--no-ttft")) ttft = false;
         else if (!strcmp(argv[i], "--no-tpot")) tpots = false;
+        else if (!strcmp(argv[i], "--shared-kv")) shared = true;
+        else if (!strcmp(argv[i], "--shared-points") && i + 1 < argc) so.n_points = parse_list(argv[++i], so.points, 8);
+        else if (!strcmp(argv[i], "--shared-doc-tokens") && i + 1 < argc) so.doc_tokens = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shared-steps") && i + 1 < argc) so.steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shared-kinds") && i + 1 < argc) {
+            char list[64];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            so.kinds = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                const int k = !strcmp(tok, "prefix") ? 0 : !strcmp(tok, "lazy") ? 1 : !strcmp(tok, "mepic") ? 2 : -1;
+                if (k < 0) {
+                    fprintf(stderr, "bench_gpu: --shared-kinds %s: expected some of prefix,lazy,mepic\n", tok);
+                    return 2;
+                }
+                so.kinds |= 1u << k;
+            }
+        } else if (!strcmp(argv[i], "--shared-modes") && i + 1 < argc) {
+            char list[64];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            so.n_modes = 0;
+            for (char *tok = strtok(list, ","); tok && so.n_modes < 3; tok = strtok(NULL, ",")) {
+                const int md = !strcmp(tok, "0") ? LA_CUDA_ATTN_SHARED_OFF : !strcmp(tok, "1") ? LA_CUDA_ATTN_SHARED_ON
+                               : !strcmp(tok, "auto") ? LA_CUDA_ATTN_SHARED_AUTO : -1;
+                if (md < 0) {
+                    fprintf(stderr, "bench_gpu: --shared-modes %s: expected some of 0,1,auto\n", tok);
+                    return 2;
+                }
+                so.modes[so.n_modes++] = md;
+            }
+        } else if (!strcmp(argv[i], "--decode-probe")) probe = true;
+        else if (!strcmp(argv[i], "--probe-doc-tokens") && i + 1 < argc) probe_doc = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--probe-steps") && i + 1 < argc) probe_steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--methods") && i + 1 < argc) {
             char list[128];
             snprintf(list, sizeof list, "%s", argv[++i]);
@@ -829,10 +674,7 @@ int main(int argc, char **argv) {
             }
         }
         else if (!strcmp(argv[i], "--prefill-variants") && i + 1 < argc) {
-            if (!parse_variants(argv[i], argv[i + 1], 4, variants, &n_variants)) return 2;
-            i++;
-        } else if (!strcmp(argv[i], "--decode-variants") && i + 1 < argc) {
-            if (!parse_variants(argv[i], argv[i + 1], 2, dvariants, &n_dvariants)) return 2;
+            if (!parse_variants(argv[i], argv[i + 1], 2, 4, variants, &n_variants)) return 2;
             i++;
         } else if (!strcmp(argv[i], "--fused") && i + 1 < argc) {
             char list[64];
@@ -870,10 +712,12 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v1,v2,v3,v4] "
-                            "[--decode-variants v1,v2] [--fused off,qkv,gate_up,gemm,on,nomerge,nokv_write|both] [--readback argmax,logits] "
+            fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v2,v3,v4] "
+                            "[--fused off,qkv,gate_up,gemm,on,nomerge,nokv_write|both] [--readback argmax,logits] "
                             "[--methods recompute,prefix,block,mepic,lazy] [--out FILE] [--commit SHA] [--no-engine] "
-                            "[--no-ttft] [--no-tpot]\n");
+                            "[--no-ttft] [--no-tpot] [--shared-kv [--shared-points 1,64,256,1000] [--shared-doc-tokens N] "
+                            "[--shared-kinds prefix,lazy,mepic] [--shared-modes 0,1,auto] [--shared-steps N]] "
+                            "[--decode-probe [--probe-doc-tokens N] [--probe-steps N]]\n");
             return 2;
         }
     }
@@ -909,15 +753,11 @@ int main(int argc, char **argv) {
         bn.default_variant = la_cuda_attn_prefill_variant(bn.be);
         for (int v = 0; v < n_variants; v++)
             bn.variants[v] = variants[v] ? variants[v] : la_cuda_attn_prefill_variant(bn.be);
-        bn.n_dvariants = n_dvariants;
-        bn.default_dvariant = la_cuda_attn_decode_variant(bn.be);
-        for (int v = 0; v < n_dvariants; v++)
-            bn.dvariants[v] = dvariants[v] ? dvariants[v] : bn.default_dvariant;
         bn.default_fused = la_cuda_fused_gemm(bn.be);
         bn.n_fused = n_fused ? n_fused : 1;
         for (int f = 0; f < bn.n_fused; f++) bn.fused[f] = n_fused ? fused[f] : bn.default_fused;
         double t0 = la_now_ms();
-        if (bn.be->ops->load_weights(bn.be, &bn.cfg, NULL, &err) != LA_OK) {
+        if (la_backend_load_model(bn.be, &bn.cfg, NULL, &err) != LA_OK) {
             fprintf(stderr, "bench_gpu: %s: load_weights: %s\n", tok, err.msg);
             return 1;
         }
@@ -930,6 +770,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         bn.logits = xrealloc(NULL, sizeof(float) * 64 * (size_t)bn.cfg.vocab_size);
+        bn.cap_logit_rows = 64;
         fprintf(stderr, "%s on %s: random weights made in %.1f ms; KV pool %lld blocks x %d (%.1f GiB)\n", tok, gpu,
                 load_ms, (long long)bn.n_blocks, BLOCK, (double)(bn.n_blocks * block_bytes) / (1 << 30));
         jprintf(&out, "%s\n  {\n    \"shape\": \"%s\",\n    \"gpu\": \"%s\",\n    \"weight_bytes_streamed\": %.0f,"
@@ -950,25 +791,24 @@ int main(int argc, char **argv) {
         for (int i = 0; tpots && i < 3; i++)
             for (int k = 0; k < 3; k++)
                 for (int f = 0; f < bn.n_fused; f++)
-                    for (int v = 0; v < bn.n_dvariants; v++)
-                        for (int r = 0; r < bn.n_readbacks; r++) {
-                            la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
-                            if (la_cuda_attn_decode_variant_set(bn.be, bn.dvariants[v], &ferr) != LA_OK)
-                                fprintf(stderr, "bench_gpu: %s\n", ferr.msg);
-                            bn.argmax = bn.readbacks[r];
-                            tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
-                        }
+                    for (int r = 0; r < bn.n_readbacks; r++) {
+                        la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
+                        bn.argmax = bn.readbacks[r];
+                        tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
+                    }
         bn.argmax = true;
         la_cuda_fused_gemm_set(bn.be, bn.default_fused);
-        (void)la_cuda_attn_decode_variant_set(bn.be, bn.default_dvariant, &ferr);
         jprintf(&out, "\n    ],");
+        if (shared) shared_kv_sweep(&bn, &so, &b);
+        if (probe) decode_probe(&bn, probe_doc, probe_steps, &b);
         la_backend_destroy(bn.be);
         bn.be = NULL;
         if (engine) engine_check(&bn);
         jprintf(&out, "\n    \"failures\": %d\n  }", bn.failures);
         failures += bn.failures;
         free(bn.logits);
-        free(b.tokens), free(b.pos), free(b.kpos), free(b.logit_rows), free(b.slots), free(b.seqs), free(b.blocks);
+        free(bn.ids);
+        bb_free(&b);
     }
     jprintf(&out, "\n  ]\n}\n");
     FILE *f = out_path ? fopen(out_path, "w") : stdout;

@@ -27,8 +27,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/machine.h"
-#include "../tests/server/http_client.h"
+#include "bench/http.h"
+#include "bench/machine.h"
 #include "../tests/server/serve_proc.h"
 
 typedef struct sample {
@@ -106,59 +106,50 @@ static char *request_body(const level_run *lr, int r) {
     return s;
 }
 
+/* The events of one streamed answer as they arrive. */
+typedef struct stream {
+    sample *s;
+    double t0;
+    int events;
+    char *last[2]; /* the payloads of the last two events: the usage chunk, then [DONE] */
+} stream;
+
+static void on_event(void *user, const char *data, size_t len) {
+    stream *st = user;
+    /* TTFT: the role chunk, then the first token's */
+    if (++st->events == 2 && st->s->ttft_ms == 0) st->s->ttft_ms = now_ms() - st->t0;
+    free(st->last[0]);
+    st->last[0] = st->last[1];
+    st->last[1] = strndup(data, len);
+}
+
 static void run_request(level_run *lr, int r) {
     sample *s = &lr->samples[r];
     char *body = request_body(lr, r);
-    double t0 = now_ms();
-    int fd = la_http_open(lr->port, "POST", "/v1/chat/completions", body);
+    la_bench_url u = {.host = "127.0.0.1"};
+    snprintf(u.port, sizeof u.port, "%d", lr->port);
+    stream st = {.s = s, .t0 = now_ms()};
+    int status = 0;
+    la_err err = {0};
+    la_status rc = la_bench_http_request(&u, "POST", "/v1/chat/completions", body, 120, on_event, &st, &status,
+                                         NULL, &err);
+    s->e2e_ms = now_ms() - st.t0;
     free(body);
-    if (fd < 0) return;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    int events = 0;
-    for (;;) {
-        if (len == cap) {
-            buf = realloc(buf, 2 * cap + 1);
-            cap *= 2;
+    if (rc == LA_OK && status == 200 && st.events >= 2 && st.last[1] && !strcmp(st.last[1], "[DONE]")) {
+        cJSON *j = cJSON_Parse(st.last[0]);
+        const cJSON *usage = cJSON_GetObjectItem(j, "usage");
+        const cJSON *ext = cJSON_GetObjectItem(j, "lazyattn");
+        if (usage && ext) {
+            s->completion_tokens = cJSON_GetObjectItem(usage, "completion_tokens")->valueint;
+            s->cached_tokens = cJSON_GetObjectItem(cJSON_GetObjectItem(usage, "prompt_tokens_details"),
+                                                   "cached_tokens")->valueint;
+            s->server_ttft_ms = cJSON_GetObjectItem(ext, "ttft_ms")->valuedouble;
+            s->ok = 1;
         }
-        ssize_t k = la_http_read_some(fd, buf + len, cap - len);
-        if (k <= 0) break;
-        size_t from = len >= 6 ? len - 5 : 0;
-        len += (size_t)k;
-        buf[len] = '\0';
-        if (s->ttft_ms == 0) {
-            for (const char *p = buf + from; (p = strstr(p, "data: ")); p += 6) events++;
-            if (events >= 2) s->ttft_ms = now_ms() - t0; /* role chunk, then the first token */
-        }
+        cJSON_Delete(j);
     }
-    s->e2e_ms = now_ms() - t0;
-    close(fd);
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sep && strstr(buf, " 200 ")) {
-        char *b = sep + 4;
-        ssize_t n = la_http_dechunk(b, len - (size_t)(b - buf));
-        if (n > 0) {
-            b[n] = '\0';
-            int ne = 0;
-            char **ev = la_sse_events(b, &ne);
-            if (ne >= 2 && !strcmp(ev[ne - 1], "[DONE]")) {
-                cJSON *u = cJSON_Parse(ev[ne - 2]);
-                const cJSON *usage = cJSON_GetObjectItem(u, "usage");
-                const cJSON *ext = cJSON_GetObjectItem(u, "lazyattn");
-                if (usage && ext) {
-                    s->completion_tokens = cJSON_GetObjectItem(usage, "completion_tokens")->valueint;
-                    s->cached_tokens = cJSON_GetObjectItem(cJSON_GetObjectItem(usage, "prompt_tokens_details"),
-                                                           "cached_tokens")->valueint;
-                    s->server_ttft_ms = cJSON_GetObjectItem(ext, "ttft_ms")->valuedouble;
-                    s->ok = 1;
-                }
-                cJSON_Delete(u);
-            }
-            for (int i = 0; i < ne; i++) free(ev[i]);
-            free(ev);
-        }
-    }
-    free(buf);
+    free(st.last[0]);
+    free(st.last[1]);
 }
 
 static void *client_main(void *arg) {

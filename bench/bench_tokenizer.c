@@ -28,7 +28,7 @@
 #include "base/json.h"
 #include "base/threadpool.h"
 #include "base/timer.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct corpus {
     char **texts;

@@ -15,6 +15,15 @@ prompts and, with a LlamaRAMCache, of earlier prompts: prefix caching. TTFT = ti
 first generated token of a streamed completion. The same script then runs
 `build/lazyattn bench` on the same questions (methods prefix, lazy) and puts both in one JSON.
 This is not the product: a peer measured beside it.
+
+--speed instead measures decode and prefill speed as bench/bench_cpu_decode.c does ours
+(bench/cpu_speed.py runs both side by side): decode ms/token at --contexts (a prompt of
+pseudo-random ids below 3000, then --decode-tokens one-token evals, their mean time), prefill
+tokens/s at --prefill (one eval of the prompt, n_batch 512), medians of --reps; prints one
+JSON object. --flash-attn turns llama.cpp's flash attention on (llama-cpp-python's default:
+off); --type-kv f16|f32 the KV cache type (llama.cpp's default f16).
+
+    python3 bench/llamacpp_peer.py --speed --gguf /tmp/rag-tiny-f32.gguf --threads 2
 """
 import argparse
 import json
@@ -40,6 +49,63 @@ def pct(v, p):
     return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
+def speed(a):
+    """Decode ms/token and prefill tokens/s of llama.cpp (see the module comment)."""
+    import llama_cpp
+    from llama_cpp import Llama
+
+    contexts = [int(v) for v in a.contexts.split(",") if v]
+    prefills = [int(v) for v in a.prefill.split(",") if v]
+    n_ctx = max([c + a.decode_tokens for c in contexts] + [p + 1 for p in prefills] + [128])
+    kv = {"f16": llama_cpp.GGML_TYPE_F16, "f32": llama_cpp.GGML_TYPE_F32}[a.type_kv]
+    load0 = os.getloadavg()
+    llm = Llama(model_path=a.gguf, n_ctx=n_ctx, n_threads=a.threads, n_threads_batch=a.threads, n_batch=512,
+                logits_all=False, verbose=False, seed=1, flash_attn=a.flash_attn, type_k=kv, type_v=kv)
+    state = [12345]
+
+    def ids(n):  # the xorshift of bench_cpu_decode.c: ids below 3000
+        out = []
+        x = state[0]
+        for _ in range(n):
+            x ^= (x << 13) & 0xFFFFFFFFFFFFFFFF
+            x ^= x >> 7
+            x ^= (x << 17) & 0xFFFFFFFFFFFFFFFF
+            out.append((x >> 11) % 3000)
+        state[0] = x
+        return out
+
+    def prefill(n):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids(n))
+        return time.perf_counter() - t0
+
+    prefill(64)  # warm-up
+    for _ in range(4):
+        llm.eval([100])
+    rows = {"decode": [], "prefill": []}
+    for c in contexts:
+        v = []
+        for _ in range(a.reps):
+            prefill(c)
+            llm.eval([100])  # the first output token (TPOT counts those after it)
+            t0 = time.perf_counter()
+            for _ in range(a.decode_tokens - 1):
+                llm.eval([100])
+            v.append((time.perf_counter() - t0) * 1000.0 / (a.decode_tokens - 1))
+        rows["decode"].append({"context": c, "ms_per_token": statistics.median(v)})
+        print(f"llama.cpp decode at {c}: {statistics.median(v):.2f} ms/token", file=sys.stderr)
+    for p in prefills:
+        v = [p / prefill(p) for _ in range(a.reps)]
+        rows["prefill"].append({"tokens": p, "tokens_per_s": statistics.median(v)})
+        print(f"llama.cpp prefill {p}: {statistics.median(v):.1f} tokens/s", file=sys.stderr)
+    rows.update({"engine": "llama.cpp via llama-cpp-python " + llama_cpp.__version__,
+                 "gguf": os.path.basename(a.gguf), "threads": a.threads, "flash_attn": a.flash_attn,
+                 "type_kv": a.type_kv, "loadavg_before": " ".join(f"{x:.2f}" for x in load0),
+                 "loadavg_after": " ".join(f"{x:.2f}" for x in os.getloadavg())})
+    print(json.dumps(rows))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf", required=True)
@@ -50,7 +116,17 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "peer_llamacpp_cpu.json"))
     ap.add_argument("--no-lazyattn", action="store_true", help="skip the lazyattn side")
+    ap.add_argument("--speed", action="store_true", help="decode / prefill speed instead (module comment)")
+    ap.add_argument("--contexts", default="64,1536,8000")
+    ap.add_argument("--prefill", default="512,2048")
+    ap.add_argument("--decode-tokens", type=int, default=32)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--flash-attn", action="store_true")
+    ap.add_argument("--type-kv", default="f16", choices=["f16", "f32"])
     a = ap.parse_args()
+    if a.speed:
+        speed(a)
+        return
 
     from llama_cpp import Llama, LlamaRAMCache
     from tokenizers import Tokenizer
