@@ -2,6 +2,8 @@
  * size cap, restart scan), and the store's host tier, write-through, spills, and reads
  * that fall back to computing. */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -165,7 +167,7 @@ Test(kv_disk_tier, unusable_directory_opens_empty_and_writes_fail) {
 
 /* ---- the store ------------------------------------------------------------------------------ */
 
-static la_kv_store *store_open(int64_t host_bytes, const char *dir, bool through) {
+static la_kv_store *store_open_with(int64_t host_bytes, const char *dir, bool through, const la_host_allocator *alloc) {
     la_kv_store_options o;
     la_kv_store_options_init(&o);
     o.host_bytes = host_bytes;
@@ -175,8 +177,12 @@ static la_kv_store *store_open(int64_t host_bytes, const char *dir, bool through
     la_kv_record_shape sh = shape_of();
     la_kv_store *s = NULL;
     la_err err = {0};
-    LA_CHECK_OK(la_kv_store_create(&o, &sh, NULL, &s, &err), err);
+    LA_CHECK_OK(la_kv_store_create(&o, &sh, alloc, &s, &err), err);
     return s;
+}
+
+static la_kv_store *store_open(int64_t host_bytes, const char *dir, bool through) {
+    return store_open_with(host_bytes, dir, through, NULL);
 }
 
 /* Fill record blocks with a pattern of (seed, block, byte). */
@@ -362,4 +368,77 @@ Test(kv_store, no_tier_means_no_lookups_and_no_puts) {
     la_kv_record_header h = hdr_of(1, 4);
     cr_assert_null(la_kv_store_find(s, &h));
     la_kv_store_destroy(s);
+}
+
+/* A slow pinned allocator (as cudaHostAlloc on the GPU): it makes nothing until the test
+ * opens the gate, then gives memory, or fails. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool open, fail;
+} gate;
+
+static void *gate_alloc(void *user, size_t bytes) {
+    gate *g = user;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    return g->fail ? NULL : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+static void gate_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+/* A restarted server's first lookups come while its pinned memory is still being made:
+ * they wait for it and are served from disk (the H200 run recomputed them before); if the
+ * memory never comes, the lookup fails and the document is computed. */
+Test(kv_store, lookups_wait_for_pinned_memory_still_growing) {
+    char *dir = la_test_tmpdir();
+    la_kv_store *s = store_open(0, dir, true);
+    put(s, 1, 9, LA_KV_PUT_COMPUTED);
+    la_kv_store_flush(s);
+    la_kv_store_destroy(s);
+    for (int fail = 0; fail < 2; fail++) {
+        gate g = {.fail = fail};
+        pthread_mutex_init(&g.mu, NULL);
+        pthread_cond_init(&g.cv, NULL);
+        la_host_allocator alloc = {gate_alloc, gate_free, &g};
+        s = store_open_with(0, dir, true, &alloc);
+        la_kv_record_header h = hdr_of(1, 9);
+        la_kv_rec *r = la_kv_store_find(s, &h);
+        cr_assert_not_null(r, "a lookup while pinned memory grows waits for it");
+        la_kv_store_poll(s);
+        cr_assert_eq(la_kv_rec_state_of(r), LA_KV_REC_LOADING);
+        la_kv_rec *again = la_kv_store_find(s, &h);
+        cr_assert_eq(again, r, "a second lookup of the key shares the waiting one");
+        la_kv_store_release(s, again);
+        pthread_mutex_lock(&g.mu);
+        g.open = true;
+        pthread_cond_broadcast(&g.cv);
+        pthread_mutex_unlock(&g.mu);
+        for (int k = 0; la_kv_rec_state_of(r) == LA_KV_REC_LOADING && k < 5000; k++) {
+            usleep(1000);
+            la_kv_store_poll(s);
+        }
+        la_kv_store_stats st;
+        la_kv_store_get_stats(s, &st);
+        if (!fail) {
+            cr_assert_eq(la_kv_rec_state_of(r), LA_KV_REC_READY);
+            cr_assert_eq(la_kv_rec_tier(r), LA_KV_TIER_DISK);
+            cr_assert(matches(s, r, 1));
+            cr_assert_eq(st.tier[LA_KV_TIER_DISK].hits, 1);
+            cr_assert_eq(st.lookups_dropped, 0);
+        } else {
+            cr_assert_eq(la_kv_rec_state_of(r), LA_KV_REC_FAILED);
+            cr_assert_eq(st.lookups_dropped, 1);
+            cr_assert_eq(st.tier[LA_KV_TIER_DISK].hits, 0);
+        }
+        la_kv_store_release(s, r);
+        la_kv_store_destroy(s);
+        pthread_mutex_destroy(&g.mu);
+        pthread_cond_destroy(&g.cv);
+    }
+    la_test_rm_tree(dir);
 }

@@ -48,6 +48,8 @@ struct la_kv_rec {
     bool on_disk;             /* known to be in the disk tier */
     la_kv_tier_id next_tier;  /* LOADING: the tier its read is at */
     double t_start_ms;        /* LOADING: when the lookup began */
+    bool mem_wait;            /* LOADING, on the wait list: its blocks wait for pinned memory */
+    la_kv_rec *wait_next;
     la_kv_rec *prev, *next;   /* host LRU (head: least recently used) */
 };
 
@@ -99,6 +101,10 @@ struct la_kv_store {
     bool has_grower, grow_failed;
     void **grown;        /* [arena chunk count] */
     int64_t n_grown;
+    /* Lookups made while pinned memory is still growing (a restarted server's first
+     * requests): LOADING records, each holding a reference, that read once their blocks
+     * are there (la_kv_store_poll); oldest first. */
+    la_kv_rec *wait_head, *wait_tail;
 };
 
 void la_kv_store_options_init(la_kv_store_options *o) {
@@ -241,6 +247,15 @@ static void *grow_main(void *arg) {
     return NULL;
 }
 
+/* Pinned memory still coming: the grower has chunks left to make and has not failed. */
+static bool growing(la_kv_store *s) {
+    if (!s->has_grower) return false;
+    pthread_mutex_lock(&s->mu);
+    bool g = !s->grow_failed && s->n_grown < la_host_arena_chunk_count(s->arena);
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
 /* Hand the chunks the grower made to the arena (engine thread). */
 static void adopt_chunks(la_kv_store *s) {
     if (!s->has_grower) return;
@@ -329,8 +344,8 @@ static bool evict_host_lru(la_kv_store *s) {
     return true;
 }
 
-/* A record with n_blocks arena blocks (evicting idle host-tier records for memory), or NULL. */
-static la_kv_rec *rec_new(la_kv_store *s, const la_kv_record_header *hdr) {
+/* A record for hdr with no arena blocks yet (one reference), or NULL (out of memory). */
+static la_kv_rec *rec_shell(const la_kv_record_header *hdr) {
     la_kv_rec *r = calloc(1, sizeof *r);
     int32_t *blocks = r ? malloc(sizeof(int32_t) * (size_t)(hdr->n_blocks ? hdr->n_blocks : 1)) : NULL;
     if (!blocks) {
@@ -341,15 +356,53 @@ static la_kv_rec *rec_new(la_kv_store *s, const la_kv_record_header *hdr) {
     r->blocks = blocks;
     for (int32_t b = 0; b < hdr->n_blocks; b++) r->blocks[b] = -1;
     r->refs = 1;
+    return r;
+}
+
+/* Give r the arena blocks it lacks, evicting idle host-tier records for memory. False
+ * when the arena has no more now (the blocks it got are kept). */
+static bool rec_fill(la_kv_store *s, la_kv_rec *r) {
     adopt_chunks(s);
-    for (int32_t b = 0; b < hdr->n_blocks; b++) {
-        while ((r->blocks[b] = la_host_arena_alloc(s->arena)) < 0)
-            if (!evict_host_lru(s)) {
-                rec_free(s, r);
-                return NULL;
-            }
+    for (int32_t b = 0; b < r->hdr.n_blocks; b++)
+        while (r->blocks[b] < 0 && (r->blocks[b] = la_host_arena_alloc(s->arena)) < 0)
+            if (!evict_host_lru(s)) return false;
+    return true;
+}
+
+/* A record with n_blocks arena blocks, or NULL. */
+static la_kv_rec *rec_new(la_kv_store *s, const la_kv_record_header *hdr) {
+    la_kv_rec *r = rec_shell(hdr);
+    if (r && !rec_fill(s, r)) {
+        rec_free(s, r);
+        return NULL;
     }
     return r;
+}
+
+/* Lookups waiting for pinned memory: read the ones whose blocks are there now; give up on
+ * those whose lookup ended (timed out) or that memory will not come for. */
+static void serve_waiting(la_kv_store *s, bool give_up) {
+    la_kv_rec *prev = NULL;
+    for (la_kv_rec *r = s->wait_head, *n; r; r = n) {
+        n = r->wait_next;
+        bool live = r->state == LA_KV_REC_LOADING;
+        bool ready = live && !give_up && rec_fill(s, r);
+        if (live && !ready && !give_up && growing(s)) {
+            prev = r;
+            continue;
+        }
+        if (prev) prev->wait_next = n;
+        else s->wait_head = n;
+        if (s->wait_tail == r) s->wait_tail = prev;
+        r->wait_next = NULL;
+        r->mem_wait = false;
+        if (live && !(ready && submit(s, IO_READ, r, r->next_tier, 0))) {
+            if (!ready) s->st.lookups_dropped++;
+            r->state = LA_KV_REC_FAILED;
+            unindex(s, r);
+        }
+        unref(s, r); /* the wait list's */
+    }
 }
 
 /* Make r a host-tier record (READY), evicting others to stay within host_bytes. */
@@ -444,6 +497,7 @@ void la_kv_store_destroy(la_kv_store *s) {
     }
     free(s->grown);
     la_kv_store_poll(s); /* frees what the last tasks held */
+    serve_waiting(s, true);
     for (int64_t i = 0; i < s->index.cap; i++)
         if (s->index.slots[i].state == 1) {
             la_kv_rec *r = (la_kv_rec *)(intptr_t)s->index.slots[i].value;
@@ -519,7 +573,17 @@ la_kv_rec *la_kv_store_find(la_kv_store *s, const la_kv_record_header *want) {
             if (s->tier[id]) s->st.tier[id].misses++;
         return NULL;
     }
-    r = rec_new(s, want);
+    /* no memory while pinned memory is still growing: the lookup waits for it (up to
+     * io_timeout_ms like a slow read) rather than recomputing what a lower tier holds */
+    r = rec_shell(want);
+    bool wait = false;
+    if (r && !rec_fill(s, r)) {
+        wait = growing(s) && want->n_blocks <= la_host_arena_capacity(s->arena);
+        if (!wait) {
+            rec_free(s, r);
+            r = NULL;
+        }
+    }
     if (!r || !la_hmap_put(&s->index, want->key, (int64_t)(intptr_t)r)) {
         if (r) rec_free(s, r);
         s->st.lookups_dropped++; /* not a miss: nobody asked the tiers */
@@ -531,7 +595,13 @@ la_kv_rec *la_kv_store_find(la_kv_store *s, const la_kv_record_header *want) {
     r->next_tier = t;
     for (int id = LA_KV_TIER_DISK; id < (int)t; id++)
         if (s->tier[id]) s->st.tier[id].misses++;
-    if (!submit(s, IO_READ, r, t, 0)) {
+    if (wait) {
+        r->mem_wait = true;
+        r->refs++; /* the wait list's */
+        if (s->wait_tail) s->wait_tail->wait_next = r;
+        else s->wait_head = r;
+        s->wait_tail = r;
+    } else if (!submit(s, IO_READ, r, t, 0)) {
         r->state = LA_KV_REC_FAILED;
         unindex(s, r);
     }
@@ -708,6 +778,7 @@ static void finish_write(la_kv_store *s, io_task *t) {
 void la_kv_store_poll(la_kv_store *s) {
     if (!s) return;
     adopt_chunks(s);
+    serve_waiting(s, false);
     pthread_mutex_lock(&s->mu);
     io_task *done = s->done_head;
     s->done_head = NULL;
