@@ -128,6 +128,11 @@ typedef struct la_engine_options {
      * of the KV store carry it: a store written with one is not read with the other. Ignored
      * by CUDA (bf16). */
     la_cpu_kv cpu_kv;
+    /* Threads that read and write the disk and shared tiers (one record per task; the
+     * shared tier keeps a Redis connection per thread in use). More threads, more records
+     * in flight at once: a disk with a deep queue or a Redis over the network reads faster
+     * with more. 0: 2; at most 64. */
+    int32_t kv_io_threads;
 } la_engine_options;
 
 /* Defaults for every field (device CPU, block_size 16, method lazy, ...). struct_size: the

@@ -62,6 +62,7 @@ class la_engine_options(Structure):
         ("on_kv_event", CFUNCTYPE(None, c_void_p, POINTER(la_kv_event))),
         ("kv_event_user", c_void_p), ("chat_template_file", c_char_p), ("kv_staging_bytes", c_int64),
         ("recompute_first", c_int32), ("cpu_weights", c_int), ("cpu_kv", c_int),
+        ("kv_io_threads", c_int32),
     ]
 
 

@@ -54,6 +54,7 @@ ENGINE_OPTIONS = {
     "chat_template_file": str, "kv_staging_bytes": _INT64, "recompute_first": (0, 2**31 - 1),
     "cpu_weights": (0, 4),  # la_cpu_weights: 0 auto, 1 f32, 2 bf16, 3 f16, 4 bf16-dot
     "cpu_kv": (0, 1),  # la_cpu_kv: 0 f32, 1 bf16
+    "kv_io_threads": (0, 64),
 }
 
 
@@ -219,7 +220,8 @@ class LLM(_Closing):
              kv_staging_bytes, recompute_first (recovery's default for the block-wise methods:
              each later document's first N tokens recomputed in context; README "Recovery"),
              cpu_weights (0 auto: the checkpoint's dtype, 1 f32, 2 bf16, 3 f16, 4 bf16-dot; README "CPU
-             backend"), cpu_kv (0 f32, 1 bf16: the CPU's KV cache dtype)
+             backend"), cpu_kv (0 f32, 1 bf16: the CPU's KV cache dtype), kv_io_threads (threads
+             reading and writing the disk and shared tiers; 0: 2)
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.

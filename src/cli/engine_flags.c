@@ -62,6 +62,14 @@ static la_cli_flag store_flag(int c, const char *arg, la_engine_options *eo, la_
         if (!number_in(arg, "--kv-io-timeout-ms", 1e-300, 86400e3, "ms", &v, err)) return LA_CLI_FLAG_BAD_VALUE;
         eo->kv_io_timeout_ms = v;
         return LA_CLI_FLAG_SET;
+    case LA_CLI_OPT_KV_IO_THREADS:
+        if (!number_in(arg, "--kv-io-threads", 1, 64, "threads", &v, err)) return LA_CLI_FLAG_BAD_VALUE;
+        if (v != (int32_t)v) {
+            la_err_set(err, LA_ERR_INVALID_ARG, "--kv-io-threads: '%s' is not a whole number of threads", arg);
+            return LA_CLI_FLAG_BAD_VALUE;
+        }
+        eo->kv_io_threads = (int32_t)v;
+        return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_KV_DIR:
     case LA_CLI_OPT_KV_SECRET_FILE:
         if (!*arg) {
@@ -162,6 +170,8 @@ int la_cli_store_flags_check(const la_engine_options *eo, const char *command) {
                           ? "--kv-write evict says when records go to disk: it needs --kv-dir"
                       : eo->kv_io_timeout_ms > 0 && !eo->kv_dir && !eo->kv_store_url
                           ? "--kv-io-timeout-ms bounds disk and shared-tier reads: it needs --kv-dir or --kv-store"
+                      : eo->kv_io_threads > 0 && !eo->kv_dir && !eo->kv_store_url
+                          ? "--kv-io-threads reads and writes the disk and shared tiers: it needs --kv-dir or --kv-store"
                           : NULL;
     if (!why) return 0;
     fprintf(stderr, "lazyattn %s: %s\n", command, why);

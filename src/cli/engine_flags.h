@@ -31,6 +31,7 @@ enum {
     LA_CLI_OPT_KV_SECRET_FILE,  /* --kv-secret-file F   the deployment secret */
     LA_CLI_OPT_KV_STORE,        /* --kv-store redis://HOST:PORT   shared tier */
     LA_CLI_OPT_KV_IO_TIMEOUT_MS,/* --kv-io-timeout-ms N a tier read older than this: computed */
+    LA_CLI_OPT_KV_IO_THREADS,   /* --kv-io-threads N    disk / shared tier I/O threads */
     LA_CLI_OPT_CHAT_TEMPLATE, /* --chat-template FILE (run, serve, eval, bench) */
     LA_CLI_OPT_RECOMPUTE_FIRST, /* --recompute-first N  recovery (run, serve) */
     LA_CLI_OPT_CPU_WEIGHTS,     /* --cpu-weights auto|f32|bf16|f16|bf16-dot (run, serve, eval, bench, ingest) */
@@ -57,7 +58,8 @@ enum {
         {"kv-write", required_argument, 0, LA_CLI_OPT_KV_WRITE},                               \
         {"kv-secret-file", required_argument, 0, LA_CLI_OPT_KV_SECRET_FILE},                   \
         {"kv-store", required_argument, 0, LA_CLI_OPT_KV_STORE},                               \
-        {"kv-io-timeout-ms", required_argument, 0, LA_CLI_OPT_KV_IO_TIMEOUT_MS}
+        {"kv-io-timeout-ms", required_argument, 0, LA_CLI_OPT_KV_IO_TIMEOUT_MS},               \
+        {"kv-io-threads", required_argument, 0, LA_CLI_OPT_KV_IO_THREADS}
 
 /* The store flags' lines of a command's --help. */
 #define LA_CLI_STORE_USAGE                                                                     \
@@ -68,7 +70,8 @@ enum {
     "                           or evict (only when memory evicts it)\n"                      \
     "      --kv-secret-file F   deployment secret the replicas share (default DIR/secret)\n"   \
     "      --kv-store URL       shared tier: redis://[[USER]:PASSWORD@]HOST:PORT[/DB]\n"       \
-    "      --kv-io-timeout-ms N a tier read slower than this is computed instead (10000)\n"
+    "      --kv-io-timeout-ms N a tier read slower than this is computed instead (10000)\n"    \
+    "      --kv-io-threads N    threads reading and writing the disk and shared tiers (2)\n"
 
 
 typedef enum la_cli_flag {
@@ -92,7 +95,8 @@ la_cli_flag la_cli_engine_flag(int c, const char *arg, la_engine_options *eo, la
 la_cli_flag la_cli_engine_flag_reported(int c, const char *arg, la_engine_options *eo, const char *command);
 
 /* The store flags that only mean something together: --kv-dir-gib and --kv-write evict need
- * --kv-dir, --kv-io-timeout-ms needs --kv-dir or --kv-store (the host tier does no I/O).
+ * --kv-dir, --kv-io-timeout-ms and --kv-io-threads need --kv-dir or --kv-store (the host
+ * tier does no I/O).
  * Returns 0, or prints "lazyattn <command>: ..." and returns 2 (LA_EXIT_USAGE). */
 int la_cli_store_flags_check(const la_engine_options *eo, const char *command);
 

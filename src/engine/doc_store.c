@@ -495,6 +495,7 @@ la_status la_doc_store_create(la_engine *e, la_doc_store **out, la_err *err) {
         so.shared_url = o->kv_store_url;
         so.io_timeout_ms = o->kv_io_timeout_ms;
         so.staging_bytes = o->kv_staging_bytes;
+        so.n_io_threads = o->kv_io_threads;
         la_host_allocator al = {0};
         if (e->be->ops->host_alloc)
             al = (la_host_allocator){(void *(*)(void *, size_t))e->be->ops->host_alloc,
@@ -678,7 +679,7 @@ void la_doc_store_register_tail(la_doc_store *d, la_request *r) {
 }
 
 bool la_doc_store_busy(const la_doc_store *d) {
-    return d->n_copies > 0 || d->n_pending > 0 || la_kv_store_busy(d->store);
+    return d->n_copies > 0 || d->n_pending > 0 || la_kv_store_busy(d->store) || la_kv_store_waiting(d->store);
 }
 
 void la_doc_store_step_end(la_doc_store *d) {

@@ -132,6 +132,8 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
         return la_err_set(err, LA_ERR_INVALID_ARG,
                           "max_batch_tokens, max_running and max_queue must be >= 1");
     if (o->max_context < 0) return la_err_set(err, LA_ERR_INVALID_ARG, "max_context must be >= 0");
+    if (o->kv_io_threads < 0 || o->kv_io_threads > 64)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "kv_io_threads=%d must be in [0, 64] (0: 2)", (int)o->kv_io_threads);
     if (o->host_kv_bytes < 0 || o->kv_dir_bytes < 0 || o->kv_io_timeout_ms < 0 || o->kv_staging_bytes < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "KV store sizes and timeouts must be >= 0");
     if (o->kv_dir && !*o->kv_dir) return la_err_set(err, LA_ERR_INVALID_ARG, "kv_dir is empty");

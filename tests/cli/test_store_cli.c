@@ -93,6 +93,10 @@ static const bad_case k_bad[] = {
     {"--kv-store redis://127.0.0.1:99999", "--kv-store"},
     {"--kv-io-timeout-ms 0", "--kv-io-timeout-ms"},
     {"--kv-io-timeout-ms soon", "--kv-io-timeout-ms"},
+    {"--kv-io-threads 0", "--kv-io-threads"},
+    {"--kv-io-threads 65", "--kv-io-threads"},
+    {"--kv-io-threads 2.5", "--kv-io-threads"},
+    {"--kv-io-threads many", "--kv-io-threads"},
 };
 
 /* meaningful only with --kv-dir (or --kv-store): ingest always has --kv-dir */
@@ -100,6 +104,7 @@ static const bad_case k_bad_alone[] = {
     {"--kv-dir-gib 2", "--kv-dir-gib"},
     {"--kv-write evict", "--kv-write"},
     {"--kv-io-timeout-ms 100", "--kv-io-timeout-ms"},
+    {"--kv-io-threads 8", "--kv-io-threads"},
 };
 
 static void expect_usage_error(const char *cmd, const char *base, const bad_case *c, bool one_line) {

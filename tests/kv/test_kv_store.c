@@ -361,6 +361,36 @@ Test(kv_store, host_tier_keeps_evicted_records_and_spills_its_lru_end_to_disk) {
     la_test_rm_tree(dir);
 }
 
+/* n_io_threads starts that many I/O threads (0: 2), and a record written by one store is
+ * read back through them by another with a different count. */
+Test(kv_store, io_threads_as_asked) {
+    char *dir = la_test_tmpdir();
+    for (int32_t n = 0; n <= 5; n += 5) {
+        la_kv_store_options o;
+        la_kv_store_options_init(&o);
+        o.staging_bytes = 16 << 10;
+        o.dir = dir;
+        o.n_io_threads = n;
+        la_kv_record_shape sh = shape_of();
+        la_kv_store *s = NULL;
+        la_err err = {0};
+        LA_CHECK_OK(la_kv_store_create(&o, &sh, NULL, &s, &err), err);
+        cr_assert_eq(la_kv_store_io_threads(s), n ? n : 2);
+        if (n == 0) {
+            put(s, 3, 9, LA_KV_PUT_COMPUTED);
+            la_kv_store_flush(s);
+        } else {
+            la_kv_rec *r = find_settled(s, 3, 9);
+            cr_assert_not_null(r);
+            cr_assert_eq(la_kv_rec_state_of(r), LA_KV_REC_READY);
+            cr_assert(matches(s, r, 3));
+            la_kv_store_release(s, r);
+        }
+        la_kv_store_destroy(s);
+    }
+    la_test_rm_tree(dir);
+}
+
 Test(kv_store, no_tier_means_no_lookups_and_no_puts) {
     la_kv_store *s = store_open(0, NULL, true);
     cr_assert(!la_kv_store_enabled(s));
@@ -376,6 +406,7 @@ typedef struct gate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool open, fail;
+    int delay_ms; /* after the gate opens */
 } gate;
 
 static void *gate_alloc(void *user, size_t bytes) {
@@ -383,6 +414,7 @@ static void *gate_alloc(void *user, size_t bytes) {
     pthread_mutex_lock(&g->mu);
     while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
     pthread_mutex_unlock(&g->mu);
+    usleep((useconds_t)g->delay_ms * 1000);
     return g->fail ? NULL : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
 
@@ -391,9 +423,17 @@ static void gate_free(void *user, void *p) {
     free(p);
 }
 
+static void gate_open(gate *g) {
+    pthread_mutex_lock(&g->mu);
+    g->open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 /* A restarted server's first lookups come while its pinned memory is still being made:
  * they wait for it and are served from disk (the H200 run recomputed them before); if the
- * memory never comes, the lookup fails and the document is computed. */
+ * memory never comes, the lookup fails and the document is computed. A store destroyed
+ * while a lookup waits (its memory arriving meanwhile) leaves nothing behind (ASan). */
 Test(kv_store, lookups_wait_for_pinned_memory_still_growing) {
     char *dir = la_test_tmpdir();
     la_kv_store *s = store_open(0, dir, true);
@@ -414,10 +454,7 @@ Test(kv_store, lookups_wait_for_pinned_memory_still_growing) {
         la_kv_rec *again = la_kv_store_find(s, &h);
         cr_assert_eq(again, r, "a second lookup of the key shares the waiting one");
         la_kv_store_release(s, again);
-        pthread_mutex_lock(&g.mu);
-        g.open = true;
-        pthread_cond_broadcast(&g.cv);
-        pthread_mutex_unlock(&g.mu);
+        gate_open(&g);
         for (int k = 0; la_kv_rec_state_of(r) == LA_KV_REC_LOADING && k < 5000; k++) {
             usleep(1000);
             la_kv_store_poll(s);
@@ -440,5 +477,18 @@ Test(kv_store, lookups_wait_for_pinned_memory_still_growing) {
         pthread_mutex_destroy(&g.mu);
         pthread_cond_destroy(&g.cv);
     }
+    gate g = {.delay_ms = 100};
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    la_host_allocator alloc = {gate_alloc, gate_free, &g};
+    s = store_open_with(0, dir, true, &alloc);
+    la_kv_record_header h = hdr_of(1, 9);
+    la_kv_rec *r = la_kv_store_find(s, &h);
+    cr_assert_not_null(r);
+    la_kv_store_release(s, r);
+    gate_open(&g); /* the memory comes while the store is being destroyed */
+    la_kv_store_destroy(s);
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
     la_test_rm_tree(dir);
 }

@@ -216,11 +216,20 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         (dict(max_queue=2**40), lp.InvalidArgumentError, "is outside [-2147483648, 2147483647]"),
         (dict(block_size=0), lp.InvalidArgumentError, "block_size=0 must be in [1, 1024]"),
         (dict(warp_speed=9), lp.InvalidTypeError, "unknown engine option 'warp_speed'"),
+        (dict(kv_io_threads=65), lp.InvalidArgumentError, "is outside [0, 64]"),
     ]
     for kw, exc, message in cases:
         with pytest.raises(exc) as info:
             lp.LLM(**kw)
         assert message in str(info.value), (kw, str(info.value))
+    # kv_io_threads reaches the store: records written by 4 I/O threads, read back by 1
+    kv = tmp_path / "kv"
+    with lp.LLM(kv_dir=str(kv), kv_io_threads=4) as m:
+        first = m.generate("q", documents=["d one", "d two"])[0].text
+    assert len(list(kv.glob("kv/*/*.kv"))) >= 2
+    with lp.LLM(kv_dir=str(kv), kv_io_threads=1) as m:
+        assert m.generate("q", documents=["d one", "d two"])[0].text == first
+        assert m.stats()["documents_loaded"] >= 2 and m.stats()["documents_computed"] == 0
     os.environ["LAZYATTN_MODEL"] = MODEL  # the CLI's variable names the default model
     try:
         with lp.LLM() as m:

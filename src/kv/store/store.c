@@ -48,8 +48,7 @@ struct la_kv_rec {
     bool on_disk;             /* known to be in the disk tier */
     la_kv_tier_id next_tier;  /* LOADING: the tier its read is at */
     double t_start_ms;        /* LOADING: when the lookup began */
-    bool mem_wait;            /* LOADING, on the wait list: its blocks wait for pinned memory */
-    la_kv_rec *wait_next;
+    la_kv_rec *wait_next;     /* LOADING, on the wait list: its blocks wait for pinned memory */
     la_kv_rec *prev, *next;   /* host LRU (head: least recently used) */
 };
 
@@ -379,8 +378,19 @@ static la_kv_rec *rec_new(la_kv_store *s, const la_kv_record_header *hdr) {
     return r;
 }
 
+/* Give back the blocks of a record that will not be read (a failed lookup its caller still
+ * holds), so that other lookups and puts get them. */
+static void drop_blocks(la_kv_store *s, la_kv_rec *r) {
+    for (int32_t b = 0; b < r->hdr.n_blocks; b++)
+        if (r->blocks[b] >= 0) {
+            la_host_arena_free(s->arena, r->blocks[b]);
+            r->blocks[b] = -1;
+        }
+}
+
 /* Lookups waiting for pinned memory: read the ones whose blocks are there now; give up on
- * those whose lookup ended (timed out) or that memory will not come for. */
+ * those whose lookup ended (timed out) or that memory will not come for (their blocks go
+ * back at once). */
 static void serve_waiting(la_kv_store *s, bool give_up) {
     la_kv_rec *prev = NULL;
     for (la_kv_rec *r = s->wait_head, *n; r; r = n) {
@@ -395,12 +405,12 @@ static void serve_waiting(la_kv_store *s, bool give_up) {
         else s->wait_head = n;
         if (s->wait_tail == r) s->wait_tail = prev;
         r->wait_next = NULL;
-        r->mem_wait = false;
         if (live && !(ready && submit(s, IO_READ, r, r->next_tier, 0))) {
             if (!ready) s->st.lookups_dropped++;
             r->state = LA_KV_REC_FAILED;
             unindex(s, r);
         }
+        if (r->state == LA_KV_REC_FAILED) drop_blocks(s, r);
         unref(s, r); /* the wait list's */
     }
 }
@@ -484,6 +494,7 @@ la_status la_kv_store_create(const la_kv_store_options *o, const la_kv_record_sh
 
 void la_kv_store_destroy(la_kv_store *s) {
     if (!s) return;
+    serve_waiting(s, true); /* before the I/O threads stop: no read may be issued after */
     la_kv_store_flush(s);
     pthread_mutex_lock(&s->mu);
     s->stop = true;
@@ -497,7 +508,6 @@ void la_kv_store_destroy(la_kv_store *s) {
     }
     free(s->grown);
     la_kv_store_poll(s); /* frees what the last tasks held */
-    serve_waiting(s, true);
     for (int64_t i = 0; i < s->index.cap; i++)
         if (s->index.slots[i].state == 1) {
             la_kv_rec *r = (la_kv_rec *)(intptr_t)s->index.slots[i].value;
@@ -516,6 +526,8 @@ void la_kv_store_destroy(la_kv_store *s) {
     pthread_cond_destroy(&s->cv_done);
     free(s);
 }
+
+int32_t la_kv_store_io_threads(const la_kv_store *s) { return s->n_threads; }
 
 bool la_kv_store_enabled(const la_kv_store *s) {
     return s && (s->host_cap_blocks > 0 || s->tier[LA_KV_TIER_DISK] || s->tier[LA_KV_TIER_SHARED]);
@@ -596,7 +608,6 @@ la_kv_rec *la_kv_store_find(la_kv_store *s, const la_kv_record_header *want) {
     for (int id = LA_KV_TIER_DISK; id < (int)t; id++)
         if (s->tier[id]) s->st.tier[id].misses++;
     if (wait) {
-        r->mem_wait = true;
         r->refs++; /* the wait list's */
         if (s->wait_tail) s->wait_tail->wait_next = r;
         else s->wait_head = r;
@@ -606,7 +617,7 @@ la_kv_rec *la_kv_store_find(la_kv_store *s, const la_kv_record_header *want) {
         unindex(s, r);
     }
     r->refs++; /* the caller's */
-    unref(s, r); /* rec_new's */
+    unref(s, r); /* rec_shell's */
     return r;
 }
 
@@ -829,6 +840,7 @@ void la_kv_store_poll(la_kv_store *s) {
 }
 
 bool la_kv_store_busy(const la_kv_store *s) { return s && s->n_busy > 0; }
+bool la_kv_store_waiting(const la_kv_store *s) { return s && s->wait_head; }
 
 void la_kv_store_flush(la_kv_store *s) {
     if (!s) return;

@@ -100,8 +100,9 @@ bool la_kv_store_has_tier(const la_kv_store *s, la_kv_tier_id t);
 
 /* Look up the record want names (want: la_kv_record_header_make's header; its shape's
  * kv_format is the document's). Returns a referenced record, READY (host tier) or LOADING
- * (a read issued), or NULL: in no tier, or no host memory to read it into (counted as a
- * miss of every tier asked). Release with la_kv_store_release(). */
+ * (a read issued, or waiting for pinned memory that is still being made: la_kv_store_poll
+ * issues its read once the memory is there), or NULL: in no tier, or no host memory to
+ * read it into (counted in lookups_dropped). Release with la_kv_store_release(). */
 la_kv_rec *la_kv_store_find(la_kv_store *s, const la_kv_record_header *want);
 
 /* Whether key is in the host tier now (no counters, no I/O). */
@@ -167,6 +168,9 @@ void la_kv_store_poll(la_kv_store *s);
 
 /* Whether I/O is in flight (reads, writes). */
 bool la_kv_store_busy(const la_kv_store *s);
+/* Whether lookups wait for pinned memory (no I/O yet: la_kv_store_flush does not wait for
+ * them; an engine with nothing else to do sleeps rather than spins). */
+bool la_kv_store_waiting(const la_kv_store *s);
 /* Block until every queued write has finished (ingest, shutdown; not on a serving path). */
 void la_kv_store_flush(la_kv_store *s);
 
@@ -185,5 +189,7 @@ int32_t la_kv_store_take_changes(la_kv_store *s, la_kv_change *out, int32_t max)
 
 /* Bytes of one record block (la_kv_record_block_bytes of the store's shape). */
 size_t la_kv_store_block_bytes(const la_kv_store *s);
+/* The I/O threads running (la_kv_store_options.n_io_threads; 0 there: 2). */
+int32_t la_kv_store_io_threads(const la_kv_store *s);
 
 #endif
