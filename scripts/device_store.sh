@@ -19,6 +19,8 @@
 #            passages) against dd's sequential write speed on the same disk
 #   shared   a redis-server here; replica A computes, replica B (a new process) loads from
 #            the shared tier: TTFT and GB/s against recompute
+#   iothreads  the restart's and the shared reader's runs with 2 and $LA_IO_THREADS (8) I/O
+#            threads (--kv-io-threads), side by side
 set -u
 root=$(pwd)
 phases=${2:-${LA_PHASES:-tests store restart shared}}
@@ -119,6 +121,30 @@ PY
         bench shared_writer 50 $w
         bench shared_reader 35 $w --no-warmup
         $bin/redis-cli -p $port info memory | grep used_memory_human | tee "$OUT/redis_memory.txt"
+        kill $rpid; wait $rpid 2>/dev/null
+        ;;
+    iothreads)
+        # the restart and shared reads with 2 I/O threads (the default) and $LA_IO_THREADS
+        # (8), each reader a new process, the page cache dropped before each disk reader
+        n=${LA_IO_THREADS:-8}
+        rm -rf /tmp/kv_t
+        w="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
+           --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16
+           --methods lazy --salt iothreads"
+        bench io_writer 50 $w --kv-dir /tmp/kv_t
+        for t in 2 "$n"; do
+            sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && echo "page cache dropped" || echo "page cache kept"
+            bench "io_disk_t$t" 35 $w --kv-dir /tmp/kv_t --no-warmup --kv-io-threads "$t"
+        done
+        port=6399
+        $bin/redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --maxmemory 60gb \
+            --maxmemory-policy allkeys-lru >"$OUT/redis_io.log" 2>&1 &
+        rpid=$!
+        sleep 1
+        head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/tmp/io.secret
+        ws="$w --kv-store redis://127.0.0.1:$port --kv-secret-file /tmp/io.secret"
+        bench io_shared_writer 50 $ws
+        for t in 2 "$n"; do bench "io_shared_t$t" 35 $ws --no-warmup --kv-io-threads "$t"; done
         kill $rpid; wait $rpid 2>/dev/null
         ;;
     *) echo "device_store.sh: unknown phase $phase" ;;
