@@ -408,12 +408,25 @@ static void on_evict(void *user, int32_t block, la_hash128 hash) {
 
 /* ============================================================ create / destroy ====== */
 
+/* The secret file at path, read if it exists (a read-only directory is fine), else created
+ * when create_ok; a new secret is said in the log: nothing written under another one is
+ * found with it (a mistyped --kv-secret-file shows up here). */
+static la_status load_secret(const char *path, bool create_ok, la_hash_key *key, la_err *err) {
+    la_status s = la_kv_secret_load(path, false, key, err);
+    if (s != LA_ERR_NOT_FOUND || !create_ok) return s;
+    la_err_clear(err);
+    LA_TRY(la_kv_secret_load(path, true, key, err));
+    la_log("KV store: created a new deployment secret in %s; records written under another secret are not "
+           "found with it (replicas that share records share one secret file)", path);
+    return LA_OK;
+}
+
 /* The hash key: the deployment secret's, or a random one when there is none. */
 static la_status make_key(const la_engine *e, la_hash_key *key, bool *stable, la_err *err) {
     const la_engine_options *o = &e->opts;
     *stable = false;
     if (o->kv_secret_file) {
-        LA_TRY(la_kv_secret_load(o->kv_secret_file, true, key, err));
+        LA_TRY(load_secret(o->kv_secret_file, true, key, err));
         *stable = true;
         return LA_OK;
     }
@@ -421,16 +434,14 @@ static la_status make_key(const la_engine *e, la_hash_key *key, bool *stable, la
         char *path = la_path_join(o->kv_dir, "secret");
         if (!path) return la_err_set(err, LA_ERR_NO_MEMORY, "KV store: out of memory");
         /* the directory may be unusable: then the disk tier stays empty and the key random */
-        la_status s = access(o->kv_dir, W_OK) == 0 || mkdir(o->kv_dir, 0700) == 0
-                          ? la_kv_secret_load(path, true, key, err)
-                          : LA_ERR_IO;
+        la_status s = load_secret(path, access(o->kv_dir, W_OK) == 0 || mkdir(o->kv_dir, 0700) == 0, key, err);
         free(path);
         if (s == LA_OK) {
             *stable = true;
             return LA_OK;
         }
         la_log("KV store: %s: no usable secret (%s); keys are random for this process", o->kv_dir,
-               s == LA_ERR_IO && !err->msg[0] ? "directory not writable" : err->msg);
+               s == LA_ERR_NOT_FOUND ? "none there, and the directory is not writable" : err->msg);
         la_err_clear(err);
     }
     la_hash_key_random(key);

@@ -134,6 +134,11 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
     if (o->max_context < 0) return la_err_set(err, LA_ERR_INVALID_ARG, "max_context must be >= 0");
     if (o->kv_io_threads < 0 || o->kv_io_threads > 64)
         return la_err_set(err, LA_ERR_INVALID_ARG, "kv_io_threads=%d must be in [0, 64] (0: 2)", (int)o->kv_io_threads);
+    if (o->kv_io_threads > 0 && !o->kv_dir && !o->kv_store_url)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "kv_io_threads reads and writes the disk and shared tiers: it "
+                                                   "needs kv_dir or kv_store_url");
+    if (o->kv_dir_bytes > 0 && !o->kv_dir)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "kv_dir_bytes caps the disk tier: it needs kv_dir");
     if (o->host_kv_bytes < 0 || o->kv_dir_bytes < 0 || o->kv_io_timeout_ms < 0 || o->kv_staging_bytes < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "KV store sizes and timeouts must be >= 0");
     if (o->kv_dir && !*o->kv_dir) return la_err_set(err, LA_ERR_INVALID_ARG, "kv_dir is empty");
@@ -266,6 +271,9 @@ static la_status check_sampling_ids(const la_engine *e, const la_sampling_params
     if (sp->response_format != LA_RESPONSE_TEXT && sp->min_tokens > 0)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "min_tokens cannot be combined with a JSON response format "
                                                    "(the output ends with its value)");
+    if (sp->response_format != LA_RESPONSE_TEXT && sp->n_stop > 0)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "stop strings cannot be combined with a JSON response format (one "
+                                                   "inside the value would cut it; the output ends with its value)");
     return LA_OK;
 }
 

@@ -88,8 +88,17 @@ static bool segment_given(const la_segment *s) {
 }
 
 /* Build a request's token segments (see la_engine_submit in the public header). */
+/* A document given as text must have some: a title alone (or a chat template) would still
+ * render it to tokens. Refused as the API refuses it. */
+static la_status doc_has_text(const la_segment *seg, const char *what, la_err *err) {
+    if (!seg->ids && (!seg->text || (seg->len == 0 && !seg->text[0])))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "%s is empty (no text)", what);
+    return LA_OK;
+}
+
 la_status la_document_tokens(const la_engine *e, const la_segment *seg, const char *what, int32_t **ids,
                              int32_t *n, la_err *err) {
+    LA_TRY(doc_has_text(seg, what, err));
     la_segment doc = *seg;
     char *rendered = NULL;
     if (doc.title && !doc.ids) { /* titled document: the RAG template's block */
@@ -185,6 +194,11 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
 
 la_status la_request_prepare(la_engine *e, const la_request_params *p, la_request *r, la_err *err) {
     la_status s = LA_OK;
+    for (int32_t d = 0; d < p->n_docs && p->docs; d++) {
+        char what[48];
+        snprintf(what, sizeof what, "documents[%d]", d);
+        LA_TRY(doc_has_text(&p->docs[d], what, err));
+    }
     if (p->n_messages > 0) {
         /* chat: render the conversation (and the RAG template around documents) to text
          * blocks, then tokenize them like a raw request whose text carries the specials */

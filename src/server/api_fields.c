@@ -37,7 +37,7 @@ static const la_api_field k_fields[] = {
     {"top_p", B, IMPL, "OpenAI", NULL, NULL, "(0, 1]"},
     {"n", B, IMPL, "OpenAI", NULL, NULL, "[1, 128] choices sharing the prompt's KV blocks"},
     {"seed", B, IMPL, "OpenAI", NULL, NULL, "any 64-bit integer, read exactly; choice i draws from stream i"},
-    {"stop", B, IMPL, "OpenAI", NULL, NULL, "up to 16 strings"},
+    {"stop", B, IMPL, "OpenAI", NULL, NULL, "up to 16 strings; not with a JSON response_format"},
     {"stream", B, IMPL, "OpenAI", NULL, NULL, "server-sent events"},
     {"stream_options", B, IMPL, "OpenAI", NULL, NULL,
      "include_usage; only with stream; continuous_usage_stats is refused"},

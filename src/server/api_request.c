@@ -134,7 +134,7 @@ static la_status parse_method_salt(ctx *c, const cJSON *root, la_api_request *r)
 }
 
 /* prompt: string | [string] | [int] | [[int]] (one prompt). */
-static la_status parse_prompt(ctx *c, const cJSON *root, la_api_request *r) {
+static la_status parse_prompt(ctx *c, const cJSON *root, int32_t vocab, la_api_request *r) {
     const cJSON *v = field(root, "prompt");
     if (!v)
         return fail(c, LA_ERR_INVALID_ARG, "prompt", "invalid_value",
@@ -173,6 +173,9 @@ static la_status parse_prompt(ctx *c, const cJSON *root, la_api_request *r) {
         if (!is_integer(t) || t->valuedouble < 0 || t->valuedouble > INT32_MAX)
             return fail(c, LA_ERR_INVALID_ARG, "prompt", "invalid_value",
                         "Invalid token id at prompt[%d]: expected a non-negative integer.", i);
+        if (vocab > 0 && t->valuedouble >= vocab)
+            return fail(c, LA_ERR_INVALID_ARG, "prompt", "invalid_value",
+                        "Invalid token id at prompt[%d]: %.0f is not in [0, %d).", i, t->valuedouble, (int)vocab);
         r->prompt_ids[i] = (int32_t)t->valuedouble;
     }
     r->params.prompt.ids = r->prompt_ids;
@@ -336,7 +339,7 @@ static la_status parse_tokenize(ctx *c, const cJSON *root, la_api_request *r) {
         return la_api_unsupported(c, "add_generation_prompt", "the assistant header always follows (true only).");
     if (cfm && !cJSON_IsFalse(cfm))
         return la_api_unsupported(c, "continue_final_message", "not supported (false only).");
-    LA_TRY(chat ? parse_messages(c, root, r) : parse_prompt(c, root, r));
+    LA_TRY(chat ? parse_messages(c, root, r) : parse_prompt(c, root, 0, r));
     if (!chat) LA_TRY(get_bool(c, root, "add_special_tokens", &r->params.add_special));
     else {
         bool add = false;
@@ -391,7 +394,7 @@ la_status la_api_request_parse(la_api_kind kind, const char *body, size_t len,
     if (kind == LA_API_TOKENIZE && s == LA_OK) s = parse_tokenize(&c, root, &r);
     if (kind == LA_API_COMPLETION || kind == LA_API_CHAT) {
         if (s == LA_OK) s = check_fields(&c, root, kind, lim);
-        if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, &r) : parse_prompt(&c, root, &r);
+        if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, &r) : parse_prompt(&c, root, lim->vocab_size, &r);
         if (s == LA_OK) s = parse_stop(&c, root, lim, &r);
         if (s == LA_OK) s = la_api_parse_sampling(&c, root, lim, &r);
     }

@@ -332,6 +332,9 @@ la_status la_api_parse_sampling(ctx *c, const cJSON *root, const la_api_limits *
     if (sp->response_format != LA_RESPONSE_TEXT && sp->min_tokens > 0)
         return la_api_unsupported(c, "min_tokens", "'min_tokens' cannot be combined with a JSON response format (the "
                                                    "output ends with its value).");
+    if (sp->response_format != LA_RESPONSE_TEXT && sp->n_stop > 0)
+        return la_api_unsupported(c, "stop", "'stop' cannot be combined with a JSON response format (a stop string "
+                                             "inside the value would cut it; the output ends with its value).");
     LA_TRY(la_api_get_string(c, root, "request_id", &r->request_id));
     LA_TRY(la_api_get_string(c, root, "user", &r->user));
     if (!r->user) LA_TRY(la_api_get_string(c, root, "safety_identifier", &r->user));

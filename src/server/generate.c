@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "server/api_fields.h"
 #include "server/api_response.h"
 #include "server/call.h"
 #include "server/respond.h"
@@ -319,6 +320,17 @@ static void gen_free(void *state) {
     free(g->echo);
     free(g);
 }
+/* The request field an engine error names at its start ("max_tokens=2 is too small ...",
+ * "logit_bias: ...", "stop strings cannot ..."): the word before '=', ':' or a space, when it
+ * is a field of this endpoint; else NULL. out: 64 bytes. */
+static const char *engine_error_param(const char *msg, bool chat, char *out) {
+    size_t n = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
+    if (n == 0 || n >= 64 || (msg[n] != '=' && msg[n] != ':' && msg[n] != ' ')) return NULL;
+    memcpy(out, msg, n);
+    out[n] = '\0';
+    return la_api_field_find(out, chat) ? out : NULL;
+}
+
 
 static enum MHD_Result handle_generate(la_server *s, struct MHD_Connection *conn, const char *route,
                                        la_api_kind kind, const char *body, size_t len) {
@@ -356,7 +368,9 @@ static enum MHD_Result handle_generate(la_server *s, struct MHD_Connection *conn
         la_call_release(c);
         if (st == LA_ERR_CANCELLED)
             return la_server_send_fault(s, conn, route, LA_HTTP_FAULT_SHUTTING_DOWN, err.msg, NULL);
-        const char *param = st == LA_ERR_TOO_LONG ? (kind == LA_API_CHAT ? "messages" : "prompt") : NULL;
+        char named[64];
+        const char *param = st == LA_ERR_TOO_LONG ? (kind == LA_API_CHAT ? "messages" : "prompt")
+                                                  : engine_error_param(err.msg, kind == LA_API_CHAT, named);
         return la_server_send_status(s, conn, route, st, err.msg, param,
                                      st == LA_ERR_UNSUPPORTED ? "unsupported_parameter" : NULL);
     }

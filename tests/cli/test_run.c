@@ -40,6 +40,8 @@ Test(run, usage_errors_exit_2) {
         "run " MODEL "-p x --gpu-memory-fraction 2",
         "run " MODEL "-p x --cpu-weights f8",
         "run " MODEL "-p x --cpu-kv f16",
+        "run " MODEL "-p x --title a --doc ''", /* a document with a title and no text */
+        "run " MODEL "-p x --doc b --doc ''",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         la_test_cli_result r = la_test_cli("", cases[i], NULL);

@@ -169,6 +169,10 @@ Test(scheduler, bad_requests_get_clear_errors) {
     segs[0].text = "";
     cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG);
     cr_assert(strstr(err.msg, "documents[0] is empty") != NULL, "%s", err.msg);
+    segs[0].title = "a title"; /* renders to tokens, but the document has no text */
+    cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "documents[0] is empty") != NULL, "%s", err.msg);
+    segs[0].title = NULL;
     params(&rp, segs, 1, 0, LA_METHOD_LAZY, 4);
     rp.prompt.text = "bad \xff utf-8";
     cr_assert_eq(la_engine_submit(e, &rp, NULL, &err), LA_ERR_INVALID_ARG, "%s", err.msg);

@@ -217,6 +217,8 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         (dict(block_size=0), lp.InvalidArgumentError, "block_size=0 must be in [1, 1024]"),
         (dict(warp_speed=9), lp.InvalidTypeError, "unknown engine option 'warp_speed'"),
         (dict(kv_io_threads=65), lp.InvalidArgumentError, "is outside [0, 64]"),
+        (dict(kv_io_threads=4), lp.InvalidArgumentError, "kv_io_threads reads and writes the disk and shared tiers"),
+        (dict(kv_dir_bytes=1), lp.InvalidArgumentError, "kv_dir_bytes caps the disk tier: it needs kv_dir"),
     ]
     for kw, exc, message in cases:
         with pytest.raises(exc) as info:

@@ -338,6 +338,19 @@ static void check_response_format(void) {
              " {\"type\": \"string\", \"maxLength\": 3}}}}");
     ts_check_error(j, INVALID, "response_format.json_schema.schema.maxLength", "unsupported_parameter");
     cJSON_Delete(j);
+    /* a stop string inside the value would cut it (a schema of one string, stop '"' gave '""') */
+    j = post("/v1/chat/completions", 400,
+             "{" CHAT_Q ", \"stop\": [\"\\\"\"], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+             "{\"name\": \"x\", \"schema\": {\"type\": \"string\"}}}}");
+    ts_check_error(j, INVALID, "stop", "unsupported_parameter");
+    cJSON_Delete(j);
+    /* the engine's refusal names its field too */
+    j = post("/v1/chat/completions", 400,
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2, \"response_format\": "
+             "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", "
+             "\"properties\": {\"answer\": {\"type\": \"string\"}}, \"required\": [\"answer\"]}}}}");
+    ts_check_error(j, INVALID, "max_tokens", "invalid_value");
+    cJSON_Delete(j);
 }
 
 /* A schema field (guided_json, json_schema) gives a value of the schema. */

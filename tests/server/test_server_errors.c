@@ -73,6 +73,7 @@ Test(server_errors, wrong_field_types_are_400) {
          "documents[0].text", "invalid_value"},
         {"/v1/completions", "{\"prompt\": \"x\", \"cache_salt\": 9}", "cache_salt", "invalid_type"},
         {"/v1/completions", "{\"prompt\": [\"a\", \"b\"]}", "prompt", "invalid_value"},
+        {"/v1/completions", "{\"prompt\": [5, 999999]}", "prompt", "invalid_value"}, /* past the vocab */
         {"/v1/completions", "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": 1}",
          "stream_options", "invalid_type"},
         {"/v1/chat/completions", "{\"messages\": \"hi\"}", "messages", "invalid_type"},
