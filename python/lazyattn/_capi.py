@@ -116,6 +116,24 @@ class la_request_params(Structure):
                 ("recompute_first", c_int32)]
 
 
+class la_engine_tier_stats(Structure):
+    _fields_ = [("enabled", c_bool), ("hits", c_int64), ("misses", c_int64), ("bytes_read", c_int64),
+                ("bytes_written", c_int64), ("read_s", c_double), ("write_s", c_double), ("writes", c_int64),
+                ("write_failures", c_int64), ("evictions", c_int64), ("errors", c_int64), ("records", c_int64),
+                ("bytes", c_int64), ("down", c_bool)]
+
+
+TIER_NAMES = ("host", "disk", "shared")  # la_kv_tier_kind
+
+
+class la_engine_store_stats(Structure):
+    _fields_ = [("tier", la_engine_tier_stats * len(TIER_NAMES)), ("rejected", c_int64),
+                ("rejected_by_reason", c_int64 * 16), ("timeouts", c_int64), ("writebacks", c_int64),
+                ("spills", c_int64), ("puts_dropped", c_int64), ("copy_in_s", c_double), ("copy_out_s", c_double),
+                ("copy_in_bytes", c_int64), ("copy_out_bytes", c_int64), ("promotions", c_int64),
+                ("lookups_dropped", c_int64)]
+
+
 class la_engine_stats(Structure):
     _fields_ = [(name, c_int64) for name in (
         "n_waiting", "n_running", "requests_ok", "requests_error", "requests_cancelled",
@@ -157,6 +175,8 @@ def _declare(lib):
         "la_engine_step": (c_int, [E, POINTER(la_err)]),
         "la_engine_has_work": (c_bool, [E]),
         "la_engine_get_stats_sized": (None, [E, POINTER(la_engine_stats), c_size_t]),
+        "la_engine_get_store_stats_sized": (None, [E, POINTER(la_engine_store_stats), c_size_t]),
+        "la_engine_reject_reason_name": (c_char_p, [c_int32]),
         "la_engine_vocab_size": (c_int32, [E]),
         "la_engine_max_context": (c_int32, [E]),
         "la_engine_model_name": (c_char_p, [E]),

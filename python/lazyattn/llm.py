@@ -136,6 +136,9 @@ class RequestOutput:
     doc_tokens_computed: int
     prefix_tokens_reused: int
     doc_tokens_recomputed: int    # recovery: document tokens recomputed in context
+    doc_tokens_host: int          # of doc_tokens_reused: loaded from the KV store's host tier,
+    doc_tokens_disk: int          # its disk tier,
+    doc_tokens_shared: int        # its shared tier (by this request's own document jobs)
     preemptions: int
     ttft_ms: float
     tpot_ms: float
@@ -200,7 +203,8 @@ class _Request:
             prompt_tokens=s.n_prompt_tokens, completion_tokens=s.n_generated,
             doc_tokens=s.n_doc_tokens, doc_tokens_reused=s.doc_tokens_reused,
             doc_tokens_computed=s.doc_tokens_computed, prefix_tokens_reused=s.prefix_tokens_reused,
-            doc_tokens_recomputed=s.doc_tokens_recomputed,
+            doc_tokens_recomputed=s.doc_tokens_recomputed, doc_tokens_host=s.doc_tokens_host,
+            doc_tokens_disk=s.doc_tokens_disk, doc_tokens_shared=s.doc_tokens_shared,
             preemptions=s.n_preemptions, ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms, queue_ms=s.queue_ms,
             e2e_ms=s.e2e_ms, method=self.method, error=c.error,
             logprobs=None if c.logprobs is None else list(c.logprobs), index=index)
@@ -604,6 +608,25 @@ class LLM(_Closing):
         self._lib.la_engine_get_stats_sized(self._engine(), byref(s), ctypes.sizeof(s))
         out = {name: getattr(s, name) for name, _ in s._fields_}
         out.update(model=self.model_name, device=self.device, method=self._method_name(self._method))
+        return out
+
+    def store_stats(self):
+        """The KV store's counters (la_engine_store_stats; README "Document KV store"): per tier
+        ("host", "disk", "shared") hits, misses, bytes, seconds, writes, failures, evictions,
+        records; rejected records by reason; write-backs, spills, promotions, drops. All zero
+        without a store."""
+        s = _capi.la_engine_store_stats()
+        self._lib.la_engine_get_store_stats_sized(self._engine(), byref(s), ctypes.sizeof(s))
+        out = {name: getattr(s, name) for name, _ in s._fields_ if name not in ("tier", "rejected_by_reason")}
+        out["tiers"] = {n: {f: getattr(s.tier[i], f) for f, _ in s.tier[i]._fields_}
+                        for i, n in enumerate(_capi.TIER_NAMES)}
+        reasons = {}
+        for i in range(16):
+            name = self._lib.la_engine_reject_reason_name(i)
+            if name is None:
+                break
+            reasons[name.decode()] = s.rejected_by_reason[i]
+        out["rejected_by_reason"] = reasons
         return out
 
     def tokenize(self, text, add_special=True):

@@ -230,8 +230,15 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         first = m.generate("q", documents=["d one", "d two"])[0].text
     assert len(list(kv.glob("kv/*/*.kv"))) >= 2
     with lp.LLM(kv_dir=str(kv), kv_io_threads=1) as m:
-        assert m.generate("q", documents=["d one", "d two"])[0].text == first
+        again = m.generate("q", documents=["d one", "d two"])[0]
+        assert again.text == first and again.doc_tokens_disk > 0  # from the disk tier
         assert m.stats()["documents_loaded"] >= 2 and m.stats()["documents_computed"] == 0
+        out = m.generate("q", documents=["d two", "d one"])[0]  # reordered: from the pool now
+        assert out.doc_tokens_disk == 0 and out.doc_tokens_reused == out.doc_tokens
+        st = m.store_stats()
+        assert st["tiers"]["disk"]["enabled"] and st["tiers"]["disk"]["hits"] >= 2
+        assert not st["tiers"]["shared"]["enabled"] and st["rejected"] == 0
+        assert set(st["rejected_by_reason"]) >= {"short", "payload_checksum"}
     os.environ["LAZYATTN_MODEL"] = MODEL  # the CLI's variable names the default model
     try:
         with lp.LLM() as m:
