@@ -20,42 +20,17 @@
 #include <string.h>
 
 #include "base/timer.h"
+#include "bench/driver.h"
 #include "bench/machine.h"
 #include "bench/rag_dataset.h"
 #include "lazyattn/lazyattn.h"
 
-typedef struct gen_out {
-    int done;
-    la_request_stats st;
-    la_finish_reason finish;
-    char err[256];
-} gen_out;
-
-static void on_event(void *user, const la_event *ev) {
-    gen_out *g = user;
-    if (ev->kind == LA_EVENT_DONE) {
-        g->done = 1;
-        g->st = *ev->stats;
-        g->finish = ev->finish;
-        snprintf(g->err, sizeof g->err, "%s", ev->error ? ev->error : "");
-    }
-}
-
-static int run_one(la_engine *e, la_request_params *rp, gen_out *g) {
-    memset(g, 0, sizeof *g);
-    rp->on_event = on_event;
-    rp->user = g;
+/* One request to its end; 0, or -1 with a message. */
+static int run_one(la_engine *e, la_request_params *rp, la_bench_done *g) {
     la_err err = {0};
-    if (la_engine_submit(e, rp, NULL, &err) != LA_OK) {
-        fprintf(stderr, "bench_cpu: submit: %s\n", err.msg);
-        return -1;
-    }
-    while (!g->done) la_engine_step(e, &err);
-    if (g->finish == LA_FINISH_ERROR) {
-        fprintf(stderr, "bench_cpu: request failed: %s\n", g->err);
-        return -1;
-    }
-    return 0;
+    if (la_bench_run_one(e, rp, g, &err) == LA_OK) return 0;
+    fprintf(stderr, "bench_cpu: %s\n", err.msg);
+    return -1;
 }
 
 static uint64_t g_rng = 12345;
@@ -148,20 +123,20 @@ int main(int argc, char **argv) {
     rp.method = LA_METHOD_RECOMPUTE;
     rp.add_special = false;
     rp.sampling.max_tokens = 1;
-    gen_out g;
+    la_bench_done g;
     if (run_one(e, &rp, &g)) return 1;
-    double prefill_tps = prefill_tokens / (g.st.ttft_ms / 1000.0);
+    double prefill_tps = prefill_tokens / (g.stats.ttft_ms / 1000.0);
     rp.prompt.n_ids = 16;
     rp.sampling.max_tokens = decode_tokens;
     rp.sampling.ignore_eos = true;
     if (run_one(e, &rp, &g)) return 1;
-    double decode_tps = 1000.0 / g.st.tpot_ms;
+    double decode_tps = 1000.0 / g.stats.tpot_ms;
     printf("prefill %d tokens: %.1f tokens/s   decode: %.2f tokens/s (%.1f ms/token)\n",
-           prefill_tokens, prefill_tps, decode_tps, g.st.tpot_ms);
+           prefill_tokens, prefill_tps, decode_tps, g.stats.tpot_ms);
     cJSON_AddNumberToObject(root, "prefill_tokens", prefill_tokens);
     cJSON_AddNumberToObject(root, "prefill_tokens_per_s", prefill_tps);
     cJSON_AddNumberToObject(root, "decode_tokens_per_s", decode_tps);
-    cJSON_AddNumberToObject(root, "decode_ms_per_token", g.st.tpot_ms);
+    cJSON_AddNumberToObject(root, "decode_ms_per_token", g.stats.tpot_ms);
 
     /* ---- methods, side by side ----------------------------------------------------------- */
     const la_method methods[5] = {LA_METHOD_RECOMPUTE, LA_METHOD_PREFIX, LA_METHOD_BLOCK,
@@ -196,13 +171,13 @@ int main(int argc, char **argv) {
             rp.sampling.max_tokens = 1;
             if (run_one(e, &rp, &g)) return 1;
             if (r == 0) {
-                cold = g.st.ttft_ms;
+                cold = g.stats.ttft_ms;
                 continue;
             }
-            warm += g.st.ttft_ms / n_req;
-            double docs_all = (double)(g.st.doc_tokens_reused + g.st.doc_tokens_computed);
-            reuse += (docs_all > 0 ? g.st.doc_tokens_reused / docs_all : 0) / n_req;
-            prefix_reuse += (double)g.st.prefix_tokens_reused / g.st.n_prompt_tokens / n_req;
+            warm += g.stats.ttft_ms / n_req;
+            double docs_all = (double)(g.stats.doc_tokens_reused + g.stats.doc_tokens_computed);
+            reuse += (docs_all > 0 ? g.stats.doc_tokens_reused / docs_all : 0) / n_req;
+            prefix_reuse += (double)g.stats.prefix_tokens_reused / g.stats.n_prompt_tokens / n_req;
         }
         g_rng = 12345; /* same orders for the next method */
         warm_ms[m] = warm;

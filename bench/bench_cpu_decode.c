@@ -25,25 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/driver.h"
 #include "bench/machine.h"
 #include "lazyattn/lazyattn.h"
-
-typedef struct gen_out {
-    int done;
-    la_request_stats st;
-    la_finish_reason finish;
-    char err[256];
-} gen_out;
-
-static void on_event(void *user, const la_event *ev) {
-    gen_out *g = user;
-    if (ev->kind == LA_EVENT_DONE) {
-        g->done = 1;
-        g->st = *ev->stats;
-        g->finish = ev->finish;
-        snprintf(g->err, sizeof g->err, "%s", ev->error ? ev->error : "");
-    }
-}
 
 static uint64_t g_rng = 12345;
 static int32_t next_id(void) {
@@ -64,22 +48,15 @@ static int run_one(la_engine *e, int n_prompt, int max_tokens, la_request_stats 
     rp.sampling.temperature = 0;
     rp.sampling.max_tokens = max_tokens;
     rp.sampling.ignore_eos = true;
-    gen_out g = {0};
-    rp.on_event = on_event;
-    rp.user = &g;
+    la_bench_done g;
     la_err err = {0};
-    if (la_engine_submit(e, &rp, NULL, &err) != LA_OK) {
-        fprintf(stderr, "bench_cpu_decode: submit (%d tokens): %s\n", n_prompt, err.msg);
-        free(ids);
-        return -1;
-    }
-    while (!g.done) la_engine_step(e, &err);
+    la_status s = la_bench_run_one(e, &rp, &g, &err);
     free(ids);
-    if (g.finish == LA_FINISH_ERROR) {
-        fprintf(stderr, "bench_cpu_decode: request failed: %s\n", g.err);
+    if (s != LA_OK) {
+        fprintf(stderr, "bench_cpu_decode: %d tokens: %s\n", n_prompt, err.msg);
         return -1;
     }
-    *st = g.st;
+    *st = g.stats;
     return 0;
 }
 

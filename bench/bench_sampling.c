@@ -28,24 +28,9 @@
 #include <string.h>
 
 #include "base/timer.h"
+#include "bench/driver.h"
 #include "bench/machine.h"
 #include "lazyattn/lazyattn.h"
-
-typedef struct gen_out {
-    int done;
-    la_request_stats st;
-    la_finish_reason finish;
-    char err[256];
-} gen_out;
-
-static void on_event(void *user, const la_event *ev) {
-    gen_out *g = user;
-    if (ev->kind != LA_EVENT_DONE) return;
-    g->done = 1;
-    g->st = *ev->stats;
-    g->finish = ev->finish;
-    snprintf(g->err, sizeof g->err, "%s", ev->error ? ev->error : "");
-}
 
 enum { CFG_GREEDY, CFG_GREEDY_LOGITS, CFG_LOGPROBS, CFG_PENALTIES, CFG_JSON, N_CFG };
 static const char *const k_names[N_CFG] = {"greedy", "greedy-logits", "logprobs", "penalties", "json-schema"};
@@ -81,12 +66,12 @@ static int run_batch(la_engine *e, int cfg, int n, int decode_tokens, double *tp
                      double *choose_ms_step, double *grammar_ms_step) {
     la_engine_stats before;
     la_engine_get_stats(e, &before);
-    gen_out *g = calloc((size_t)n, sizeof *g);
+    la_bench_done *g = calloc((size_t)n, sizeof *g);
     la_err err = {0};
     for (int i = 0; i < n; i++) {
         la_request_params p;
         params_for(cfg, i, decode_tokens, &p);
-        p.on_event = on_event;
+        p.on_event = la_bench_on_done;
         p.user = &g[i];
         if (la_engine_submit(e, &p, NULL, &err) != LA_OK) {
             fprintf(stderr, "bench_sampling: submit: %s\n", err.msg);
@@ -99,12 +84,12 @@ static int run_batch(la_engine *e, int cfg, int n, int decode_tokens, double *tp
     *tokens = 0;
     for (int i = 0; i < n; i++) {
         if (g[i].finish == LA_FINISH_ERROR) {
-            fprintf(stderr, "bench_sampling: %s request failed: %s\n", k_names[cfg], g[i].err);
+            fprintf(stderr, "bench_sampling: %s request failed: %s\n", k_names[cfg], g[i].error);
             free(g);
             return -1;
         }
-        sum += g[i].st.tpot_ms;
-        *tokens += g[i].st.n_generated;
+        sum += g[i].stats.tpot_ms;
+        *tokens += g[i].stats.n_generated;
     }
     *tpot_ms = sum / n;
     la_engine_stats after;

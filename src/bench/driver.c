@@ -529,3 +529,25 @@ la_status la_bench_run(const la_bench_target *t, const la_bench_workload *w,
     free(c.arrival_ms);
     return s;
 }
+
+/* ---- one request, in process ------------------------------------------------------------- */
+
+void la_bench_on_done(void *user, const la_event *ev) {
+    la_bench_done *d = user;
+    if (ev->kind != LA_EVENT_DONE) return;
+    d->done = true;
+    d->stats = *ev->stats;
+    d->finish = ev->finish;
+    snprintf(d->error, sizeof d->error, "%s", ev->error ? ev->error : "");
+}
+
+la_status la_bench_run_one(la_engine *e, la_request_params *rp, la_bench_done *out, la_err *err) {
+    memset(out, 0, sizeof *out);
+    rp->on_event = la_bench_on_done;
+    rp->user = out;
+    LA_TRY(la_engine_submit(e, rp, NULL, err));
+    la_err step_err = {0};
+    while (!out->done) la_engine_step(e, &step_err);
+    if (out->finish == LA_FINISH_ERROR) return la_err_set(err, LA_ERR_INTERNAL, "request failed: %s", out->error);
+    return LA_OK;
+}

@@ -103,4 +103,21 @@ void la_bench_samples_free(la_bench_sample *s, int32_t n);
 void la_bench_rag_request(const char *question, const la_rag_doc *docs, const int32_t *order, int32_t n_docs,
                           bool raw, la_chat_message *msg, la_segment *segs, la_request_params *rp);
 
+/* What a request's DONE event said, for in-process tools that step the engine themselves
+ * (bench/bench_cpu*.c, bench/bench_sampling.c). */
+typedef struct la_bench_done {
+    bool done;
+    la_request_stats stats;
+    la_finish_reason finish;
+    char error[256];
+} la_bench_done;
+
+/* la_request_params.on_event filling the la_bench_done that user points to. */
+void la_bench_on_done(void *user, const la_event *ev);
+
+/* Submit rp (its on_event and user are set here) and step e on the calling thread until it
+ * is done; *out gets its DONE. Errors: the submit's, or LA_ERR_INTERNAL with the request's
+ * own error when it finished with LA_FINISH_ERROR. */
+la_status la_bench_run_one(la_engine *e, la_request_params *rp, la_bench_done *out, la_err *err);
+
 #endif
