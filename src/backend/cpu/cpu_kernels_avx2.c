@@ -295,21 +295,6 @@ const la_cpu_kernels la_cpu_kernels_avx2 = {
 #else
 /* Not an x86 build: an empty table, never chosen (la_cpu_isa_supported says no). */
 #include "backend/cpu/cpu_kernels.h"
-/* attn_block from the three pieces (cpu_kernels.h). */
-static void attn_block(const float *q, const void *k, const void *v, la_dtype kvt, int32_t n, int32_t hd, float scale,
-                       float *st) {
-    float s[64];
-    for (int32_t j0 = 0; j0 < n; j0 += 64) {
-        const int32_t nj = n - j0 < 64 ? n - j0 : 64;
-        const size_t off = (size_t)j0 * (size_t)hd * la_dtype_size(kvt);
-        float bmax = attn_scores(q, (const char *)k + off, kvt, nj, hd, scale, s);
-        float mx = st[0] > bmax ? st[0] : bmax;
-        float alpha = st[0] == mx ? 1.0f : expf(st[0] - mx); /* 0 from an empty state (-inf) */
-        st[1] = st[1] * alpha + exp_sum(s, nj, mx);
-        attn_accum(st + 2, alpha, s, (const char *)v + off, kvt, nj, hd);
-        st[0] = mx;
-    }
-}
 
 const la_cpu_kernels la_cpu_kernels_avx2 = {.isa = LA_CPU_ISA_AVX2, .name = "avx2 (not built)"};
 #endif
