@@ -241,23 +241,7 @@ static void free_docs(docset *d) {
  * recovery's N (-1: the engine's default, off). */
 static void generate_rf(la_engine *e, la_method m, const docset *d, const int32_t *order, const int32_t *q,
                         int32_t nq, int32_t recompute_first, la_test_gen *g) {
-    la_segment segs[24];
-    for (int32_t i = 0; i < d->n; i++) {
-        int32_t k = order ? order[i] : i;
-        segs[i] = (la_segment){.ids = d->ids[k], .n_ids = d->len[k]};
-    }
-    la_request_params rp;
-    la_request_params_init(&rp);
-    rp.docs = segs;
-    rp.n_docs = d->n;
-    rp.prompt = (la_segment){.ids = q, .n_ids = nq};
-    rp.add_special = false;
-    rp.method = m;
-    rp.recompute_first = recompute_first;
-    rp.return_logits = true;
-    rp.sampling.max_tokens = N_GEN;
-    rp.sampling.ignore_eos = true;
-    la_test_generate(e, &rp, g);
+    la_test_generate_docs(e, m, d->ids, d->len, d->n, order, q, nq, NULL, recompute_first, N_GEN, g);
 }
 
 static void generate(la_engine *e, la_method m, const docset *d, const int32_t *order, const int32_t *q,

@@ -62,3 +62,27 @@ void la_test_gen_free(la_test_gen *g) {
     free(g->text);
     memset(g, 0, sizeof *g);
 }
+
+void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const int32_t *len, int32_t n_docs,
+                           const int32_t *order, const int32_t *q, int32_t nq, const char *salt,
+                           int32_t recompute_first, int32_t max_tokens, la_test_gen *g) {
+    la_segment segs[64];
+    cr_assert(n_docs <= 64, "la_test_generate_docs: %d documents", n_docs);
+    for (int32_t i = 0; i < n_docs; i++) {
+        int32_t k = order ? order[i] : i;
+        segs[i] = (la_segment){.ids = ids[k], .n_ids = len[k]};
+    }
+    la_request_params rp;
+    la_request_params_init(&rp);
+    rp.docs = segs;
+    rp.n_docs = n_docs;
+    rp.prompt = (la_segment){.ids = q, .n_ids = nq};
+    rp.add_special = false;
+    rp.method = m;
+    rp.cache_salt = salt;
+    rp.recompute_first = recompute_first;
+    rp.return_logits = true;
+    rp.sampling.max_tokens = max_tokens;
+    rp.sampling.ignore_eos = true;
+    la_test_generate(e, &rp, g);
+}

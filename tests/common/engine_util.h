@@ -29,6 +29,14 @@ la_engine *la_test_engine(const char *model_dir, int64_t kv_blocks, int32_t bloc
 void la_test_generate(la_engine *e, la_request_params *p, la_test_gen *g);
 void la_test_gen_free(la_test_gen *g);
 
+/* la_test_generate of the method tests' request: documents as token ids (document order[i],
+ * or i when order is NULL, in slot i; at most 64), then the question q[nq], no template,
+ * method m, recompute_first (-1: the engine's default), cache salt (NULL: none), logits
+ * returned, ignore_eos, max_tokens tokens. */
+void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const int32_t *len, int32_t n_docs,
+                           const int32_t *order, const int32_t *q, int32_t nq, const char *salt,
+                           int32_t recompute_first, int32_t max_tokens, la_test_gen *g);
+
 /* Event callback collecting into a la_test_gen (for tests that submit many at once). */
 void la_test_on_event(void *user, const la_event *ev);
 

@@ -45,24 +45,7 @@ static void free_docs(docset *d) {
 
 static void run(la_engine *e, la_method m, const docset *d, const int32_t *order,
                 const int32_t *q, int32_t nq, const char *salt, la_test_gen *g) {
-    la_segment *segs = calloc((size_t)(d->n ? d->n : 1), sizeof(la_segment));
-    for (int32_t i = 0; i < d->n; i++) {
-        int32_t k = order ? order[i] : i;
-        segs[i] = (la_segment){.ids = d->ids[k], .n_ids = d->len[k]};
-    }
-    la_request_params rp;
-    la_request_params_init(&rp);
-    rp.docs = segs;
-    rp.n_docs = d->n;
-    rp.prompt = (la_segment){.ids = q, .n_ids = nq};
-    rp.add_special = false;
-    rp.method = m;
-    rp.cache_salt = salt;
-    rp.return_logits = true;
-    rp.sampling.max_tokens = N_GEN;
-    rp.sampling.ignore_eos = true;
-    la_test_generate(e, &rp, g);
-    free(segs);
+    la_test_generate_docs(e, m, d->ids, d->len, d->n, order, q, nq, salt, -1, N_GEN, g);
 }
 
 static void assert_same(const la_test_gen *a, const la_test_gen *ref, const char *what) {

@@ -63,20 +63,7 @@ static void free_docs(docset *d) {
 /* One request: documents in `order`, question q, recovery N (-1: the engine's default). */
 static void run(la_engine *e, la_method m, const docset *d, const int32_t *order, const int32_t *q, int32_t nq,
                 int32_t n_first, la_test_gen *g) {
-    la_segment segs[8];
-    for (int32_t i = 0; i < d->n; i++) segs[i] = (la_segment){.ids = d->ids[order[i]], .n_ids = d->len[order[i]]};
-    la_request_params rp;
-    la_request_params_init(&rp);
-    rp.docs = segs;
-    rp.n_docs = d->n;
-    rp.prompt = (la_segment){.ids = q, .n_ids = nq};
-    rp.add_special = false;
-    rp.method = m;
-    rp.recompute_first = n_first;
-    rp.return_logits = true;
-    rp.sampling.max_tokens = N_GEN;
-    rp.sampling.ignore_eos = true;
-    la_test_generate(e, &rp, g);
+    la_test_generate_docs(e, m, d->ids, d->len, d->n, order, q, nq, NULL, n_first, N_GEN, g);
     cr_assert_eq(g->status, LA_OK, "%s", g->error);
 }
 
