@@ -194,12 +194,14 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
 
 la_status la_request_prepare(la_engine *e, const la_request_params *p, la_request *r, la_err *err) {
     la_status s = LA_OK;
-    for (int32_t d = 0; d < p->n_docs && p->docs; d++) {
-        char what[48];
-        snprintf(what, sizeof what, "documents[%d]", d);
-        LA_TRY(doc_has_text(&p->docs[d], what, err));
-    }
     if (p->n_messages > 0) {
+        /* the template renders an empty document to text; a raw request's documents are
+         * checked where they are tokenized (la_document_tokens) */
+        for (int32_t d = 0; d < p->n_docs && p->docs; d++) {
+            char what[48];
+            snprintf(what, sizeof what, "documents[%d]", d);
+            LA_TRY(doc_has_text(&p->docs[d], what, err));
+        }
         /* chat: render the conversation (and the RAG template around documents) to text
          * blocks, then tokenize them like a raw request whose text carries the specials */
         la_rendered_prompt rendered;
