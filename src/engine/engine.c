@@ -274,6 +274,9 @@ static la_status check_sampling_ids(const la_engine *e, const la_sampling_params
     if (sp->response_format != LA_RESPONSE_TEXT && sp->n_stop > 0)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "stop strings cannot be combined with a JSON response format (one "
                                                    "inside the value would cut it; the output ends with its value)");
+    if (sp->response_format != LA_RESPONSE_TEXT && sp->n_stop_token_ids > 0)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "stop_token_ids cannot be combined with a JSON response format "
+                                                   "(one inside the value would cut it; the output ends with its value)");
     return LA_OK;
 }
 

@@ -266,7 +266,9 @@ static la_status choose(la_engine *e, struct la_choose_scratch *w, la_request *r
     }
     int32_t t = la_sample_masked(v, V, p, allow, &r->rng, w->sample);
     if (t < 0 || !(v[t] > -INFINITY))
-        return la_err_set(err, LA_ERR_INTERNAL, "no token is allowed (every logit is masked)");
+        return la_err_set(err, LA_ERR_INVALID_ARG, /* the request's own masks, together: its mistake */
+                          "allowed_token_ids: no token is allowed at output token %d (the response format or "
+                          "min_tokens masks every one of them)", (int)r->n_generated);
     if (p->logprobs) r->n_top = la_logprobs(lg, V, t, p->top_logprobs, &r->lp, r->top_ids, r->top_lps);
     *token = t;
     return LA_OK;

@@ -78,7 +78,7 @@ static const la_api_field k_fields[] = {
     {"min_p", B, IMPL, "vLLM", NULL, NULL, "[0, 1], after top-k and top-p"},
     {"repetition_penalty", B, IMPL, "vLLM", NULL, NULL, "(0, 2], over prompt and output (HF)"},
     {"min_tokens", B, IMPL, "vLLM", NULL, NULL, "eos, stop ids and stop strings wait until then"},
-    {"stop_token_ids", B, IMPL, "vLLM", NULL, NULL, "end like eos; ids in the vocabulary"},
+    {"stop_token_ids", B, IMPL, "vLLM", NULL, NULL, "end like eos; ids in the vocabulary; not with a JSON response_format"},
     {"ignore_eos", B, IMPL, "vLLM", NULL, NULL, "generate past eos"},
     {"include_stop_str_in_output", B, IMPL, "vLLM", NULL, NULL, "the matched stop string stays"},
     {"skip_special_tokens", B, IMPL, "vLLM", NULL, NULL, "false: special tokens appear in the text"},

@@ -332,6 +332,9 @@ la_status la_api_parse_sampling(ctx *c, const cJSON *root, const la_api_limits *
     if (sp->response_format != LA_RESPONSE_TEXT && sp->min_tokens > 0)
         return la_api_unsupported(c, "min_tokens", "'min_tokens' cannot be combined with a JSON response format (the "
                                                    "output ends with its value).");
+    if (sp->response_format != LA_RESPONSE_TEXT && sp->n_stop_token_ids > 0)
+        return la_api_unsupported(c, "stop_token_ids", "'stop_token_ids' cannot be combined with a JSON response format "
+                                                       "(one inside the value would cut it; the output ends with its value).");
     if (sp->response_format != LA_RESPONSE_TEXT && sp->n_stop > 0)
         return la_api_unsupported(c, "stop", "'stop' cannot be combined with a JSON response format (a stop string "
                                              "inside the value would cut it; the output ends with its value).");

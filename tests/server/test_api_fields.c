@@ -344,6 +344,16 @@ static void check_response_format(void) {
              "{\"name\": \"x\", \"schema\": {\"type\": \"string\"}}}}");
     ts_check_error(j, INVALID, "stop", "unsupported_parameter");
     cJSON_Delete(j);
+    /* stop_token_ids likewise (stop id 25, ':', gave '{"x"') */
+    j = post("/v1/chat/completions", 400,
+             "{" CHAT_Q ", \"stop_token_ids\": [25], \"response_format\": {\"type\": \"json_object\"}}");
+    ts_check_error(j, INVALID, "stop_token_ids", "unsupported_parameter");
+    cJSON_Delete(j);
+    /* allowed ids the value cannot use: the request's mistake, a 400 naming the field (was a 500) */
+    j = post("/v1/chat/completions", 400,
+             "{" CHAT_Q ", \"allowed_token_ids\": [1, 2, 3], \"response_format\": {\"type\": \"json_object\"}}");
+    ts_check_error(j, INVALID, "allowed_token_ids", "invalid_value");
+    cJSON_Delete(j);
     /* the engine's refusal names its field too */
     j = post("/v1/chat/completions", 400,
              "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 2, \"response_format\": "
