@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include "base/timer.h"
 #include "server_util.h"
 #include "serve_proc.h"
 
@@ -207,6 +208,7 @@ static void one_running_slot(la_engine_options *eo, la_server_options *so) {
 }
 
 static bool one_running_one_waiting(const la_engine_stats *s) { return s->n_running == 1 && s->n_waiting == 1; }
+static bool one_running(const la_engine_stats *s) { return s->n_running == 1 && s->n_waiting == 0; }
 
 /* Read from fd (blocking) until buf holds needle (NULL: never) or the peer closes; true if
  * found. */
@@ -285,6 +287,10 @@ Test(http_edge, a_half_closed_client_gets_its_whole_answer) {
     for (int stream = 0; stream < 2; stream++) {
         int hog = la_http_open(t.port, "POST", "/v1/completions", HOG);
         cr_assert(hog >= 0);
+        /* the hog must hold the slot first: sent together, either request may reach the engine
+         * first (two HTTP threads), and a half request that runs at once can finish (1000 tokens
+         * of the tiny model) before the watcher's next look, with no probe to read */
+        cr_assert(ts_wait_stats(t.e, one_running, 10000), "the hog never ran");
         la_bench_url u = la_http_loopback(t.port);
         int fd = la_bench_http_connect(&u, 60);
         cr_assert(fd >= 0);
@@ -434,14 +440,20 @@ Test(http_edge, connection_limits_hold_with_the_worker_pool) {
             cr_assert(!strncmp(buf, "HTTP/1.1 200 ", 13), "the waiting connection got: %.100s", buf);
         }
         close(over);
-        int status = 0; /* once libmicrohttpd has seen the close, a new connection serves */
-        for (int tries = 0; tries < 100 && status != 200; tries++) {
+        /* once libmicrohttpd has seen the close, a new connection serves; each try's outcome
+         * is logged, so a failure says whether connections were refused, closed or unanswered */
+        int status = 0, tries = 0, refused = 0;
+        double t0 = la_now_ms();
+        while (status != 200 && la_now_ms() - t0 < 30000) {
             la_http_resp r;
+            tries++;
             if (request_within(t.port, "GET", "/health", NULL, 10, &r) == 0) status = r.status;
+            else refused++;
             la_http_resp_free(&r);
             if (status != 200) ts_sleep_ms(100);
         }
-        cr_assert_eq(status, 200, "per_ip %d: no answer once a slot was free", per_ip);
+        cr_assert_eq(status, 200, "per_ip %d: no answer once a slot was free (%d tries in %.0f ms, %d without an answer)",
+                     per_ip, tries, la_now_ms() - t0, refused);
         for (int i = 1; i < n; i++) close(fds[i]);
         ts_stop(&t);
     }
