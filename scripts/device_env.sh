@@ -1,9 +1,9 @@
 # Sourced by the device scripts (device_gpu.sh, device_kernels.sh, device_store.sh) on the GPU
 # machine, from the repository root with $root set to it: unpack the bundle that
-# `scripts/device_gpu.sh prepare` made into /tmp/la, make the source path the tests were
+# `scripts/device_gpu.sh prepare` made (or $LA_BUNDLE: device_paper.sh's, device_fuzz.sh's) into /tmp/la, make the source path the tests were
 # built with (/work/main) point here, and put the bundle's libraries and the machine's
 # cuBLAS 13 on LD_LIBRARY_PATH. Sets bin (/tmp/la/bin) and orig_ld (LD_LIBRARY_PATH before).
-mkdir -p /tmp/la && tar -C /tmp/la -xJf .carry/dev/bundle.tar.xz
+mkdir -p /tmp/la && tar -C /tmp/la -xJf "${LA_BUNDLE:-.carry/dev/bundle.tar.xz}"
 # tests find their fixtures under the source path they were built with
 if [ ! -e /work/main/tests ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
 cublas=""

@@ -5,6 +5,8 @@
 #                                   build the GPU tests and bench_gpu in .carry/build (Release,
 #                                   sm_90a) and pack them with every shared library they need
 #                                   that the GPU machine lacks into .carry/dev/bundle.tar.xz
+#                                   (the paper's runs and the fuzzers have their own bundles:
+#                                   scripts/device_paper.sh prepare, scripts/device_fuzz.sh prepare)
 #   scripts/device_gpu.sh run       on the GPU machine (builds nothing), from the repository
 #                                   root, with $OUT set: unpack, run the GPU tests, bench_gpu
 #                                   and the transformers peer; everything lands in $OUT:
@@ -28,18 +30,9 @@ if [ "$mode" = prepare ]; then
     cp "$data/2wikimultihopqa/2wikimultihopqa_dev_first200_flashrag.jsonl" .carry/stage/data/2wiki.jsonl
     mkdir -p .carry/stage/data/llama3-tokenizer
     cp "$data/tokenizers/llama3/tokenizer.json" "$data/tokenizers/llama3/tokenizer_config.json" .carry/stage/data/llama3-tokenizer/
-    # scripts/paper_experiments.sh (scripts/device_paper.sh) reads ../shared/data's layout
-    for f in 2wikimultihopqa/2wikimultihopqa_dev_first200_flashrag.jsonl hotpotqa/hotpotqa_dev_distractor_ircot_500.jsonl \
-             nq/nq-open-oracle.jsonl.gz triviaqa/retrievalqa_triviaqa_subset50.jsonl tokenizers/llama3/tokenizer.json \
-             tokenizers/llama3/tokenizer_config.json; do
-        mkdir -p ".carry/stage/data/shared/$(dirname "$f")" && cp "$data/$f" ".carry/stage/data/shared/$f"
-    done
     for b in $bins; do cp .carry/build/$b .carry/stage/bin/; done
-    # every resolved library except glibc's, the C++ runtime (newer there), the CUDA
-    # toolkit's (the GPU machine has its own cuBLAS 13) and the driver's
-    for b in $bins; do ldd .carry/build/$b; done | awk '/=>/ {print $3}' | sort -u |
-        grep -v -E '/(libc|libm|libdl|librt|libpthread|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|cuda|libcublas' |
-        while read -r lib; do cp -L "$lib" .carry/stage/lib/; done
+    . scripts/device_pack.sh
+    la_pack_libs .carry/stage/lib $(for b in $bins; do echo .carry/build/$b; done)
     # the shared tier's runs (issue 22) need a redis-server there: Debian's, with the two
     # libraries Ubuntu's image lacks
     if command -v redis-server >/dev/null; then

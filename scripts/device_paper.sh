@@ -1,18 +1,57 @@
 #!/usr/bin/env bash
-# The paper's experiments on the GPU machine (the device tool; after `scripts/device_gpu.sh
-# prepare` here, with carry [".carry/dev"] and $OUT set): scripts/paper_experiments.sh at the
-# paper's scale with the bundle's lazyattn and data; its files come back as $OUT/paper.tar.gz
-# ($OUT returns at most 8 files) and its report as $OUT/report.md.
+# The paper's experiments on the GPU machine (issue 25; bench/EXPERIMENTS.md):
 #
-#   LA_COMMIT=<sha> bash scripts/device_paper.sh "rq1 rq2 rq3"     # call 1 (~9 min)
-#   LA_COMMIT=<sha> bash scripts/device_paper.sh "shared long rq4" # call 2
+#   scripts/device_paper.sh prepare                  here: build lazyattn in .carry/build and
+#                                                    pack it, the libraries the GPU machine
+#                                                    lacks and the datasets into
+#                                                    .carry/paper/bundle.tar.xz (with
+#                                                    the fuzzers when staged: device_fuzz.sh)
+#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq1 rq2 rq3"     # device call 1
+#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "shared long rq4" # device call 2
+#
+# run (on the GPU machine, carry [".carry/paper"], $OUT set): scripts/paper_experiments.sh at
+# the paper's scale in the order given, every command cut before the call's 600 s end
+# (LA_DEADLINE; $LA_BUDGET_S seconds from the start, default 570); the files come back as
+# $OUT/paper.tar.gz (the tool returns at most 8 files) and the report as $OUT/report.md.
 set -u
+mode=${1:-run}
+if [ "$mode" = prepare ]; then
+    set -e
+    cmake -S . -B .carry/build -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build .carry/build -j2 --target lazyattn
+    st=.carry/paper-stage
+    rm -rf "$st" .carry/paper && mkdir -p "$st/bin" "$st/data/shared" .carry/paper
+    cp .carry/build/lazyattn "$st/bin/"
+    . scripts/device_pack.sh
+    la_pack_libs "$st/lib" .carry/build/lazyattn
+    # scripts/paper_experiments.sh reads ../shared/data's layout
+    data=${LA_SHARED_DATA:-../shared/data}
+    for f in 2wikimultihopqa/2wikimultihopqa_dev_first200_flashrag.jsonl hotpotqa/hotpotqa_dev_distractor_ircot_500.jsonl \
+             nq/nq-open-oracle.jsonl.gz triviaqa/retrievalqa_triviaqa_subset50.jsonl tokenizers/llama3/tokenizer.json \
+             tokenizers/llama3/tokenizer_config.json; do
+        mkdir -p "$st/data/shared/$(dirname "$f")" && cp "$data/$f" "$st/data/shared/$f"
+    done
+    # the fuzzers, when staged (scripts/device_fuzz.sh prepare), travel in this bundle too and
+    # run on the idle cores beside it: two bundles would pass the carry limit
+    extra=
+    if [ -d .carry/fuzz-stage/bin ]; then
+        cp .carry/fuzz-stage/bin/fuzz_* "$st/bin/" && cp -r .carry/fuzz-stage/corpus "$st/" && cp -n .carry/fuzz-stage/lib/* "$st/lib/"
+        extra=corpus
+    fi
+    tar -C "$st" -cJf .carry/paper/bundle.tar.xz bin lib data $extra
+    ls -la .carry/paper/bundle.tar.xz
+    exit 0
+fi
 : "${OUT:?OUT must be set (the device tool sets it)}"
+export LA_DEADLINE=$(($(date +%s) + ${LA_BUDGET_S:-570}))
 root=$(pwd)
+LA_BUNDLE=.carry/paper/bundle.tar.xz
 . scripts/device_env.sh
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/nvidia_smi.txt" 2>&1
 LA_DATA_DIR=/tmp/la/data/shared bash scripts/paper_experiments.sh --scale paper --device cuda \
-    --bin "$bin/lazyattn" --only "${1:-rq1 rq2 rq3 rq4 shared long}" --out /tmp/paper
+    --bin "$bin/lazyattn" --only "${2:-rq1 rq2 rq3 rq4 shared long}" --out /tmp/paper
 rc=$?
-cp /tmp/paper/report.md "$OUT/report.md"
+cp /tmp/paper/report.md "$OUT/report.md" 2>/dev/null
+echo "{\"commit\": \"${LA_COMMIT:-unknown}\", \"machine\": \"$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)\", \"only\": \"${2:-all}\"}" >/tmp/paper/run_$(echo "${2:-all}" | tr ' ' _).json
 tar -C /tmp -czf "$OUT/paper.tar.gz" paper
 exit $rc

@@ -7,7 +7,8 @@
 #
 # paper (default): the paper's sizes on the Llama-3.1-8B shape with random weights (timing
 #   only: the JSON and the report say so), on the GPU. On the H200 in two device calls of at
-#   most 10 minutes: --only "rq1 rq2 rq3" and --only "shared long rq4".
+#   most 10 minutes: --only "rq1 rq2 rq3" and --only "shared long rq4". With LA_DEADLINE set
+#   (epoch seconds) no command runs past it: one that would is cut or skipped, and counted failed.
 # small: the same commands at tiny sizes on the bundled model, on the CPU: the code path and
 #   the JSON the report reads, in about a minute (tests/bench/test_paper_suite.py runs it).
 #
@@ -53,60 +54,82 @@ esac
 for kv in "${S[@]}"; do declare "${kv%%=*}=${kv#*=}"; done
 out=${out:-bench/results/paper/$scale}
 mkdir -p "$out"
-has() { [[ " $only " == *" $1 "* ]]; }
 failed=0
+
+# seconds the next command may run: tmax, or less before $LA_DEADLINE (epoch seconds; the
+# device call's end, less 30 s to pack the results); 0 when no time is left
+limit() {
+    local t=$tmax
+    if [ -n "${LA_DEADLINE:-}" ]; then
+        local left=$((LA_DEADLINE - $(date +%s) - 30))
+        [ "$left" -lt "$t" ] && t=$left
+        [ "$t" -lt 0 ] && t=0
+    fi
+    echo "$t"
+}
 
 # bench NAME ARGS...: one bench invocation into $out/NAME.json and NAME.txt
 bench() {
-    local name=$1
+    local name=$1 t
     shift
+    t=$(limit)
+    if [ "$t" -le 0 ]; then echo "$name: skipped, no time left before LA_DEADLINE"; failed=1; return; fi
     echo "=== $name: lazyattn bench $*"
-    timeout "$tmax" "$bin" bench "${model[@]}" --device "$device" --dataset synthetic --ignore-eos \
+    timeout "$t" "$bin" bench "${model[@]}" --device "$device" --dataset synthetic --ignore-eos \
         --json "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.err"
     local rc=$?
     echo "$name: exit $rc"
     [ $rc -eq 0 ] || { failed=1; tail -3 "$out/$name.err"; }
 }
 
-if has rq1; then # RQ1: TTFT against the Poisson rate, up to saturation
+run_rq1() { # RQ1: TTFT against the Poisson rate, up to saturation
     bench rq1_rate --pool-docs "$pool" --doc-tokens "$doc" --docs-per-request "$per" --zipf 2.1 \
         --requests "$rq1_requests" --sweep rate --points "$rq1_points" --duration "$rq1_duration" --max-tokens "$out_tokens"
-fi
-if has rq2; then # RQ2: document hit ratio against KV capacity (% of the pool's document blocks)
+}
+run_rq2() { # RQ2: document hit ratio against KV capacity (% of the pool's document blocks)
     bench rq2_kv --pool-docs "$pool" --doc-tokens "$doc" --docs-per-request "$per" --zipf 2.1 \
         --requests "$rq2_requests" --concurrency "$rq2_conc" --sweep kv --points 30,60,90 --max-tokens 8 \
         --methods prefix,block,mepic,lazy
-fi
-if has rq3; then # RQ3: the decode probe, one long document, lazy / mepic against plain attention
+}
+run_rq3() { # RQ3: the decode probe, one long document, lazy / mepic against plain attention
     bench rq3_decode --pool-docs 1 --docs-per-request 1 --doc-tokens "$probe_doc" --requests 4 \
         --max-tokens "$probe_out" --methods recompute,mepic,lazy
-fi
-if has shared; then # many requests on one document (DESIGN.md §10)
+}
+run_shared() { # many requests on one document (DESIGN.md §10)
     bench shared_kv --pool-docs 1 --docs-per-request 1 --doc-tokens "$shared_doc" --sweep concurrency \
         --points "$shared_points" --requests "$shared_requests" --duration "$shared_duration" --max-tokens "$out_tokens" \
         --methods prefix,lazy
-fi
-if has long; then # long context
+}
+run_long() { # long context
     bench long_5x10k --pool-docs 5 --docs-per-request 5 --doc-tokens "$long_doc" --requests 4 --max-tokens "$out_tokens"
     bench long_8x5x10k --pool-docs "$long_pool" --docs-per-request 5 --doc-tokens "$long_doc" --requests 8 \
         --concurrency 8 --max-tokens "$out_tokens"
     bench long_32k --pool-docs 1 --docs-per-request 1 --doc-tokens "$doc32k" --requests 2 \
         --max-tokens "$out32k" --methods recompute,prefix,mepic,lazy
-fi
-if has rq4; then # RQ4: answers on real data, the bundled model (trained weights) on $device
+}
+run_rq4() { # RQ4: answers on real data, the bundled model (trained weights) on $device
     for ds in 2wikimultihopqa/2wikimultihopqa_dev_first200_flashrag.jsonl \
               hotpotqa/hotpotqa_dev_distractor_ircot_500.jsonl nq/nq-open-oracle.jsonl.gz \
               triviaqa/retrievalqa_triviaqa_subset50.jsonl; do
         name=rq4_$(basename "${ds%%/*}")
+        t=$(limit)
+        if [ "$t" -le 0 ]; then echo "$name: skipped, no time left before LA_DEADLINE"; failed=1; continue; fi
         echo "=== $name: lazyattn eval on $ds"
-        timeout "$tmax" "$bin" eval -m models/rag-tiny --device "$device" --dataset "$data/$ds" \
+        timeout "$t" "$bin" eval -m models/rag-tiny --device "$device" --dataset "$data/$ds" \
             --methods block-ref,lazy,mepic,block,recompute --limit "$eval_limit" --max-docs "$eval_docs" --max-tokens 16 \
             --json "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err"
         rc=$?
         echo "$name: exit $rc"
         [ $rc -eq 0 ] || { failed=1; tail -3 "$out/$name.err"; }
     done
-fi
+}
+# in the order --only names them: a device call that runs out of time loses its last one
+for x in $only; do
+    case "$x" in
+    rq1 | rq2 | rq3 | rq4 | shared | long) "run_$x" ;;
+    *) echo "paper_experiments.sh: unknown experiment '$x' (rq1 rq2 rq3 rq4 shared long)" >&2; exit 2 ;;
+    esac
+done
 python3 tools/paper_report.py "$out" --scale "$scale" >"$out/report.md" || failed=1
 echo "wrote $out/report.md"
 exit $failed
