@@ -40,5 +40,5 @@ commit=${LA_COMMIT:-unknown}
 rec="$OUT/fuzz_${commit}_$(date -u +%Y%m%dT%H%M%S).json"
 LD_LIBRARY_PATH=$d/lib python3 tools/fuzz_run.py run "$d" --seconds "$secs" --procs "$procs" --commit "$commit" --json "$rec"
 rc=$?
-if [ -n "$(ls -A "$d/artifacts"/*/* 2>/dev/null)" ]; then tar -C "$d" -czf "$OUT/fuzz_artifacts.tgz" artifacts logs; fi
+if [ -n "$(find "$d/artifacts" -type f 2>/dev/null | head -1)" ]; then tar -C "$d" -czf "$OUT/fuzz_artifacts.tgz" artifacts logs; fi
 exit $rc

@@ -36,16 +36,17 @@ paper)
     device=${device:-cuda}
     model=(--random-weights llama3.1-8b --tokenizer "$data/tokenizers/llama3")
     # name=value sizes, read by the experiments below
-    # sized for two device calls of 10 minutes on an H200 (GPU_NOTES "paper"): rq1 ~6 min with
-    # its warm-ups, rq2 ~3, rq3 < 1; shared ~3.5, long ~3, rq4 ~2
-    S=(pool=100 doc=2048 per=5 rq1_requests=120 rq1_points=1,2,4,8 rq1_duration=10 rq2_requests=100
+    # sized for device calls of 10 minutes on an H200 (GPU_NOTES "paper"): rq1 with 120 warm-up
+    # draws a point took 455 s for its first 13 of 20 (point, method) runs, most of it warm-up:
+    # 20 draws after the cover pass now, and 8 s points
+    S=(pool=100 doc=2048 per=5 rq1_requests=120 rq1_points=1,2,4,8 rq1_duration=8 warm_draws=20 rq2_requests=60
        rq2_conc=16 probe_doc=16384 probe_out=128 shared_doc=16384 shared_points=1,10,100,1000
        shared_requests=1000 shared_duration=20 long_doc=10000 long_pool=40 doc32k=32000 out32k=512
        eval_limit=200 eval_docs=10 out_tokens=32 tmax=600) ;;
 small)
     device=${device:-cpu}
     model=(-m models/rag-tiny --threads 2)
-    S=(pool=6 doc=32 per=2 rq1_requests=6 rq1_points=4,256 rq1_duration=1 rq2_requests=8
+    S=(pool=6 doc=32 per=2 rq1_requests=6 rq1_points=4,256 rq1_duration=1 warm_draws=2 rq2_requests=8
        rq2_conc=4 probe_doc=256 probe_out=16 shared_doc=128 shared_points=1,8 shared_requests=8
        shared_duration=2 long_doc=96 long_pool=6 doc32k=400 out32k=16 eval_limit=2 eval_docs=3
        out_tokens=4 tmax=120) ;;
@@ -84,11 +85,13 @@ bench() {
 
 run_rq1() { # RQ1: TTFT against the Poisson rate, up to saturation
     bench rq1_rate --pool-docs "$pool" --doc-tokens "$doc" --docs-per-request "$per" --zipf 2.1 \
-        --requests "$rq1_requests" --sweep rate --points "$rq1_points" --duration "$rq1_duration" --max-tokens "$out_tokens"
+        --requests "$rq1_requests" --sweep rate --points "$rq1_points" --duration "$rq1_duration" --warmup-draws "$warm_draws" \
+        --max-tokens "$out_tokens"
 }
 run_rq2() { # RQ2: document hit ratio against KV capacity (% of the pool's document blocks)
     bench rq2_kv --pool-docs "$pool" --doc-tokens "$doc" --docs-per-request "$per" --zipf 2.1 \
         --requests "$rq2_requests" --concurrency "$rq2_conc" --sweep kv --points 30,60,90 --max-tokens 8 \
+        --warmup-draws "$warm_draws" \
         --methods prefix,block,mepic,lazy
 }
 run_rq3() { # RQ3: the decode probe, one long document, lazy / mepic against plain attention

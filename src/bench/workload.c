@@ -35,6 +35,7 @@ void la_bench_workload_opts_init(la_bench_workload_opts *o) {
     o->pool_docs = 64;
     o->zipf_s = 1.0;
     o->tokens_per_word = 1.3;
+    o->warmup_draws = -1;
 }
 
 /* ---- seeded randomness ------------------------------------------------------------------ */
@@ -241,13 +242,13 @@ static la_status build_synthetic(const la_bench_workload_opts *o, la_bench_workl
     }
     /* warm-up: every pool document once (in id order, k per request), then n requests drawn
      * by popularity; then the n measured requests */
-    int32_t n_cover = (pool + k - 1) / k;
-    w->warmup = calloc((size_t)(n_cover + n), sizeof(la_bench_item));
+    int32_t n_cover = (pool + k - 1) / k, nd = o->warmup_draws < 0 ? n : o->warmup_draws;
+    w->warmup = calloc((size_t)(n_cover + nd), sizeof(la_bench_item));
     if (!w->warmup && s == LA_OK) s = la_err_set(err, LA_ERR_NO_MEMORY, "bench: out of memory");
     uint64_t x = o->seed * 0x2545f4914f6cdd1dull + 99;
-    for (int32_t r = -(n_cover + n); r < n && s == LA_OK; r++) {
+    for (int32_t r = -(n_cover + nd); r < n && s == LA_OK; r++) {
         la_bench_item *it = r < 0 ? &w->warmup[w->n_warmup++] : &w->measured[w->n_measured++];
-        int32_t qid = r + n_cover + n;
+        int32_t qid = r + n_cover + nd;
         const char *word = k_words[(uint64_t)qid * 7 % 32];
         it->question_id = -1;
         it->question = own_printf(w, "Which records mention the %s? (question %d)", word, qid);
@@ -257,8 +258,8 @@ static la_status build_synthetic(const la_bench_workload_opts *o, la_bench_workl
             s = la_err_set(err, LA_ERR_NO_MEMORY, "bench: out of memory");
             break;
         }
-        if (r < -n) { /* cover: documents c*k .. c*k+k-1 (wrapping at the pool's end) */
-            int32_t c = r + n_cover + n;
+        if (r < -nd) { /* cover: documents c*k .. c*k+k-1 (wrapping at the pool's end) */
+            int32_t c = r + n_cover + nd;
             for (int32_t j = 0; j < k; j++) base[j] = (c * k + j) % pool;
             /* distinct and ascending even where the last request wraps */
             for (int32_t j = 1; j < k; j++)
@@ -281,7 +282,7 @@ static la_status build_synthetic(const la_bench_workload_opts *o, la_bench_workl
                  "%d requests covering each of the %d pool documents once, then %d requests drawn "
                  "from the document popularity (zipf s=%g), in document id order and not measured; "
                  "then %d measured requests drawn the same way with the documents reordered by '%s'",
-                 n_cover, pool, n, o->zipf_s, n, la_bench_reorder_name(o->reorder));
+                 n_cover, pool, nd, o->zipf_s, n, la_bench_reorder_name(o->reorder));
     return s;
 }
 

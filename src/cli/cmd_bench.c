@@ -78,6 +78,7 @@ static void usage(FILE *f) {
             "                      [--cpu-kv f32|bf16]\n"
             "                      [--docs-per-request N] [--doc-tokens N] [--pool-docs N] [--zipf S]\n"
             "                      [--timeout S] [--duration S] [--salt S] [--no-warmup]\n"
+            "                      [--warmup-draws N]\n"
             "                      [--chat-template FILE | --raw]\n"
             "                      [store flags below]\n"
             "\n"
@@ -100,6 +101,8 @@ static void usage(FILE *f) {
             "  --salt         every request's cache salt (default: one per run, point and method);\n"
             "                 with --kv-dir, a later run (or `lazyattn ingest --salt`) finds its records\n"
             "  --no-warmup    measure from the first request (e.g. a restart on a filled --kv-dir)\n"
+            "  --warmup-draws synthetic: warm-up requests drawn by popularity after the pass that\n"
+            "                 covers the pool once (default: as many as --requests)\n"
             "  requests       the question as a chat message, rendered by the model's chat template\n"
             "                 around the documents; --chat-template FILE: by that Jinja template\n"
             "                 instead (in process); --raw: no template, BOS + documents + question\n"
@@ -164,7 +167,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         O_RANDOM = 1, O_TOKENIZER, O_DATASET, O_METHODS, O_REORDER, O_REQUESTS, O_CONC, O_RATE,
         O_URL, O_MAX_TOKENS, O_MAX_DOCS, O_JSON, O_PLOT, O_SWEEP, O_POINTS, O_SEED, O_IGNORE_EOS,
         O_DPR, O_DOC_TOKENS, O_POOL, O_ZIPF, O_TIMEOUT, O_SALT, O_NO_WARMUP, O_RAW,
-        O_DURATION
+        O_DURATION, O_WARMUP_DRAWS
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, LA_CLI_OPT_MODEL},
@@ -189,6 +192,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         {"zipf", required_argument, 0, O_ZIPF},             {"timeout", required_argument, 0, O_TIMEOUT},
         {"duration", required_argument, 0, O_DURATION},
         {"salt", required_argument, 0, O_SALT},             {"no-warmup", no_argument, 0, O_NO_WARMUP},
+        {"warmup-draws", required_argument, 0, O_WARMUP_DRAWS},
         LA_CLI_STORE_OPTIONS,
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -261,6 +265,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         case O_IGNORE_EOS: o->so.ignore_eos = true; break;
         case O_SALT: o->so.cache_salt = optarg; break;
         case O_NO_WARMUP: o->so.no_warmup = true; break;
+        case O_WARMUP_DRAWS: bad = la_cli_parse_i32(optarg, "--warmup-draws", &o->so.wo.warmup_draws); break;
         case O_DPR:
             bad = la_cli_parse_i32(optarg, "--docs-per-request", &o->so.wo.docs_per_request),
             o->set_docs_per_request = true;
@@ -286,6 +291,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (o->so.rate_per_s < 0 || (o->so.rate_per_s > 0 && conc_given))
         return usage_error("give either --concurrency N or --rate R (> 0)%s", "");
     if (o->so.wo.zipf_s < 0) return usage_error("--zipf must be >= 0%s", "");
+    if (o->so.wo.warmup_draws < -1) return usage_error("--warmup-draws must be >= 0%s", "");
     if (o->so.eo.kv_blocks < 0 || o->so.eo.n_threads < 0)
         return usage_error("--kv-blocks and --threads must be >= 0%s", "");
     if (o->so.url && o->set_in_process_only)
