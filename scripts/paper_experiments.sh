@@ -41,14 +41,14 @@ paper)
     # 20 draws after the cover pass now, and 8 s points
     S=(pool=100 doc=2048 per=5 rq1_requests=120 rq1_points=1,2,4,8 rq1_duration=8 warm_draws=20 rq2_requests=60
        rq2_conc=16 probe_doc=16384 probe_out=128 shared_doc=16384 shared_points=1,10,100,1000
-       shared_requests=1000 shared_duration=20 long_doc=10000 long_pool=40 doc32k=32000 out32k=512
+       shared_requests=1000 shared_duration=20 shared_warm=100 long_doc=10000 long_pool=40 doc32k=32000 out32k=512
        eval_limit=200 eval_docs=10 out_tokens=32 tmax=600) ;;
 small)
     device=${device:-cpu}
     model=(-m models/rag-tiny --threads 2)
     S=(pool=6 doc=32 per=2 rq1_requests=6 rq1_points=4,256 rq1_duration=1 warm_draws=2 rq2_requests=8
        rq2_conc=4 probe_doc=256 probe_out=16 shared_doc=128 shared_points=1,8 shared_requests=8
-       shared_duration=2 long_doc=96 long_pool=6 doc32k=400 out32k=16 eval_limit=2 eval_docs=3
+       shared_duration=2 shared_warm=2 long_doc=96 long_pool=6 doc32k=400 out32k=16 eval_limit=2 eval_docs=3
        out_tokens=4 tmax=120) ;;
 *) echo "paper_experiments.sh: --scale is paper or small, not '$scale'" >&2; exit 2 ;;
 esac
@@ -101,6 +101,7 @@ run_rq3() { # RQ3: the decode probe, one long document, lazy / mepic against pla
 run_shared() { # many requests on one document (DESIGN.md §10)
     bench shared_kv --pool-docs 1 --docs-per-request 1 --doc-tokens "$shared_doc" --sweep concurrency \
         --points "$shared_points" --requests "$shared_requests" --duration "$shared_duration" --max-tokens "$out_tokens" \
+        --warmup-draws "$shared_warm" \
         --methods prefix,lazy
 }
 run_long() { # long context

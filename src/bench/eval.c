@@ -174,6 +174,7 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
     cJSON_AddStringToObject(root, "model", model);
     cJSON_AddStringToObject(root, "device", device);
     cJSON_AddNumberToObject(root, "questions", nq);
+    cJSON_AddNumberToObject(root, "empty_documents_left_out", ev->ds->n_empty_docs);
     cJSON_AddNumberToObject(root, "orders", orders);
     cJSON_AddStringToObject(root, "prompt", ev->raw ? "raw" : "chat template");
     char *cmd = la_command_line(argc, argv);

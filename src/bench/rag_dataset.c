@@ -53,6 +53,10 @@ static void add_answer(la_rag_question *q, const char *a) {
 
 static void add_doc(la_rag_question *q, const char *title, const char *text, int32_t max_docs) {
     if (max_docs > 0 && q->n_docs >= max_docs) return;
+    if (!text || !text[0]) {
+        q->n_empty_docs++;
+        return;
+    }
     la_rag_doc *p = realloc(q->docs, sizeof(la_rag_doc) * (size_t)(q->n_docs + 1));
     if (!p) return;
     q->docs = p;
@@ -159,6 +163,7 @@ static la_status push_record(la_rag_dataset *d, const cJSON *o, const char *path
         return la_err_set(err, LA_ERR_NO_MEMORY, "%s: out of memory", path);
     }
     d->q = p;
+    d->n_empty_docs += q.n_empty_docs;
     d->q[d->n++] = q;
     return LA_OK;
 }

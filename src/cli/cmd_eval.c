@@ -179,6 +179,8 @@ int la_cli_eval(int argc, char **argv) {
         fprintf(stderr, "lazyattn eval: %s\n", err.msg);
         return LA_EXIT_ERROR;
     }
+    if (ds.n_empty_docs)
+        fprintf(stderr, "lazyattn eval: %s: %d documents with no text left out\n", dataset, ds.n_empty_docs);
     eo.max_running = concurrency;
     eo.max_queue = concurrency > 256 ? concurrency : 256;
     la_engine *e = NULL;

@@ -63,3 +63,32 @@ Test(rag_dataset_gz, a_gzipped_dataset_loads_like_the_plain_one_whatever_its_pat
     free(src);
     la_test_rm_tree(dir);
 }
+
+/* TriviaQA's retrievals hold documents with a title and no text (question 3 of
+ * retrievalqa_triviaqa_subset50.jsonl has four); the engine refuses an empty document, so the
+ * loader leaves them out and counts them, and --max-docs counts only documents kept. */
+Test(rag_dataset, documents_with_no_text_are_left_out_and_counted) {
+    char *dir = la_test_tmpdir();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/trivia.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs("{\"question_id\": \"q1\", \"question\": \"Which bird?\", \"ground_truth\": [\"wren\"], \"context\": ["
+          "{\"title\": \"A\", \"text\": \"first\"}, {\"title\": \"Portal:Birds\", \"text\": \"\"}, "
+          "{\"title\": \"B\"}, {\"title\": \"C\", \"text\": \"third\"}, {\"title\": \"D\", \"text\": \"fourth\"}]}\n",
+          f);
+    fclose(f);
+    la_rag_dataset d;
+    la_err err = {0};
+    LA_CHECK_OK(la_rag_dataset_load(path, 0, 3, &d, &err), err);
+    cr_assert_str_eq(d.format, "triviaqa");
+    cr_assert_eq(d.n, 1);
+    cr_assert_eq(d.q[0].n_docs, 3);
+    cr_assert_str_eq(d.q[0].docs[0].text, "first");
+    cr_assert_str_eq(d.q[0].docs[1].text, "third");
+    cr_assert_str_eq(d.q[0].docs[2].text, "fourth");
+    cr_assert_eq(d.q[0].n_empty_docs, 2);
+    cr_assert_eq(d.n_empty_docs, 2);
+    la_rag_dataset_free(&d);
+    free(dir);
+}
