@@ -210,7 +210,11 @@ def main():
     rc = server.stop()
     if rc != 0:
         failures.append(f"the server exited with {rc} on SIGTERM")
-    report = {"seconds": round(time.time() - t0, 1), "clients": a.clients, "answered": stats["answered"],
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    report = {"command": " ".join(sys.argv), "commit": commit, "build": os.path.basename(os.path.abspath(a.build)),
+              "machine": f"{os.uname().nodename} ({os.cpu_count()} CPUs)",
+              "seconds": round(time.time() - t0, 1), "clients": a.clients, "answered": stats["answered"],
               "cut": stats["cut"], "evictions": evictions, "rss_mib_after_phase_1": rss1 / 1024,
               "rss_mib_after_phase_2": rss2 / 1024, "failures": failures}
     print(json.dumps(report, indent=1))
