@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "backend/cpu/cpu_internal.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/rope.h"
 #include "base/dtype.h"
@@ -48,75 +49,12 @@
  * BLAS tile (unpacked to f32 in the worker's scratch, 64 rows of n_in floats). */
 #define GEMV_CHUNK 16
 #define BLAS_CHUNK 64
-/* Attention splits a sequence's blocks over several tasks when it has at most this many
- * query rows (decode) and at least twice ATTN_SPLIT_MIN_BLOCKS blocks. */
-#define ATTN_SPLIT_MAX_ROWS 16
-#define ATTN_SPLIT_MIN_BLOCKS 16
-/* From this many rows of a sequence (prefill), attention reads keys transposed 16 at a time
- * (attn_block_kt; head_dim a multiple of 16): the transpose is paid once for rows x heads
- * queries. */
-#define ATTN_KT_MIN_ROWS 4
-
-/* One weight in memory: a matrix [n_out, n_in] packed for the kernels (cpu_kernels.h:
- * groups of 4 rows, 16-element pieces) in dtype; norms and biases plain f32 vectors. */
-typedef struct cpu_weight {
-    void *data; /* NULL: the model has no such tensor */
-    la_dtype dtype;
-} cpu_weight;
-
-typedef struct cpu_layer {
-    cpu_weight w[LA_W_KIND_COUNT];
-} cpu_layer;
-
-/* A worker's scratch, grown on demand (attention's queries and state, a widened weight tile). */
-typedef struct cpu_scratch {
-    float *p;
-    size_t n; /* floats */
-} cpu_scratch;
-
-typedef struct cpu_backend {
-    la_backend base;
-    la_threadpool *tp;
-    const la_cpu_kernels *kern;
-    int64_t gemm_max_rows_f32, gemm_max_rows_16bit, gemm_x_bytes;
-    int n_workers;
-    cpu_scratch *scratch; /* [n_workers] */
-    la_status *worker_status; /* [n_workers]: LA_ERR_NO_MEMORY where a worker's scratch failed */
-    /* weights */
-    cpu_weight embed;   /* [vocab, hidden] */
-    cpu_weight lm_head; /* [vocab, hidden]; .data == embed.data when tied (not owned twice) */
-    float *final_norm;  /* [hidden] */
-    cpu_layer *layers;
-    int32_t n_layers;
-    float *inv_freq;    /* [head_dim / 2] */
-    float *rope_cs;     /* [rope_n][head_dim / 2][cos, sin]: RoPE table by position */
-    int64_t rope_n;     /* positions in the table */
-    /* KV pool */
-    void *k_pool, *v_pool; /* [n_layers][n_blocks][n_kv][B][hd] of base.kv_dtype */
-    int64_t n_blocks;
-    int32_t block_size;
-    la_dtype pool_dtype; /* the dtype the pool was allocated in */
-    /* x rounded to bf16 for gemm_nt_bf16x (la_backend.bf16_dot), grown on demand */
-    uint16_t *xb;
-    size_t xb_n;
-    /* attention's per-call arrays, grown on demand */
-    void *attn_mem;
-    size_t attn_mem_bytes;
-    /* current batch (borrowed copy of the caller's arrays) */
-    la_batch batch;
-    int32_t *b_tokens, *b_pos, *b_kpos, *b_logit_rows;
-    int64_t *b_slots;
-    la_batch_seq *b_seqs;
-    la_attn_block *b_blocks;
-} cpu_backend;
-
-static cpu_backend *cpu(la_backend *be) { return (cpu_backend *)be; }
 
 /* Memory for weights and the KV pool (free with free()): 2 MiB-aligned and, from 2 MiB on,
  * asked for transparent huge pages (madvise mode: the kernel default here). A decode step
  * streams the weights once: with 4 KiB pages the hardware prefetcher stops at every page
  * boundary and the TLB misses every page. zero: zero-filled. NULL when out of memory. */
-static void *big_alloc(size_t bytes, bool zero) {
+void *la_cpu_big_alloc(size_t bytes, bool zero) {
     const size_t huge = (size_t)2 << 20;
     if (bytes < huge) return zero ? calloc(1, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
     void *p = NULL;
@@ -131,7 +69,7 @@ static void *big_alloc(size_t bytes, bool zero) {
 
 /* Worker w's scratch of at least n floats; NULL (and the worker's status set) when out of
  * memory. */
-static float *scratch_get(cpu_backend *c, int w, size_t n) {
+float *la_cpu_scratch_get(cpu_backend *c, int w, size_t n) {
     cpu_scratch *s = &c->scratch[w];
     if (s->n < n) {
         float *p = realloc(s->p, n * sizeof(float));
@@ -146,7 +84,7 @@ static float *scratch_get(cpu_backend *c, int w, size_t n) {
 }
 
 /* LA_OK, or the first worker's failure since the last call (statuses reset). */
-static la_status workers_status(cpu_backend *c) {
+la_status la_cpu_workers_status(cpu_backend *c) {
     la_status s = LA_OK;
     for (int w = 0; w < c->n_workers; w++) {
         if (s == LA_OK) s = c->worker_status[w];
@@ -155,215 +93,9 @@ static la_status workers_status(cpu_backend *c) {
     return s;
 }
 
-/* ============================================================ weights ================ */
-
-/* Whether kind k is a matrix the products read (kept in the weight dtype); norms and
- * biases stay f32. */
-static bool kind_is_matrix(int k) {
-    return k == LA_W_Q || k == LA_W_K || k == LA_W_V || k == LA_W_O || k == LA_W_GATE || k == LA_W_UP ||
-           k == LA_W_DOWN || k == LA_W_LM_HEAD || k == LA_W_EMBED;
-}
-
-/* The dtype a matrix whose checkpoint dtype is src is kept in: la_backend.weight_dtype when
- * set, else src where the kernels convert it fast, else f32. */
-static la_dtype matrix_dtype(const cpu_backend *c, la_dtype src) {
-    if (c->base.weight_dtype >= 0 && c->base.weight_dtype < LA_DTYPE_COUNT) return (la_dtype)c->base.weight_dtype;
-    return la_cpu_dtype_fast(src) ? src : LA_DTYPE_F32;
-}
-
-/* n elements of f32 src to dst of dtype t (bf16 / f16: rounded to nearest even). */
-static void from_f32(void *dst, la_dtype t, const float *src, size_t n) {
-    if (t == LA_DTYPE_F32) {
-        memcpy(dst, src, n * sizeof(float));
-    } else {
-        uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = t == LA_DTYPE_BF16 ? la_f32_to_bf16(src[i]) : la_f32_to_f16(src[i]);
-    }
-}
-
-/* A weight matrix [n_out, n_in] of dtype st at src, packed for the kernels in dtype want
- * (cpu_kernels.h). */
-static la_status load_matrix(const char *name, const void *src, la_dtype st, int64_t n_out, int64_t n_in,
-                             la_dtype want, cpu_weight *out, la_err *err) {
-    size_t n = (size_t)la_cpu_packed_elems(n_out, n_in);
-    void *p = big_alloc(n * la_dtype_size(want), false);
-    if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "%s: out of memory (%zu elements)", name, n);
-    la_cpu_pack(p, want, src, st, n_out, n_in);
-    out->data = p;
-    out->dtype = want;
-    return LA_OK;
-}
-
-/* Tensor t into memory of dtype want: a matrix packed, a vector (norm, bias) as it is. */
-static la_status load_tensor(const cpu_backend *c, const la_tensor_view *t, bool matrix, la_dtype want,
-                             cpu_weight *out, la_err *err) {
-    if (matrix) return load_matrix(t->name, t->data, t->dtype, t->n_out, t->n_in, want, out, err);
-    size_t n = (size_t)(t->n_out * t->n_in);
-    float *p = malloc(n * sizeof(float) + 1);
-    if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "%s: out of memory (%zu elements)", t->name, n);
-    c->kern->to_f32(p, t->data, t->dtype, (int64_t)n);
-    out->data = p;
-    out->dtype = LA_DTYPE_F32;
-    return LA_OK;
-}
-
-static void free_weights(cpu_backend *c) {
-    if (c->lm_head.data != c->embed.data) free(c->lm_head.data);
-    free(c->embed.data);
-    free(c->final_norm);
-    for (int32_t l = 0; l < c->n_layers; l++)
-        for (int k = 0; k < LA_W_KIND_COUNT; k++) free(c->layers[l].w[k].data);
-    free(c->layers);
-    free(c->inv_freq);
-    c->base.shape.rope_inv_freq = NULL;
-    free(c->rope_cs);
-    c->rope_cs = NULL;
-    c->rope_n = 0;
-    c->embed.data = c->lm_head.data = NULL;
-    c->final_norm = c->inv_freq = NULL;
-    c->layers = NULL;
-    c->n_layers = 0;
-}
-
-/* Random weights (w == NULL): uniform with std INIT_STD (as tools/write_random_checkpoint),
- * norm weights 1; each value a pure function of (tensor, index) through splitmix64.
- * Layer l's kind k is tensor 16 + l * RANDOM_KINDS_PER_LAYER + k: a constant, not
- * LA_W_KIND_COUNT, so that new weight kinds leave every value as it was. */
-#define INIT_STD 0.02
-#define RANDOM_KINDS_PER_LAYER 11
-
-static uint64_t mix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static la_status random_f32(int64_t n, uint64_t tensor_id, bool norm, float **out, la_err *err) {
-    float *p = malloc(sizeof(float) * (size_t)n);
-    if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "random weights: out of memory (%lld floats)",
-                              (long long)n);
-    const double half_width = INIT_STD * sqrt(3.0); /* uniform(-a, a) has std a / sqrt(3) */
-    for (int64_t i = 0; i < n; i++) {
-        if (norm) {
-            p[i] = 1.0f;
-        } else {
-            double u = (double)(mix64(tensor_id * 0x100000001b3ull + (uint64_t)i) >> 11) * 0x1.0p-53;
-            p[i] = (float)((2.0 * u - 1.0) * half_width);
-        }
-    }
-    *out = p;
-    return LA_OK;
-}
-
-/* Random tensor (above), [n_out, n_in]: a matrix packed in dtype t, a vector f32. */
-static la_status random_tensor(int64_t n_out, int64_t n_in, uint64_t tensor_id, bool norm, bool matrix, la_dtype t,
-                               cpu_weight *out, la_err *err) {
-    float *p = NULL;
-    LA_TRY(random_f32(n_out * n_in, tensor_id, norm, &p, err));
-    if (!matrix) {
-        out->data = p;
-        out->dtype = LA_DTYPE_F32;
-        return LA_OK;
-    }
-    la_status s = load_matrix("random weights", p, LA_DTYPE_F32, n_out, n_in, t, out, err);
-    free(p);
-    return s;
-}
-
-static la_status random_weights(cpu_backend *c, const la_backend_shape *m, la_err *err) {
-    int64_t d = m->hidden_size;
-    const la_dtype wt = matrix_dtype(c, LA_DTYPE_F32);
-    cpu_weight norm;
-    LA_TRY(random_tensor(m->vocab_size, d, 1, false, true, wt, &c->embed, err));
-    LA_TRY(random_tensor(1, d, 2, true, false, LA_DTYPE_F32, &norm, err));
-    c->final_norm = norm.data;
-    if (m->tie_word_embeddings) c->lm_head = c->embed;
-    else LA_TRY(random_tensor(m->vocab_size, d, 3, false, true, wt, &c->lm_head, err));
-    for (int32_t l = 0; l < m->n_layers; l++)
-        for (int k = 0; k < LA_W_FINAL_NORM; k++) { /* the per-layer kinds the model has */
-            int64_t o, i;
-            la_weight_shape(m, (la_weight_kind)k, &o, &i);
-            if (o == 0) continue;
-            /* the kinds after LA_W_DOWN in a tensor-id space of their own */
-            uint64_t id = k <= LA_W_DOWN ? 16 + (uint64_t)l * RANDOM_KINDS_PER_LAYER + (uint64_t)k
-                                         : ((uint64_t)1 << 40) + (uint64_t)l * 64 + (uint64_t)k;
-            bool is_norm = k == LA_W_ATTN_NORM || k == LA_W_MLP_NORM || k == LA_W_Q_NORM || k == LA_W_K_NORM;
-            LA_TRY(random_tensor(o, i, id, is_norm, kind_is_matrix(k), wt, &c->layers[l].w[k], err));
-        }
-    return LA_OK;
-}
-
-static la_status cpu_load_weights(la_backend *be, const la_backend_shape *shape,
-                                  const la_weight_table *w, la_err *err) {
-    cpu_backend *c = cpu(be);
-    free_weights(c);
-    c->base.shape = *shape;
-    c->base.shape.rope_inv_freq = NULL;
-    c->layers = calloc((size_t)shape->n_layers, sizeof(cpu_layer));
-    c->inv_freq = malloc(sizeof(float) * (size_t)(shape->head_dim / 2));
-    if (!c->layers || !c->inv_freq) {
-        free_weights(c);
-        return la_err_set(err, LA_ERR_NO_MEMORY, "cpu backend: out of memory");
-    }
-    c->n_layers = shape->n_layers;
-    memcpy(c->inv_freq, shape->rope_inv_freq, sizeof(float) * (size_t)(shape->head_dim / 2));
-    c->base.shape.rope_inv_freq = c->inv_freq;
-    if (!w) {
-        la_status s = random_weights(c, shape, err);
-        if (s != LA_OK) free_weights(c);
-        return s;
-    }
-    const la_tensor_view *embed = la_weight_table_at(w, LA_W_EMBED, 0);
-    const la_tensor_view *lm_head = la_weight_table_at(w, LA_W_LM_HEAD, 0);
-    cpu_weight norm = {0};
-    la_status s = load_tensor(c, embed, true, matrix_dtype(c, embed->dtype), &c->embed, err);
-    if (s == LA_OK) s = load_tensor(c, la_weight_table_at(w, LA_W_FINAL_NORM, 0), false, LA_DTYPE_F32, &norm, err);
-    c->final_norm = norm.data;
-    if (s == LA_OK) {
-        if (lm_head->data == embed->data) c->lm_head = c->embed;
-        else s = load_tensor(c, lm_head, true, matrix_dtype(c, lm_head->dtype), &c->lm_head, err);
-    }
-    for (int32_t l = 0; s == LA_OK && l < shape->n_layers; l++)
-        for (int k = 0; s == LA_OK && k < LA_W_FINAL_NORM; k++) { /* the per-layer kinds */
-            const la_tensor_view *t = la_weight_table_at(w, (la_weight_kind)k, l);
-            int64_t o, i;
-            la_weight_shape(shape, (la_weight_kind)k, &o, &i);
-            if (o > 0 && !t->data)
-                s = la_err_set(err, LA_ERR_INVALID_ARG, "cpu backend: layer %d lacks weight kind %d", (int)l, k);
-            else if (t->data)
-                s = load_tensor(c, t, kind_is_matrix(k), matrix_dtype(c, t->dtype), &c->layers[l].w[k], err);
-        }
-    if (s != LA_OK) free_weights(c);
-    return s;
-}
-
-/* Weight of kind k and its [n_out, n_in] shape (NULL for an unknown kind or one the model
- * lacks). */
-static const cpu_weight *weight(cpu_backend *c, la_weight_kind k, int32_t layer, int64_t *n_out, int64_t *n_in) {
-    int64_t o, i;
-    la_weight_shape(&c->base.shape, k, &o, &i);
-    if (o == 0) return NULL;
-    if (n_out) *n_out = o;
-    if (n_in) *n_in = i;
-    const cpu_weight *w = k == LA_W_LM_HEAD ? &c->lm_head : k == LA_W_EMBED ? &c->embed : &c->layers[layer].w[k];
-    return w->data ? w : NULL;
-}
-
-/* An f32 vector weight (norms, biases). */
-static const float *vec_weight(cpu_backend *c, la_weight_kind k, int32_t layer) {
-    if (k == LA_W_FINAL_NORM) return c->final_norm;
-    return c->layers[layer].w[k].data;
-}
-
 /* ============================================================ KV pool ================ */
 
-static size_t kv_es(const cpu_backend *c) { return la_dtype_size(c->pool_dtype); }
 
-static int64_t kv_layer_elems(const cpu_backend *c) {
-    const la_backend_shape *m = &c->base.shape;
-    return c->n_blocks * m->n_kv_heads * c->block_size * m->head_dim;
-}
 
 static int64_t cpu_kv_block_bytes(const la_backend *be, int32_t block_size) {
     const la_backend_shape *m = &be->shape;
@@ -382,8 +114,8 @@ static la_status cpu_kv_alloc(la_backend *be, int64_t n_blocks, int32_t block_si
                           la_dtype_name(be->kv_dtype));
     size_t n = (size_t)n_blocks * (size_t)m->n_layers * (size_t)m->n_kv_heads *
                (size_t)block_size * (size_t)m->head_dim;
-    c->k_pool = big_alloc(n * la_dtype_size(be->kv_dtype), true);
-    c->v_pool = big_alloc(n * la_dtype_size(be->kv_dtype), true);
+    c->k_pool = la_cpu_big_alloc(n * la_dtype_size(be->kv_dtype), true);
+    c->v_pool = la_cpu_big_alloc(n * la_dtype_size(be->kv_dtype), true);
     if (!c->k_pool || !c->v_pool) {
         free(c->k_pool);
         free(c->v_pool);
@@ -397,16 +129,10 @@ static la_status cpu_kv_alloc(la_backend *be, int64_t n_blocks, int32_t block_si
     return LA_OK;
 }
 
-/* [block_size, head_dim] of (layer, block, kv head), elements of pool_dtype. */
-static void *kv_at(cpu_backend *c, void *pool, int32_t layer, int64_t block, int32_t kvh) {
-    const la_backend_shape *m = &c->base.shape;
-    return (char *)pool + (size_t)(layer * kv_layer_elems(c) + ((block * m->n_kv_heads + kvh) * c->block_size) *
-                                                                   m->head_dim) * kv_es(c);
-}
 
 /* Store n f32 values at element off of a pool row (converted to the pool's dtype). */
 static void kv_store(cpu_backend *c, void *row, int64_t off, const float *src, int32_t n) {
-    from_f32((char *)row + (size_t)off * kv_es(c), c->pool_dtype, src, (size_t)n);
+    la_cpu_from_f32((char *)row + (size_t)off * kv_es(c), c->pool_dtype, src, (size_t)n);
 }
 
 /* ============================================================ RoPE table ============= */
@@ -424,11 +150,6 @@ static la_status rope_reserve(cpu_backend *c, int64_t n, la_err *err) {
     c->rope_cs = t;
     c->rope_n = cap;
     return LA_OK;
-}
-
-/* The table row of position pos (0 <= pos < rope_n). */
-static const float *rope_row(const cpu_backend *c, int64_t pos) {
-    return c->rope_cs + pos * c->base.shape.head_dim;
 }
 
 /* ============================================================ activations ============ */
@@ -556,7 +277,7 @@ static void rmsnorm_rows(void *p, int64_t b, int64_t e, int worker) {
 static la_status cpu_rmsnorm(la_backend *be, const la_act *x, la_weight_kind w, int32_t layer,
                              la_act *out, la_err *err) {
     cpu_backend *c = cpu(be);
-    rows_ctx r = {c, x->data, out->data, vec_weight(c, w, layer), x->n_cols, (float)c->base.shape.rms_norm_eps, NULL};
+    rows_ctx r = {c, x->data, out->data, la_cpu_vec_weight(c, w, layer), x->n_cols, (float)c->base.shape.rms_norm_eps, NULL};
     la_parallel_for(c->tp, x->n_rows, rmsnorm_rows, &r);
     return LA_OK;
 }
@@ -575,7 +296,7 @@ static void add_rmsnorm_rows(void *p, int64_t b, int64_t e, int worker) {
 static la_status cpu_add_rmsnorm(la_backend *be, la_act *x, const la_act *y, la_weight_kind w, int32_t layer,
                                  la_act *out, la_err *err) {
     cpu_backend *c = cpu(be);
-    rows_ctx r = {c, y->data, x->data, vec_weight(c, w, layer), x->n_cols, (float)c->base.shape.rms_norm_eps,
+    rows_ctx r = {c, y->data, x->data, la_cpu_vec_weight(c, w, layer), x->n_cols, (float)c->base.shape.rms_norm_eps,
                   out->data};
     la_parallel_for(c->tp, x->n_rows, add_rmsnorm_rows, &r);
     return LA_OK;
@@ -655,7 +376,7 @@ static void mm_cols(mm_ctx *m, int i, int64_t c0, int64_t c1, int worker) {
         return;
     }
     /* this tile of the weight unpacked (and widened) to row-major f32 first */
-    float *wf = scratch_get(m->c, worker, (size_t)((c1 - c0) * m->n_in));
+    float *wf = la_cpu_scratch_get(m->c, worker, (size_t)((c1 - c0) * m->n_in));
     if (!wf) return;
     la_cpu_unpack_rows(m->c->kern, wf, w->data, w->dtype, m->n_in, c0, c1);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m->n, (int)(c1 - c0), (int)m->n_in, 1.0f, m->x,
@@ -694,7 +415,7 @@ static const float *bias_of(cpu_backend *c, la_weight_kind k, int32_t layer) {
 static la_status matmuls(cpu_backend *c, const la_act *x, const la_weight_kind *k, int n_w, int32_t layer,
                          la_act *const *out, bool swiglu, la_err *err) {
     mm_ctx m = {.c = c, .x = x->data, .n = x->n_rows, .n_w = swiglu ? 1 : n_w, .swiglu = swiglu};
-    const cpu_weight *w0 = weight(c, k[0], layer, NULL, NULL);
+    const cpu_weight *w0 = la_cpu_weight(c, k[0], layer, NULL, NULL);
     m.small = x->n_rows <= (w0 && w0->dtype != LA_DTYPE_F32 ? c->gemm_max_rows_16bit : c->gemm_max_rows_f32) ||
               x->n_rows * x->n_cols * (int64_t)sizeof(float) <= c->gemm_x_bytes;
     if (c->base.bf16_dot && c->kern->gemm_nt_bf16x && w0 && w0->dtype == LA_DTYPE_BF16) {
@@ -717,7 +438,7 @@ static la_status matmuls(cpu_backend *c, const la_act *x, const la_weight_kind *
     int64_t n_tasks = 0;
     for (int i = 0; i < n_w; i++) {
         int64_t n_out, n_in;
-        m.w[i] = weight(c, k[i], layer, &n_out, &n_in);
+        m.w[i] = la_cpu_weight(c, k[i], layer, &n_out, &n_in);
         if (!m.w[i] || x->n_cols != n_in || out[i]->n_cols != n_out || out[i]->n_rows != x->n_rows)
             return la_err_set(err, LA_ERR_INTERNAL, "cpu matmul: shape mismatch for weight %d", (int)k[i]);
         m.n_in = n_in;
@@ -730,7 +451,7 @@ static la_status matmuls(cpu_backend *c, const la_act *x, const la_weight_kind *
     if (swiglu && m.n_out[0] != m.n_out[1])
         return la_err_set(err, LA_ERR_INTERNAL, "cpu gate_up_swiglu: gate and up differ in width");
     la_parallel_for(c->tp, n_tasks, mm_tasks, &m);
-    la_status s = workers_status(c);
+    la_status s = la_cpu_workers_status(c);
     if (s != LA_OK) return la_err_set(err, s, "cpu matmul: a weight tile: out of memory");
     return LA_OK;
 }
@@ -793,264 +514,6 @@ static la_status cpu_kv_write(la_backend *be, int32_t layer, la_act *k, const la
     la_parallel_for(c->tp, k->n_rows, kv_write_rows, &w);
     return LA_OK;
 }
-
-/* ============================================================ attention ============== */
-
-/* Paged attention as an online softmax (FlashAttention's recurrence on the CPU): a task
- * holds, for each query vector of one (sequence, KV head) -- the GQA group's heads times the
- * sequence's rows -- a running max mx, sum l and unnormalized output acc[head_dim], and folds
- * in one KV block at a time: the block is read once for every query of the group, and the
- * causal mask of a block is a prefix of its slots (slot j is kept for a query at position p
- * iff j < n_valid and pos0 + j <= p). Queries are rotated once per run of blocks sharing
- * q_delta (lazy: once per document), mepic blocks' keys once per block into scratch.
- *
- * A decode sequence's blocks are cut into ranges run as separate tasks; each range leaves
- * (mx, l, acc) per query and a merge rescales them to the largest max:
- *   out = sum_r acc_r e^(mx_r - M) / sum_r l_r e^(mx_r - M),  M = max_r mx_r. */
-typedef struct attn_task {
-    int32_t seq, kvh;
-    int32_t b0, b1;  /* blocks [b0, b1) of the sequence's list */
-    int32_t n_split; /* ranges of this (seq, kvh); 1: the task writes out itself */
-    int64_t part;    /* first float of its partial state in attn_ctx.part (n_split > 1) */
-} attn_task;
-
-typedef struct {
-    cpu_backend *c;
-    int32_t layer;
-    const float *q;
-    float *out;
-    const attn_task *tasks;
-    float *part;            /* [tasks with n_split > 1][G * n_rows][2 + head_dim]: mx, l, acc */
-    const int32_t *merge0;  /* (seq, kvh) -> its first task, for the merge */
-} attn_ctx;
-
-static void attn_run(attn_ctx *a, const attn_task *t, int worker) {
-    cpu_backend *c = a->c;
-    const la_cpu_kernels *kn = c->kern;
-    const la_backend_shape *m = &c->base.shape;
-    const la_batch *b = &c->batch;
-    const la_batch_seq *sq = &b->seqs[t->seq];
-    const la_attn_block *blocks = b->blocks + sq->block0;
-    const int32_t hd = m->head_dim, B = c->block_size, G = m->n_heads / m->n_kv_heads, n_q = sq->n_rows;
-    const int32_t nQ = G * n_q;
-    const int64_t qstride = (int64_t)m->n_heads * hd;
-    const float scale = (float)(1.0 / sqrt((double)hd));
-    const la_dtype kvt = c->pool_dtype;
-    const size_t st = (size_t)hd + 2; /* state floats per query: mx, l, acc */
-    /* prefill (several rows): each block's keys transposed, 16 at a time, for attn_block_kt */
-    const bool use_kt = n_q >= ATTN_KT_MIN_ROWS && hd % 16 == 0;
-    float *Q = scratch_get(c, worker, (size_t)nQ * hd + (size_t)nQ * st + 2 * (size_t)B * hd + 16 * (size_t)hd);
-    if (!Q) return;
-    float *S = t->n_split > 1 ? a->part + t->part : Q + (size_t)nQ * hd;
-    float *Kr = Q + (size_t)nQ * hd + (size_t)nQ * st, *Vr = Kr + (size_t)B * hd, *Kt = Vr + (size_t)B * hd;
-    for (int32_t i = 0; i < nQ; i++) {
-        float *sti = S + (size_t)i * st;
-        sti[0] = -INFINITY, sti[1] = 0.0f;
-        memset(sti + 2, 0, sizeof(float) * (size_t)hd);
-    }
-    int32_t max_pos = INT32_MIN;
-    for (int32_t i = 0; i < n_q; i++)
-        if (b->pos[sq->row0 + i] > max_pos) max_pos = b->pos[sq->row0 + i];
-    bool rotated = false;
-    int32_t delta = 0;
-    for (int32_t bi = t->b0; bi < t->b1; bi++) {
-        const la_attn_block *blk = &blocks[bi];
-        if (blk->n_valid <= 0 || blk->pos0 > max_pos) continue;
-        if (!rotated || blk->q_delta != delta) { /* queries at p - delta, query vector hh * n_q + i */
-            delta = blk->q_delta;
-            rotated = true;
-            for (int32_t hh = 0; hh < G; hh++)
-                for (int32_t i = 0; i < n_q; i++) {
-                    const int32_t row = sq->row0 + i;
-                    float *qi = Q + ((size_t)hh * n_q + i) * hd;
-                    memcpy(qi, a->q + row * qstride + (int64_t)(t->kvh * G + hh) * hd, sizeof(float) * (size_t)hd);
-                    la_rope_apply(qi, hd, rope_row(c, (int64_t)b->pos[row] - delta));
-                }
-        }
-        const void *K = kv_at(c, c->k_pool, a->layer, blk->block_id, t->kvh);
-        const void *V = kv_at(c, c->v_pool, a->layer, blk->block_id, t->kvh);
-        if (bi + 1 < t->b1) { /* the next block's K and V: scattered in the pool, no prefetcher finds them */
-            const char *nk = kv_at(c, c->k_pool, a->layer, blocks[bi + 1].block_id, t->kvh);
-            const char *nv = kv_at(c, c->v_pool, a->layer, blocks[bi + 1].block_id, t->kvh);
-            const size_t bytes = (size_t)blocks[bi + 1].n_valid * (size_t)hd * kv_es(c);
-            for (size_t off = 0; off < bytes; off += 64) {
-                __builtin_prefetch(nk + off);
-                __builtin_prefetch(nv + off);
-            }
-        }
-        la_dtype kt = kvt;
-        if (blk->k_rope || (kvt != LA_DTYPE_F32 && nQ > 1)) {
-            /* a bf16 block read by several queries: widened once for all of them (L1-resident);
-             * mepic: slot j's key rotated at pos0 + j */
-            kn->to_f32(Kr, K, kvt, (int64_t)blk->n_valid * hd);
-            if (blk->k_rope)
-                for (int32_t j = 0; j < blk->n_valid; j++)
-                    la_rope_apply(Kr + (size_t)j * hd, hd, rope_row(c, (int64_t)blk->pos0 + j));
-            K = Kr;
-            if (kvt != LA_DTYPE_F32) {
-                kn->to_f32(Vr, V, kvt, (int64_t)blk->n_valid * hd);
-                V = Vr;
-            }
-            kt = LA_DTYPE_F32;
-        }
-        if (use_kt) { /* K and V are f32 here (nQ > 1 widened a bf16 block above) */
-            for (int32_t j0 = 0; j0 < blk->n_valid; j0 += 16) {
-                const int32_t nk = blk->n_valid - j0 < 16 ? blk->n_valid - j0 : 16;
-                const float *Kf = (const float *)K + (size_t)j0 * hd, *Vf = (const float *)V + (size_t)j0 * hd;
-                for (int32_t j = 0; j < nk; j++)
-                    for (int32_t d = 0; d < hd; d++) Kt[d * 16 + j] = Kf[(size_t)j * hd + d];
-                for (int32_t i = 0; i < n_q; i++) {
-                    int64_t n_eff = (int64_t)b->pos[sq->row0 + i] - blk->pos0 + 1 - j0;
-                    if (n_eff > nk) n_eff = nk;
-                    if (n_eff <= 0) continue;
-                    kn->attn_block_kt(Q + (size_t)i * hd, (int64_t)n_q * hd, G, Kt, Vf, (int32_t)n_eff, hd, scale,
-                                      S + (size_t)i * st, (int64_t)n_q * (int64_t)st);
-                }
-            }
-            continue;
-        }
-        for (int32_t i = 0; i < n_q; i++) {
-            int64_t n_eff = (int64_t)b->pos[sq->row0 + i] - blk->pos0 + 1;
-            if (n_eff > blk->n_valid) n_eff = blk->n_valid;
-            if (n_eff <= 0) continue;
-            for (int32_t hh = 0; hh < G; hh++) {
-                const size_t qi = (size_t)hh * n_q + i;
-                float *sti = S + qi * st;
-                kn->attn_block(Q + qi * hd, K, V, kt, (int32_t)n_eff, hd, scale, sti);
-            }
-        }
-    }
-    if (t->n_split > 1) return; /* the merge writes out */
-    for (int32_t hh = 0; hh < G; hh++)
-        for (int32_t i = 0; i < n_q; i++) {
-            const float *sti = S + ((size_t)hh * n_q + i) * st;
-            float *o = a->out + (int64_t)(sq->row0 + i) * qstride + (int64_t)(t->kvh * G + hh) * hd;
-            float inv = sti[1] > 0 ? 1.0f / sti[1] : 0.0f;
-            for (int32_t d = 0; d < hd; d++) o[d] = sti[2 + d] * inv;
-        }
-}
-
-static void attn_tasks(void *p, int64_t b, int64_t e, int worker) {
-    attn_ctx *a = p;
-    for (int64_t t = b; t < e; t++) attn_run(a, &a->tasks[t], worker);
-}
-
-/* The merge of a split (sequence, KV head)'s ranges. */
-static void attn_merge(void *p, int64_t b, int64_t e, int worker) {
-    attn_ctx *a = p;
-    const la_backend_shape *m = &a->c->base.shape;
-    const int32_t hd = m->head_dim, G = m->n_heads / m->n_kv_heads;
-    const int64_t qstride = (int64_t)m->n_heads * hd;
-    const size_t st = (size_t)hd + 2;
-    for (int64_t pair = b; pair < e; pair++) {
-        const attn_task *t0 = &a->tasks[a->merge0[pair]];
-        if (t0->n_split <= 1) continue;
-        const la_batch_seq *sq = &a->c->batch.seqs[t0->seq];
-        const int32_t n_q = sq->n_rows;
-        for (int32_t hh = 0; hh < G; hh++)
-            for (int32_t i = 0; i < n_q; i++) {
-                const size_t qi = (size_t)hh * n_q + i;
-                float M = -INFINITY, L = 0.0f;
-                for (int32_t r = 0; r < t0->n_split; r++) {
-                    const float *sr = a->part + t0[r].part + qi * st;
-                    if (sr[0] > M) M = sr[0];
-                }
-                float *o = a->out + (int64_t)(sq->row0 + i) * qstride + (int64_t)(t0->kvh * G + hh) * hd;
-                memset(o, 0, sizeof(float) * (size_t)hd);
-                if (M == -INFINITY) continue; /* no key visible: 0, as an empty softmax */
-                for (int32_t r = 0; r < t0->n_split; r++) {
-                    const float *sr = a->part + t0[r].part + qi * st;
-                    if (sr[1] <= 0.0f) continue;
-                    float w = expf(sr[0] - M);
-                    L += sr[1] * w;
-                    for (int32_t d = 0; d < hd; d++) o[d] += sr[2 + d] * w;
-                }
-                float inv = L > 0 ? 1.0f / L : 0.0f;
-                for (int32_t d = 0; d < hd; d++) o[d] *= inv;
-            }
-    }
-}
-
-/* Ranges a sequence's blocks are cut into: one, or for a decode sequence (few rows) among
- * fewer (sequence, KV head) pairs than the tasks wanted, enough to reach them, each range at
- * least ATTN_SPLIT_MIN_BLOCKS blocks. */
-static int64_t attn_split(const la_batch_seq *sq, int64_t pairs, int64_t want) {
-    if (sq->n_rows > ATTN_SPLIT_MAX_ROWS || pairs >= want) return 1;
-    int64_t split = (want + pairs - 1) / pairs;
-    if (split > sq->n_blocks / ATTN_SPLIT_MIN_BLOCKS) split = sq->n_blocks / ATTN_SPLIT_MIN_BLOCKS;
-    return split < 1 ? 1 : split;
-}
-
-static la_status cpu_attention(la_backend *be, int32_t layer, const la_act *q, la_act *out,
-                               la_err *err) {
-    cpu_backend *c = cpu(be);
-    const la_batch *b = &c->batch;
-    const la_backend_shape *m = &c->base.shape;
-    for (int32_t i = 0; i < b->n_blocks; i++) {
-        const la_attn_block *blk = &b->blocks[i];
-        if (blk->block_id < 0 || blk->block_id >= c->n_blocks || blk->n_valid < 0 ||
-            blk->n_valid > c->block_size)
-            return la_err_set(err, LA_ERR_INTERNAL, "attention: bad block %d (n_valid %d)",
-                              blk->block_id, blk->n_valid);
-    }
-    for (int32_t s = 0; s < b->n_seqs; s++) { /* lazy: p - Δ must stay >= 0 */
-        const la_batch_seq *sq = &b->seqs[s];
-        int32_t min_pos = INT32_MAX;
-        for (int32_t r = sq->row0; r < sq->row0 + sq->n_rows; r++)
-            if (b->pos[r] < min_pos) min_pos = b->pos[r];
-        for (int32_t i = sq->block0; i < sq->block0 + sq->n_blocks; i++)
-            if (b->blocks[i].q_delta < 0 || b->blocks[i].q_delta > min_pos)
-                return la_err_set(err, LA_ERR_INTERNAL, "attention: q_delta %d outside [0, %d]",
-                                  b->blocks[i].q_delta, min_pos);
-    }
-    /* Tasks: (seq, kv head, block range); a decode sequence with few (seq, kv head) pairs
-     * beside the workers is cut into ranges of at least ATTN_SPLIT_MIN_BLOCKS blocks. */
-    const int32_t nkv = m->n_kv_heads, G = m->n_heads / nkv;
-    const int64_t pairs = (int64_t)b->n_seqs * nkv;
-    const int64_t want = 4 * (int64_t)c->n_workers; /* tasks wanted, for balance */
-    int64_t n_tasks = 0, part_floats = 0;
-    for (int32_t s = 0; s < b->n_seqs; s++) {
-        const la_batch_seq *sq = &b->seqs[s];
-        const int64_t split = attn_split(sq, pairs, want);
-        n_tasks += split * nkv;
-        if (split > 1) part_floats += split * nkv * (int64_t)G * sq->n_rows * (m->head_dim + 2);
-    }
-    size_t bytes = (size_t)n_tasks * sizeof(attn_task) + (size_t)pairs * sizeof(int32_t) +
-                   (size_t)part_floats * sizeof(float) + 64;
-    if (c->attn_mem_bytes < bytes) {
-        void *p = realloc(c->attn_mem, bytes);
-        if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "attention: %zu bytes of task state: out of memory", bytes);
-        c->attn_mem = p;
-        c->attn_mem_bytes = bytes;
-    }
-    attn_task *tasks = c->attn_mem;
-    int32_t *merge0 = (int32_t *)(tasks + n_tasks);
-    float *part = (float *)(((uintptr_t)(merge0 + pairs) + 63) & ~(uintptr_t)63);
-    int64_t nt = 0, pf = 0;
-    for (int32_t s = 0; s < b->n_seqs; s++) {
-        const la_batch_seq *sq = &b->seqs[s];
-        const int64_t split = attn_split(sq, pairs, want);
-        for (int32_t g = 0; g < nkv; g++) {
-            merge0[(int64_t)s * nkv + g] = (int32_t)nt;
-            for (int64_t r = 0; r < split; r++) {
-                attn_task *t = &tasks[nt++];
-                t->seq = s, t->kvh = g, t->n_split = (int32_t)split;
-                t->b0 = (int32_t)(sq->n_blocks * r / split);
-                t->b1 = (int32_t)(sq->n_blocks * (r + 1) / split);
-                t->part = split > 1 ? pf : 0;
-                if (split > 1) pf += (int64_t)G * sq->n_rows * (m->head_dim + 2);
-            }
-        }
-    }
-    attn_ctx a = {c, layer, q->data, out->data, tasks, part, merge0};
-    la_parallel_for(c->tp, n_tasks, attn_tasks, &a);
-    la_status s = workers_status(c);
-    if (s != LA_OK) return la_err_set(err, s, "attention: scratch: out of memory");
-    if (part_floats > 0) la_parallel_for(c->tp, pairs, attn_merge, &a);
-    return LA_OK;
-}
-
-/* ============================================================ block copy ============= */
 
 static la_status cpu_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, int32_t n_valid,
                                     int32_t delta, la_err *err) {
@@ -1145,7 +608,7 @@ static la_status cpu_kv_copy_poll(la_backend *be, uint64_t ticket, bool wait, bo
 
 static void cpu_destroy(la_backend *be) {
     cpu_backend *c = cpu(be);
-    free_weights(c);
+    la_cpu_free_weights(c);
     free(c->k_pool);
     free(c->v_pool);
     free_batch(c);
@@ -1161,7 +624,7 @@ static void cpu_destroy(la_backend *be) {
 static const la_backend_ops k_cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
-    .load_weights = cpu_load_weights,
+    .load_weights = la_cpu_load_weights,
     .kv_alloc = cpu_kv_alloc,
     .kv_block_bytes = cpu_kv_block_bytes,
     .mem_free_bytes = NULL,
@@ -1173,7 +636,7 @@ static const la_backend_ops k_cpu_ops = {
     .matmul = cpu_matmul,
     .matmul_group = cpu_matmul_group,
     .kv_write = cpu_kv_write,
-    .attention = cpu_attention,
+    .attention = la_cpu_attention,
     .gate_up_swiglu = cpu_gate_up_swiglu,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
