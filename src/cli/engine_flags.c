@@ -1,6 +1,7 @@
 /* The flags of the engine options (engine_flags.h). */
 #include "cli/engine_flags.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -62,14 +63,18 @@ static la_cli_flag store_flag(int c, const char *arg, la_engine_options *eo, la_
         if (!number_in(arg, "--kv-io-timeout-ms", 1e-300, 86400e3, "ms", &v, err)) return LA_CLI_FLAG_BAD_VALUE;
         eo->kv_io_timeout_ms = v;
         return LA_CLI_FLAG_SET;
-    case LA_CLI_OPT_KV_IO_THREADS:
-        if (!number_in(arg, "--kv-io-threads", 1, 64, "threads", &v, err)) return LA_CLI_FLAG_BAD_VALUE;
-        if (v != (int32_t)v) {
-            la_err_set(err, LA_ERR_INVALID_ARG, "--kv-io-threads: '%s' is not a whole number of threads", arg);
+    case LA_CLI_OPT_KV_IO_THREADS: { /* decimal digits only: no 0x10, 1e1 or 0.5 */
+        char *end;
+        errno = 0;
+        long n = isdigit((unsigned char)arg[0]) ? strtol(arg, &end, 10) : 0;
+        if (!isdigit((unsigned char)arg[0]) || *end || errno || n < 1 || n > 64) {
+            la_err_set(err, LA_ERR_INVALID_ARG, "--kv-io-threads: '%s' is not a whole number of threads from 1 to 64",
+                       arg);
             return LA_CLI_FLAG_BAD_VALUE;
         }
-        eo->kv_io_threads = (int32_t)v;
+        eo->kv_io_threads = (int32_t)n;
         return LA_CLI_FLAG_SET;
+    }
     case LA_CLI_OPT_KV_DIR:
     case LA_CLI_OPT_KV_SECRET_FILE:
         if (!*arg) {

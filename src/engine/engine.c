@@ -339,7 +339,8 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
         s = la_engine_grammar_get(e, &p->sampling, &g, err);
         if (s == LA_OK && la_grammar_min_tokens(g) > p->sampling.max_tokens)
             s = la_err_set(err, LA_ERR_INVALID_ARG,
-                           "max_tokens=%d is too small for the response format: its shortest value takes %d tokens",
+                           "max_tokens=%d is too small for the response format: its shortest value is %d bytes, "
+                           "and a complete value is certain only with a token per byte",
                            p->sampling.max_tokens, la_grammar_min_tokens(g));
         if (s == LA_OK) s = la_grammar_matcher_create(g, &r->gm, err);
         la_grammar_unref(g);

@@ -60,8 +60,10 @@ void la_grammar_ref(la_grammar *g);
 void la_grammar_unref(la_grammar *g); /* NULL: nothing */
 const la_json_grammar *la_grammar_json(const la_grammar *g);
 
-/* Bytes of the shortest value (min_len of the root): a request needs at least that many
- * tokens of max_tokens. */
+/* Bytes of the shortest value (min_len of the root). The engine asks max_tokens of at least
+ * that many: the budget-narrowed masks can always finish a value when every remaining byte
+ * may need a token of its own (byte-level vocabularies hold one per byte); with fewer, a value
+ * might fit in longer tokens, but not surely. */
 int32_t la_grammar_min_tokens(const la_grammar *g);
 
 typedef struct la_grammar_cache_stats {

@@ -96,6 +96,8 @@ static const bad_case k_bad[] = {
     {"--kv-io-threads 0", "--kv-io-threads"},
     {"--kv-io-threads 65", "--kv-io-threads"},
     {"--kv-io-threads 2.5", "--kv-io-threads"},
+    {"--kv-io-threads 0x10", "--kv-io-threads"},
+    {"--kv-io-threads 1e1", "--kv-io-threads"},
     {"--kv-io-threads many", "--kv-io-threads"},
 };
 
