@@ -15,6 +15,10 @@
 # $OUT/paper.tar.gz (the tool returns at most 8 files) and the report as $OUT/report.md.
 set -u
 mode=${1:-run}
+case "$mode" in
+prepare | run) ;;
+*) echo "device_paper.sh: prepare or run \"EXPERIMENTS\", not '$mode'" >&2; exit 2 ;;
+esac
 if [ "$mode" = prepare ]; then
     set -e
     cmake -S . -B .carry/build -DCMAKE_BUILD_TYPE=Release >/dev/null

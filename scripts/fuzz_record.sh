@@ -20,5 +20,7 @@ mkdir -p bench/results/fuzz_runs
 rc=0
 python3 tools/fuzz_run.py run "$d" --seconds "$secs" --procs "$procs" --commit "$commit" \
     --json "bench/results/fuzz_runs/fuzz_${commit}_$(date -u +%Y%m%dT%H%M%S).json" || rc=$?
+# the inputs found go back to make fuzz's corpus, where the next run (and ctest) starts from
+for c in "$d"/corpus/*; do mkdir -p "build-fuzz/fuzz-corpus/$(basename "$c")" && cp -n "$c"/* "build-fuzz/fuzz-corpus/$(basename "$c")/" 2>/dev/null || true; done
 python3 tools/fuzz_run.py merge bench/results/fuzz_runs/*.json --into bench/results/fuzz.json
 exit $rc

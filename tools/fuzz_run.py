@@ -9,7 +9,8 @@ idle cores, recorded in bench/results/fuzz.json (issue 28).
   fuzz_run.py run DEST --seconds S [--procs K] [--nice N] --commit C --json OUT.json
       run K processes of each harness (they share DEST/corpus/<target>), each for S seconds,
       at nice N; record per target the CPU seconds the processes used (getrusage of each
-      child), the inputs executed, and crashes (a crash-*, leak-*, timeout-* or oom-* file)
+      child), the inputs executed, and crashes (a crash-*, leak-*, timeout-* or oom-* file;
+      libFuzzer's slow-unit-* are not crashes)
   fuzz_run.py merge OUT.json [OUT.json ...] --into bench/results/fuzz.json
       sum the runs' rows per target and commit into the record
       {"targets": [{"target", "cpu_s", "execs", "crashes", "commit"}], "runs": [...]}
@@ -74,17 +75,20 @@ def run(dest, seconds, procs, nice, commit, json_out):
                                   "-max_len=65536", "-rss_limit_mb=2048", "-timeout=20", "-print_final_stats=1",
                                   f"-artifact_prefix={art}", f"{dest}/corpus/{name}"],
                                  stdout=log, stderr=subprocess.STDOUT, env=env)
-            children[p.pid] = (name, k, log)
+            children[p.pid] = (p, name, k, log)  # p kept: a dropped Popen reaps its child itself
     rows = {}
     while children:
-        pid, status, ru = os.wait4(-1, 0)
+        try:
+            pid, status, ru = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
         if pid not in children:
             continue
-        name, k, log = children.pop(pid)
+        _, name, k, log = children.pop(pid)
         log.close()
         text = open(f"{logs}/{name}.{k}.log", errors="replace").read()
         execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", text)
-        crashes = len(glob.glob(f"{dest}/artifacts/{name}/{k}/*"))
+        crashes = sum(len(glob.glob(f"{dest}/artifacts/{name}/{k}/{kind}-*")) for kind in ("crash", "leak", "timeout", "oom"))
         r = rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "processes": 0,
                                    "exit_codes": []})
         r["cpu_s"] += ru.ru_utime + ru.ru_stime
@@ -92,6 +96,10 @@ def run(dest, seconds, procs, nice, commit, json_out):
         r["crashes"] += crashes
         r["processes"] += 1
         r["exit_codes"].append(os.waitstatus_to_exitcode(status))
+    for _, name, k, log in children.values():  # reaped elsewhere: their CPU time is unknown
+        log.close()
+        rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "processes": 0,
+                               "exit_codes": []})["exit_codes"].append(None)
     for r in rows.values():
         r["cpu_s"] = round(r["cpu_s"], 1)
         r["commit"] = commit
@@ -101,7 +109,7 @@ def run(dest, seconds, procs, nice, commit, json_out):
     json.dump(rec, open(json_out, "w"), indent=1)
     for r in rec["targets"]:
         print(f"{r['target']}: {r['cpu_s']} CPU s, {r['execs']} execs, {r['crashes']} crashes")
-    return 1 if any(r["crashes"] for r in rows.values()) else 0
+    return 1 if any(r["crashes"] or None in r["exit_codes"] for r in rows.values()) else 0
 
 
 def merge(runs, into):
@@ -116,8 +124,9 @@ def merge(runs, into):
             t["crashes"] += r["crashes"]
     out = {"command": "tools/fuzz_run.py run (scripts/fuzz_record.sh here, scripts/device_fuzz.sh on the GPU "
                       "machine's idle cores), tools/fuzz_run.py merge",
-           "note": "cpu_s: the CPU seconds (user + system, getrusage) of every libFuzzer process of the target, "
-                   "summed over the runs; clang libFuzzer with ASan and UBSan",
+           "note": "cpu_s: the CPU seconds of every libFuzzer process of the target, summed over the runs "
+                   "(user + system by getrusage; records older than fuzz_run.py: the wall time of one-process "
+                   "runs, as their note says); clang libFuzzer with ASan and UBSan",
            "targets": sorted(totals.values(), key=lambda r: (r["commit"], r["target"])),
            "runs": [{k: v for k, v in rec.items() if k != "targets"} | {"file": os.path.basename(f)}
                     for rec, f in zip(recs, runs)]}

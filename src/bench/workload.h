@@ -48,7 +48,9 @@ typedef struct la_bench_workload_opts {
     int32_t pool_docs;          /* documents to draw from (>= docs_per_request) */
     double zipf_s;              /* popularity of the document of rank k ~ 1 / k^s (0: uniform) */
     int32_t warmup_draws;       /* warm-up requests drawn by popularity after the pass that covers
-                                 * the pool once (< 0: as many as n_requests) */
+                                 * the pool once (< 0: as many as n_requests); the draws share
+                                 * one random stream with the measured requests, so a different
+                                 * count measures different requests */
     double tokens_per_word;     /* the tokenizer's rate on synthetic text (la_bench_synthetic_text) */
 } la_bench_workload_opts;
 

@@ -265,7 +265,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         case O_IGNORE_EOS: o->so.ignore_eos = true; break;
         case O_SALT: o->so.cache_salt = optarg; break;
         case O_NO_WARMUP: o->so.no_warmup = true; break;
-        case O_WARMUP_DRAWS: bad = la_cli_parse_i32(optarg, "--warmup-draws", &o->so.wo.warmup_draws); break;
+        case O_WARMUP_DRAWS:
+            bad = la_cli_parse_i32(optarg, "--warmup-draws", &o->so.wo.warmup_draws);
+            if (!bad && (o->so.wo.warmup_draws < 0 || o->so.wo.warmup_draws > 1000000))
+                bad = usage_error("--warmup-draws: '%s' must be from 0 to 1000000", optarg);
+            break;
         case O_DPR:
             bad = la_cli_parse_i32(optarg, "--docs-per-request", &o->so.wo.docs_per_request),
             o->set_docs_per_request = true;
@@ -291,7 +295,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (o->so.rate_per_s < 0 || (o->so.rate_per_s > 0 && conc_given))
         return usage_error("give either --concurrency N or --rate R (> 0)%s", "");
     if (o->so.wo.zipf_s < 0) return usage_error("--zipf must be >= 0%s", "");
-    if (o->so.wo.warmup_draws < -1) return usage_error("--warmup-draws must be >= 0%s", "");
+    if (o->so.wo.warmup_draws >= 0 && (o->so.no_warmup || strcmp(o->so.wo.dataset, "synthetic")))
+        return usage_error("--warmup-draws applies to --dataset synthetic with a warm-up%s", "");
     if (o->so.eo.kv_blocks < 0 || o->so.eo.n_threads < 0)
         return usage_error("--kv-blocks and --threads must be >= 0%s", "");
     if (o->so.url && o->set_in_process_only)

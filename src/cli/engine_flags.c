@@ -64,7 +64,7 @@ static la_cli_flag store_flag(int c, const char *arg, la_engine_options *eo, la_
         eo->kv_io_timeout_ms = v;
         return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_KV_IO_THREADS: { /* decimal digits only: no 0x10, 1e1 or 0.5 */
-        char *end;
+        char *end = NULL;
         errno = 0;
         long n = isdigit((unsigned char)arg[0]) ? strtol(arg, &end, 10) : 0;
         if (!isdigit((unsigned char)arg[0]) || *end || errno || n < 1 || n > 64) {

@@ -71,8 +71,8 @@ static inline cpu_backend *cpu(la_backend *be) { return (cpu_backend *)be; }
 
 /* ---- cpu_backend.c ---- */
 
-/* Memory for weights and the KV pool (free with free()): 2 MiB-aligned, asked for
- * transparent huge pages from 2 MiB on; zero: zero-filled. NULL when out of memory. */
+/* Memory for weights and the KV pool (free with free()): from 2 MiB on, 2 MiB-aligned and
+ * asked for transparent huge pages; zero: zero-filled. NULL when out of memory. */
 void *la_cpu_big_alloc(size_t bytes, bool zero);
 
 /* Worker w's scratch of at least n floats; NULL (and the worker's status set) when out of
@@ -104,7 +104,7 @@ const float *la_cpu_vec_weight(cpu_backend *c, la_weight_kind k, int32_t layer);
 /* ---- cpu_attention.c ---- */
 
 /* The ops table's attention (backend.h) over the current batch's block tables. Errors:
- * LA_ERR_NO_MEMORY. */
+ * LA_ERR_NO_MEMORY, LA_ERR_INTERNAL (a block or q_delta outside the batch's metadata). */
 la_status la_cpu_attention(la_backend *be, int32_t layer, const la_act *q, la_act *out, la_err *err);
 
 /* ---- the KV pool and RoPE table (cpu_backend.c fills them) ---- */

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_internal.h"
-#include "backend/rope.h"
 #include "base/dtype.h"
 #include "base/err.h"
 
