@@ -77,6 +77,11 @@ def run(dest, seconds, procs, nice, commit, json_out):
                                  stdout=log, stderr=subprocess.STDOUT, env=env)
             children[p.pid] = (p, name, k, log)  # p kept: a dropped Popen reaps its child itself
     rows = {}
+
+    def row(name):
+        return rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "processes": 0,
+                                      "exit_codes": []})
+
     while children:
         try:
             pid, status, ru = os.wait4(-1, 0)
@@ -89,8 +94,7 @@ def run(dest, seconds, procs, nice, commit, json_out):
         text = open(f"{logs}/{name}.{k}.log", errors="replace").read()
         execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", text)
         crashes = sum(len(glob.glob(f"{dest}/artifacts/{name}/{k}/{kind}-*")) for kind in ("crash", "leak", "timeout", "oom"))
-        r = rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "processes": 0,
-                                   "exit_codes": []})
+        r = row(name)
         r["cpu_s"] += ru.ru_utime + ru.ru_stime
         r["execs"] += int(execs.group(1)) if execs else 0
         r["crashes"] += crashes
@@ -98,8 +102,7 @@ def run(dest, seconds, procs, nice, commit, json_out):
         r["exit_codes"].append(os.waitstatus_to_exitcode(status))
     for _, name, k, log in children.values():  # reaped elsewhere: their CPU time is unknown
         log.close()
-        rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "processes": 0,
-                               "exit_codes": []})["exit_codes"].append(None)
+        row(name)["exit_codes"].append(None)
     for r in rows.values():
         r["cpu_s"] = round(r["cpu_s"], 1)
         r["commit"] = commit

@@ -72,11 +72,17 @@ void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const
         int32_t k = order ? order[i] : i;
         segs[i] = (la_segment){.ids = ids[k], .n_ids = len[k]};
     }
+    la_test_generate_segs(e, m, segs, n_docs, (la_segment){.ids = q, .n_ids = nq}, salt, recompute_first,
+                          max_tokens, g);
+}
+
+void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
+                           const char *salt, int32_t recompute_first, int32_t max_tokens, la_test_gen *g) {
     la_request_params rp;
     la_request_params_init(&rp);
-    rp.docs = segs;
+    rp.docs = docs;
     rp.n_docs = n_docs;
-    rp.prompt = (la_segment){.ids = q, .n_ids = nq};
+    rp.prompt = prompt;
     rp.add_special = false;
     rp.method = m;
     rp.cache_salt = salt;

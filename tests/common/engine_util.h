@@ -37,6 +37,11 @@ void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const
                            const int32_t *order, const int32_t *q, int32_t nq, const char *salt,
                            int32_t recompute_first, int32_t max_tokens, la_test_gen *g);
 
+/* The same request with the documents and the question as segments (docs[n_docs]; n_docs 0:
+ * none, the whole prompt inline). */
+void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
+                           const char *salt, int32_t recompute_first, int32_t max_tokens, la_test_gen *g);
+
 /* Event callback collecting into a la_test_gen (for tests that submit many at once). */
 void la_test_on_event(void *user, const la_event *ev);
 

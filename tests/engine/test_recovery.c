@@ -77,15 +77,7 @@ static void run_recompute(la_engine *e, const docset *d, const int32_t *order, c
     }
     memcpy(all + n, q, sizeof(int32_t) * (size_t)nq);
     n += nq;
-    la_request_params rp;
-    la_request_params_init(&rp);
-    rp.prompt = (la_segment){.ids = all, .n_ids = n};
-    rp.add_special = false;
-    rp.method = LA_METHOD_RECOMPUTE;
-    rp.return_logits = true;
-    rp.sampling.max_tokens = N_GEN;
-    rp.sampling.ignore_eos = true;
-    la_test_generate(e, &rp, g);
+    la_test_generate_segs(e, LA_METHOD_RECOMPUTE, NULL, 0, (la_segment){.ids = all, .n_ids = n}, NULL, -1, N_GEN, g);
 }
 
 static double max_diff(const la_test_gen *a, const la_test_gen *b) {
@@ -329,19 +321,8 @@ static void hf_cases(const char *name, la_method method) {
         float *ref_last = la_test_json_floats(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "logits"), 0), &nv);
         const char *case_name = cJSON_GetObjectItem(c, "name")->valuestring;
         for (int rep = 0; rep < 2; rep++) {
-            la_request_params rp;
-            la_request_params_init(&rp);
-            rp.docs = docs;
-            rp.n_docs = n_segs - 1;
-            rp.prompt = docs[n_segs - 1];
-            rp.add_special = false;
-            rp.method = method;
-            rp.recompute_first = n_first;
-            rp.return_logits = true;
-            rp.sampling.max_tokens = n_ref;
-            rp.sampling.ignore_eos = true;
             la_test_gen g;
-            la_test_generate(e, &rp, &g);
+            la_test_generate_segs(e, method, docs, n_segs - 1, docs[n_segs - 1], NULL, n_first, n_ref, &g);
             cr_assert_eq(g.status, LA_OK, "%s", g.error);
             cr_assert_eq(g.n_vocab, nv);
             size_t at;
