@@ -232,6 +232,16 @@ def check_faults():
                     break
                 time.sleep(0.1)
             time.sleep(6)  # past the longest back-off
+            # each replica reconnects on its next store operation: a throwaway question on
+            # each, then wait until both say the tier is up, so the check below does not race
+            # a reconnection (a write made while one is under way can be dropped)
+            ask(dep.replica(0), QUESTIONS[19])
+            ask(dep.replica(1), QUESTIONS[20])
+            settle(dep)
+            for _ in range(300):
+                if all(metric(metrics(dep.replica(i)), "lazyattn_kv_store_up", tier="shared") == 1 for i in range(2)):
+                    break
+                time.sleep(0.1)
             q = QUESTIONS[16]  # asked nowhere yet
             ask(dep.replica(0), q, [1, 0] + list(range(2, len(q["documents"]))))
             settle(dep)
