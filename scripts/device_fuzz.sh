@@ -38,7 +38,10 @@ d=/tmp/lafuzz
 rm -rf "$d" && mkdir -p "$d" && tar -C "$d" -xJf "${LA_FUZZ_BUNDLE:-.carry/fuzz/bundle.tar.xz}"
 commit=${LA_COMMIT:-unknown}
 rec="$OUT/fuzz_${commit}_$(date -u +%Y%m%dT%H%M%S).json"
-LD_LIBRARY_PATH=$d/lib python3 tools/fuzz_run.py run "$d" --seconds "$secs" --procs "$procs" --commit "$commit" --json "$rec"
+# LA_FUZZ_PROCS_FOR="api_request=4 ...": another process count for those targets
+more=()
+for spec in ${LA_FUZZ_PROCS_FOR:-}; do more+=(--procs-for "$spec"); done
+LD_LIBRARY_PATH=$d/lib python3 tools/fuzz_run.py run "$d" --seconds "$secs" --procs "$procs" --commit "$commit" --json "$rec" "${more[@]}"
 rc=$?
 if [ -n "$(find "$d/artifacts" -type f 2>/dev/null | head -1)" ]; then tar -C "$d" -czf "$OUT/fuzz_artifacts.tgz" artifacts logs; fi
 exit $rc

@@ -6,8 +6,8 @@ idle cores, recorded in bench/results/fuzz.json (issue 28).
       copy every harness of BUILD_FUZZ (make fuzz's build) into DEST/bin and its ctest inputs
       (the scratch corpus plus every seed directory its ctest entry names) into
       DEST/corpus/<target>, one file per distinct input (named by its SHA-1, as libFuzzer does)
-  fuzz_run.py run DEST --seconds S [--procs K] [--nice N] --commit C --json OUT.json
-      run K processes of each harness (they share DEST/corpus/<target>), each for S seconds,
+  fuzz_run.py run DEST --seconds S [--procs K] [--procs-for TARGET=K ...] [--nice N] --commit C --json OUT.json
+      run K processes of each harness (--procs-for: another count for one target) (they share DEST/corpus/<target>), each for S seconds,
       at nice N; record per target the CPU seconds the processes used (getrusage of each
       child), the inputs executed, and crashes (a crash-*, leak-*, timeout-* or oom-* file;
       libFuzzer's slow-unit-* are not crashes)
@@ -58,8 +58,14 @@ def stage(build, dest):
         print(f"{name}: {binary} and {n} inputs")
 
 
-def run(dest, seconds, procs, nice, commit, json_out):
+def run(dest, seconds, procs, nice, commit, json_out, procs_for=()):
     bins = sorted(glob.glob(f"{dest}/bin/fuzz_*"))
+    counts = {}
+    for spec in procs_for:  # NAME=K: K processes of that target instead of procs
+        name, _, k = spec.partition("=")
+        if not k.isdigit() or not os.path.exists(f"{dest}/bin/fuzz_{name}"):
+            sys.exit(f"fuzz_run.py: --procs-for takes TARGET=PROCESSES with a staged target, not '{spec}'")
+        counts[name] = int(k)
     logs = f"{dest}/logs"
     os.makedirs(logs, exist_ok=True)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1")
@@ -67,7 +73,7 @@ def run(dest, seconds, procs, nice, commit, json_out):
     t0 = time.time()
     for b in bins:
         name = os.path.basename(b)[len("fuzz_"):]
-        for k in range(procs):
+        for k in range(counts.get(name, procs)):
             art = f"{dest}/artifacts/{name}/{k}/"
             os.makedirs(art, exist_ok=True)
             log = open(f"{logs}/{name}.{k}.log", "w")
@@ -107,7 +113,7 @@ def run(dest, seconds, procs, nice, commit, json_out):
         r["cpu_s"] = round(r["cpu_s"], 1)
         r["commit"] = commit
     rec = {"commit": commit, "machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "seconds": seconds,
-           "procs_per_target": procs, "nice": nice, "wall_s": round(time.time() - t0, 1),
+           "procs_per_target": procs, "procs_for": counts, "nice": nice, "wall_s": round(time.time() - t0, 1),
            "targets": sorted(rows.values(), key=lambda r: r["target"])}
     json.dump(rec, open(json_out, "w"), indent=1)
     for r in rec["targets"]:
@@ -148,6 +154,8 @@ def main():
     r.add_argument("dest")
     r.add_argument("--seconds", type=int, required=True)
     r.add_argument("--procs", type=int, default=1)
+    r.add_argument("--procs-for", action="append", default=[], metavar="TARGET=K",
+                   help="K processes of TARGET instead of --procs (repeatable)")
     r.add_argument("--nice", type=int, default=19)
     r.add_argument("--commit", required=True)
     r.add_argument("--json", required=True)
@@ -158,7 +166,7 @@ def main():
     if a.cmd == "stage":
         stage(a.build, a.dest)
     elif a.cmd == "run":
-        sys.exit(run(a.dest, a.seconds, a.procs, a.nice, a.commit, a.json))
+        sys.exit(run(a.dest, a.seconds, a.procs, a.nice, a.commit, a.json, a.procs_for))
     else:
         merge(a.runs, a.into)
 
