@@ -11,9 +11,11 @@ idle cores, recorded in bench/results/fuzz.json (issue 28).
       at nice N; record per target the CPU seconds the processes used (getrusage of each
       child), the inputs executed, and crashes (a crash-*, leak-*, timeout-* or oom-* file;
       libFuzzer's slow-unit-* are not crashes)
-  fuzz_run.py merge OUT.json [OUT.json ...] --into bench/results/fuzz.json
+  fuzz_run.py merge OUT.json [OUT.json ...] --into bench/results/fuzz.json [--build build-fuzz] [--need S]
       sum the runs' rows per target and commit into the record
-      {"targets": [{"target", "cpu_s", "execs", "crashes", "commit"}], "runs": [...]}
+      {"targets": [{"target", "cpu_s", "execs", "crashes", "commit"}], "at_head": {...}, "runs": [...]};
+      at_head sums, per target, the runs that fuzzed the code HEAD has (at_head's rule); --need S:
+      exit 1 unless every target has S CPU seconds there and no crash
 """
 import argparse
 import glob
@@ -121,7 +123,69 @@ def run(dest, seconds, procs, nice, commit, json_out, procs_for=()):
     return 1 if any(r["crashes"] or None in r["exit_codes"] for r in rows.values()) else 0
 
 
-def merge(runs, into):
+def fuzzed_files(build, target):
+    """The repository files that make up harness `target` of `build` (make fuzz's build dir): the
+    compile units its binary holds (DWARF: the library objects the linker pulled in, the harness
+    itself), every header those objects include (their .o.d files) and the build's CMake files."""
+    src = next(l.split("=", 1)[1].strip() for l in open(f"{build}/CMakeCache.txt")
+               if l.startswith("CMAKE_HOME_DIRECTORY:")) + "/"
+    info = subprocess.run(["readelf", "--debug-dump=info", "--dwarf-depth=1", f"{build}/fuzz_{target}"],
+                          check=True, capture_output=True, text=True).stdout
+    units = set()
+    for cu in info.split("DW_TAG_compile_unit")[1:]:
+        m = re.search(r"DW_AT_name\s*:(?:.*?\):)?\s*(\S+)", cu[:2000])
+        if m and m.group(1).startswith(src):
+            units.add(m.group(1)[len(src):])
+    if not units:
+        sys.exit(f"fuzz_run.py: {build}/fuzz_{target} names no source of {src} (built without -g?)")
+    files = set(units) | {"CMakeLists.txt", "cmake/fuzz.cmake"}
+    for u in units:
+        for dep in glob.glob(f"{build}/CMakeFiles/*/{u}.o.d"):
+            files |= {w[len(src):] for w in open(dep).read().replace("\\\n", " ").split() if w.startswith(src)}
+    return sorted(files)
+
+
+def same_code(commit, files):
+    """True when `files` are identical at `commit` and at HEAD (False for a commit git does not know)."""
+    known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode == 0
+    return known and subprocess.run(["git", "diff", "--quiet", commit, "HEAD", "--", *files]).returncode == 0
+
+
+def at_head(recs, runs, build):
+    """Per target, the runs that fuzzed the code HEAD has: a run counts when the target's files
+    (fuzzed_files) are unchanged between its commit and HEAD, and its processes were not starved
+    (CPU time at least half their wall time: libFuzzer's -timeout is a wall-clock alarm, so a
+    starved process reports timeouts that are not the input's)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    rows, left_out, files = {}, [], {}
+    for rec, f in zip(recs, runs):
+        for r in rec["targets"]:
+            name = r["target"]
+            if name not in files:
+                files[name] = fuzzed_files(build, name) if os.path.exists(f"{build}/fuzz_{name}") else None
+            why = None
+            if files[name] is None:
+                why = "no such harness in " + build
+            elif not same_code(r["commit"], files[name]):
+                why = f"its code at {r['commit']} is not HEAD's"
+            elif "seconds" in rec and r["cpu_s"] < 0.5 * rec["seconds"] * r.get("processes", 1):
+                why = (f"starved: {r['cpu_s']} CPU s in {r.get('processes', 1)} x {rec['seconds']} s "
+                       f"({r['crashes']} crash/timeout files)")
+            if why:
+                left_out.append({"file": os.path.basename(f), "target": name, "why": why})
+                continue
+            t = rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "commit": head,
+                                       "runs": [], "files": len(files[name])})
+            t["cpu_s"] = round(t["cpu_s"] + r["cpu_s"], 1)
+            t["execs"] += r["execs"]
+            t["crashes"] += r["crashes"]
+            t["runs"].append(os.path.basename(f))
+    return {"commit": head, "rule": at_head.__doc__.split("\n\n")[0].split(": ", 1)[1].replace("\n    ", " "),
+            "targets": sorted(rows.values(), key=lambda r: r["target"]), "left_out": left_out}
+
+
+def merge(runs, into, build, need):
     recs = [json.load(open(f)) for f in runs]
     totals = {}
     for rec in recs:
@@ -131,17 +195,35 @@ def merge(runs, into):
             t["cpu_s"] = round(t["cpu_s"] + r["cpu_s"], 1)
             t["execs"] += r["execs"]
             t["crashes"] += r["crashes"]
+    head = at_head(recs, runs, build)
     out = {"command": "tools/fuzz_run.py run (scripts/fuzz_record.sh here, scripts/device_fuzz.sh on the GPU "
                       "machine's idle cores), tools/fuzz_run.py merge",
            "note": "cpu_s: the CPU seconds of every libFuzzer process of the target, summed over the runs "
                    "(user + system by getrusage; records older than fuzz_run.py: the wall time of one-process "
-                   "runs, as their note says); clang libFuzzer with ASan and UBSan",
+                   "runs, as their note says); clang libFuzzer with ASan and UBSan. targets: per target and "
+                   "commit; at_head: per target, the runs whose fuzzed code is HEAD's (tools/fuzz_run.py merge "
+                   "recomputes it at any later commit)",
            "targets": sorted(totals.values(), key=lambda r: (r["commit"], r["target"])),
+           "at_head": head,
            "runs": [{k: v for k, v in rec.items() if k != "targets"} | {"file": os.path.basename(f)}
                     for rec, f in zip(recs, runs)]}
     json.dump(out, open(into, "w"), indent=1)
-    for r in out["targets"]:
-        print(f"{r['target']} @ {r['commit']}: {r['cpu_s']} CPU s, {r['execs']} execs, {r['crashes']} crashes")
+    print(f"at HEAD ({head['commit']}): the runs that fuzzed the code it has")
+    short = []
+    for r in head["targets"]:
+        print(f"  {r['target']}: {r['cpu_s']} CPU s, {r['execs']} execs, {r['crashes']} crashes, "
+              f"{len(r['runs'])} runs")
+        if r["cpu_s"] < need or r["crashes"]:
+            short.append(r["target"])
+    missing = sorted({r["target"] for r in out["targets"]} - {r["target"] for r in head["targets"]})
+    for name in missing:
+        print(f"  {name}: no run of the code HEAD has")
+    for lo in head["left_out"]:
+        print(f"  left out: {lo['file']} {lo['target']}: {lo['why']}")
+    if need and (short or missing):
+        print(f"under {need} CPU s or with crashes at HEAD: {' '.join(short + missing)}")
+        return 1
+    return 0
 
 
 def main():
@@ -162,13 +244,16 @@ def main():
     m = sub.add_parser("merge")
     m.add_argument("runs", nargs="+")
     m.add_argument("--into", required=True)
+    m.add_argument("--build", default="build-fuzz", help="make fuzz's build (the harnesses' files)")
+    m.add_argument("--need", type=float, default=0, metavar="CPU_S",
+                   help="exit 1 unless every target has CPU_S at HEAD and no crash")
     a = ap.parse_args()
     if a.cmd == "stage":
         stage(a.build, a.dest)
     elif a.cmd == "run":
         sys.exit(run(a.dest, a.seconds, a.procs, a.nice, a.commit, a.json, a.procs_for))
     else:
-        merge(a.runs, a.into)
+        sys.exit(merge(a.runs, a.into, a.build, a.need))
 
 
 if __name__ == "__main__":
