@@ -6,8 +6,8 @@
 #                                                    lacks and the datasets into
 #                                                    .carry/paper/bundle.tar.xz (with
 #                                                    the fuzzers when staged: device_fuzz.sh)
-#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq1 rq2 rq3"     # device call 1
-#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "shared long rq4" # device call 2
+#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq1 rq2"             # device call 1
+#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq4 rq3 shared long" # device call 2
 #
 # run (on the GPU machine, carry [".carry/paper"], $OUT set): scripts/paper_experiments.sh at
 # the paper's scale in the order given, every command cut before the call's 600 s end
