@@ -5,7 +5,9 @@
 #                                                    pack it, the libraries the GPU machine
 #                                                    lacks and the datasets into
 #                                                    .carry/paper/bundle.tar.xz (with
-#                                                    the fuzzers when staged: device_fuzz.sh)
+#                                                    the fuzzers when staged: device_fuzz.sh;
+#                                                    LA_PAPER_TESTS=1 adds the GPU tests
+#                                                    staged by device_gpu.sh prepare)
 #   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq1 rq2"             # device call 1
 #   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq4 rq3 shared long" # device call 2
 #
@@ -37,12 +39,21 @@ if [ "$mode" = prepare ]; then
     done
     # the fuzzers, when staged (scripts/device_fuzz.sh prepare), travel in this bundle too and
     # run on the idle cores beside it: two bundles would pass the carry limit
+    # (LA_PAPER_FUZZ="api_request ...": only those); LA_PAPER_TESTS=1 adds the GPU test
+    # binaries that scripts/device_gpu.sh prepare staged, so that one call runs both
     extra=
     if [ -d .carry/fuzz-stage/bin ]; then
-        cp .carry/fuzz-stage/bin/fuzz_* "$st/bin/" && cp -r .carry/fuzz-stage/corpus "$st/" && cp -n .carry/fuzz-stage/lib/* "$st/lib/"
+        for t in ${LA_PAPER_FUZZ:-$(cd .carry/fuzz-stage/bin && ls fuzz_* | sed 's/^fuzz_//')}; do
+            cp ".carry/fuzz-stage/bin/fuzz_$t" "$st/bin/" && mkdir -p "$st/corpus" && cp -r ".carry/fuzz-stage/corpus/$t" "$st/corpus/"
+        done
+        cp -n .carry/fuzz-stage/lib/* "$st/lib/"
         extra=corpus
     fi
-    tar -C "$st" -cJf .carry/paper/bundle.tar.xz bin lib data $extra
+    if [ "${LA_PAPER_TESTS:-0}" = 1 ]; then
+        cp .carry/stage/bin/backend_test_cuda_* "$st/bin/" && cp -n .carry/stage/lib/* "$st/lib/"
+        rm -f "$st/lib/libjemalloc.so.2" "$st/lib/liblzf.so.1" # redis-server's, not carried here
+    fi
+    XZ_OPT=-9e tar -C "$st" -cJf .carry/paper/bundle.tar.xz bin lib data $extra
     ls -la .carry/paper/bundle.tar.xz
     exit 0
 fi
