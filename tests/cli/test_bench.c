@@ -204,7 +204,15 @@ Test(cli_bench, kv_sweep_hit_ratio_grows_with_capacity) {
     cr_assert_eq(cJSON_GetArraySize(pts), 2);
     const cJSON *small = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 0), "methods");
     const cJSON *big = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 1), "methods");
-    cr_assert(num(cJSON_GetArrayItem(pts, 0), "kv_blocks") < num(cJSON_GetArrayItem(pts, 1), "kv_blocks"));
+    cr_assert(num(cJSON_GetArrayItem(pts, 0), "cache_blocks") < num(cJSON_GetArrayItem(pts, 1), "cache_blocks"));
+    /* a method's capacity is the point's cache and the running requests' own blocks: recompute
+     * holds its whole prompt outside the cache, lazy only its question and output */
+    const cJSON *sw = cJSON_GetObjectItem(r.json, "sweep");
+    double running = num(sw, "running_requests"), docs = num(sw, "request_doc_blocks"),
+           tail = num(sw, "request_tail_blocks"), cache = num(cJSON_GetArrayItem(pts, 0), "cache_blocks");
+    cr_assert(docs > 0 && tail > 0 && running >= 1);
+    cr_assert_eq(num(method_of(small, "lazy"), "kv_blocks"), cache + running * tail);
+    cr_assert_eq(num(method_of(small, "recompute"), "kv_blocks"), cache + running * (tail + docs));
     double lo = num(method_of(small, "lazy"), "doc_hit_ratio"),
            hi = num(method_of(big, "lazy"), "doc_hit_ratio");
     cr_assert(lo < hi, "lazy: %g at 10%% vs %g at 400%%", lo, hi);
