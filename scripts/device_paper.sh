@@ -58,11 +58,15 @@ if [ "$mode" = prepare ]; then
     exit 0
 fi
 : "${OUT:?OUT must be set (the device tool sets it)}"
+case "${LA_BUDGET_S:-570}" in
+'' | *[!0-9]*) echo "device_paper.sh: LA_BUDGET_S is seconds, not '$LA_BUDGET_S'" >&2; exit 2 ;;
+esac
 export LA_DEADLINE=$(($(date +%s) + ${LA_BUDGET_S:-570}))
 root=$(pwd)
 LA_BUNDLE=.carry/paper/bundle.tar.xz
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/nvidia_smi.txt" 2>&1
+rm -rf /tmp/paper # a warm machine's earlier call must not leave its results in this one's
 LA_DATA_DIR=/tmp/la/data/shared bash scripts/paper_experiments.sh --scale paper --device cuda \
     --bin "$bin/lazyattn" --only "${2:-rq1 rq2 rq3 rq4 shared long}" --out /tmp/paper
 rc=$?

@@ -76,7 +76,8 @@ bench() {
     t=$(limit)
     if [ "$t" -le 0 ]; then echo "$name: skipped, no time left before LA_DEADLINE"; failed=1; return; fi
     echo "=== $name: lazyattn bench $*"
-    timeout "$t" "$bin" bench "${model[@]}" --device "$device" --dataset synthetic --ignore-eos \
+    rm -f "$out/$name.json" # a run cut by the timeout must not leave an older result to report
+    timeout -k 10 "$t" "$bin" bench "${model[@]}" --device "$device" --dataset synthetic --ignore-eos \
         --json "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.err"
     local rc=$?
     echo "$name: exit $rc"
@@ -122,7 +123,8 @@ run_rq4() { # RQ4: answers on real data, the bundled model (trained weights) on 
         t=$(limit)
         if [ "$t" -le 0 ]; then echo "$name: skipped, no time left before LA_DEADLINE"; failed=1; continue; fi
         echo "=== $name: lazyattn eval on $ds"
-        timeout "$t" "$bin" eval -m models/rag-tiny --device "$device" --dataset "$data/$ds" \
+        rm -f "$out/$name.json"
+        timeout -k 10 "$t" "$bin" eval -m models/rag-tiny --device "$device" --dataset "$data/$ds" \
             --methods block-ref,lazy,mepic,block,recompute --limit "$eval_limit" --max-docs "$eval_docs" --max-tokens 16 \
             --json "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err"
         rc=$?

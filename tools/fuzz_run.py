@@ -29,6 +29,9 @@ import subprocess
 import sys
 import time
 
+ARTIFACT_KINDS = ("crash", "leak", "timeout", "oom")  # libFuzzer's artifact files that are failures
+TIMEOUT_EXIT = 70  # libFuzzer's -timeout_exitcode default
+
 
 def ctest_commands(build):
     """{target: (binary, [corpus and seed directories])} from the fuzz ctest entries."""
@@ -71,7 +74,7 @@ def run(dest, seconds, procs, nice, commit, json_out, procs_for=()):
     logs = f"{dest}/logs"
     os.makedirs(logs, exist_ok=True)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1")
-    children = {}
+    children, started = {}, {}
     t0 = time.time()
     for b in bins:
         name = os.path.basename(b)[len("fuzz_"):]
@@ -84,11 +87,13 @@ def run(dest, seconds, procs, nice, commit, json_out, procs_for=()):
                                   f"-artifact_prefix={art}", f"{dest}/corpus/{name}"],
                                  stdout=log, stderr=subprocess.STDOUT, env=env)
             children[p.pid] = (p, name, k, log)  # p kept: a dropped Popen reaps its child itself
+            started[p.pid] = time.time()
     rows = {}
 
     def row(name):
         return rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "processes": 0,
-                                      "exit_codes": []})
+                                      "exit_codes": [], "wall_s": 0.0,
+                                      "crash_files": {k: 0 for k in ARTIFACT_KINDS}})
 
     while children:
         try:
@@ -101,8 +106,12 @@ def run(dest, seconds, procs, nice, commit, json_out, procs_for=()):
         log.close()
         text = open(f"{logs}/{name}.{k}.log", errors="replace").read()
         execs = re.search(r"stat::number_of_executed_units:\s*(\d+)", text)
-        crashes = sum(len(glob.glob(f"{dest}/artifacts/{name}/{k}/{kind}-*")) for kind in ("crash", "leak", "timeout", "oom"))
+        files = {kind: len(glob.glob(f"{dest}/artifacts/{name}/{k}/{kind}-*")) for kind in ARTIFACT_KINDS}
+        crashes = sum(files.values())
         r = row(name)
+        for kind, n in files.items():
+            r["crash_files"][kind] += n
+        r["wall_s"] += time.time() - started[pid]
         r["cpu_s"] += ru.ru_utime + ru.ru_stime
         r["execs"] += int(execs.group(1)) if execs else 0
         r["crashes"] += crashes
@@ -113,6 +122,7 @@ def run(dest, seconds, procs, nice, commit, json_out, procs_for=()):
         row(name)["exit_codes"].append(None)
     for r in rows.values():
         r["cpu_s"] = round(r["cpu_s"], 1)
+        r["wall_s"] = round(r["wall_s"], 1)
         r["commit"] = commit
     rec = {"commit": commit, "machine": f"{platform.node()} ({os.cpu_count()} CPUs)", "seconds": seconds,
            "procs_per_target": procs, "procs_for": counts, "nice": nice, "wall_s": round(time.time() - t0, 1),
@@ -146,16 +156,33 @@ def fuzzed_files(build, target):
 
 
 def same_code(commit, files):
-    """True when `files` are identical at `commit` and at HEAD (False for a commit git does not know)."""
+    """True when `files` (paths from the repository's top) are identical at `commit` and at HEAD
+    (False for a commit git does not know), from any working directory."""
     known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode == 0
-    return known and subprocess.run(["git", "diff", "--quiet", commit, "HEAD", "--", *files]).returncode == 0
+    return known and subprocess.run(["git", "diff", "--quiet", commit, "HEAD", "--",
+                                     *(f":(top,literal){f}" for f in files)]).returncode == 0
+
+
+def failures(r):
+    """The crash files of run row r that are not timeouts of a starved process: per kind when the
+    row has them; for older rows, all of them unless every failing process exited with libFuzzer's
+    timeout code."""
+    if "crash_files" in r:
+        return sum(n for kind, n in r["crash_files"].items() if kind != "timeout")
+    failing = [c for c in r.get("exit_codes", []) if c != 0]
+    return 0 if failing and all(c == TIMEOUT_EXIT for c in failing) else r["crashes"]
+
+
+AT_HEAD_RULE = ("a run counts when the target's files (fuzzed_files) are unchanged between its commit and "
+                "HEAD, and its processes were not starved (CPU time at least half their wall time: libFuzzer's "
+                "-timeout is a wall-clock alarm, so a starved process reports timeouts that are not the "
+                "input's). A starved run's CPU time and timeouts are left out; its other crash files (crash, "
+                "leak, oom) still count. Wall time: the processes' own where the record has it, else the run's "
+                "seconds per process.")
 
 
 def at_head(recs, runs, build):
-    """Per target, the runs that fuzzed the code HEAD has: a run counts when the target's files
-    (fuzzed_files) are unchanged between its commit and HEAD, and its processes were not starved
-    (CPU time at least half their wall time: libFuzzer's -timeout is a wall-clock alarm, so a
-    starved process reports timeouts that are not the input's)."""
+    """Per target, the runs that fuzzed the code HEAD has (AT_HEAD_RULE)."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=True, capture_output=True,
                           text=True).stdout.strip()
     rows, left_out, files = {}, [], {}
@@ -169,19 +196,26 @@ def at_head(recs, runs, build):
                 why = "no such harness in " + build
             elif not same_code(r["commit"], files[name]):
                 why = f"its code at {r['commit']} is not HEAD's"
-            elif "seconds" in rec and r["cpu_s"] < 0.5 * rec["seconds"] * r.get("processes", 1):
-                why = (f"starved: {r['cpu_s']} CPU s in {r.get('processes', 1)} x {rec['seconds']} s "
-                       f"({r['crashes']} crash/timeout files)")
+            else:
+                wall = r["wall_s"] if "wall_s" in r else rec.get("seconds", 0) * r.get("processes", 1)
+                if wall and r["cpu_s"] < 0.5 * wall:
+                    why = (f"starved: {r['cpu_s']} CPU s in {wall} s of {r.get('processes', 1)} processes "
+                           f"({r['crashes']} crash/timeout files)")
+            t = None
+            if why is None or why.startswith("starved"):
+                t = rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "commit": head,
+                                           "runs": [], "files": len(files[name])})
             if why:
+                if t is not None and failures(r):  # a starved run's real crashes still count
+                    t["crashes"] += failures(r)
+                    why += f"; its {failures(r)} crash files that are not timeouts count"
                 left_out.append({"file": os.path.basename(f), "target": name, "why": why})
                 continue
-            t = rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "commit": head,
-                                       "runs": [], "files": len(files[name])})
             t["cpu_s"] = round(t["cpu_s"] + r["cpu_s"], 1)
             t["execs"] += r["execs"]
             t["crashes"] += r["crashes"]
             t["runs"].append(os.path.basename(f))
-    return {"commit": head, "rule": at_head.__doc__.split("\n\n")[0].split(": ", 1)[1].replace("\n    ", " "),
+    return {"commit": head, "rule": AT_HEAD_RULE,
             "targets": sorted(rows.values(), key=lambda r: r["target"]), "left_out": left_out}
 
 
@@ -215,7 +249,10 @@ def merge(runs, into, build, need):
               f"{len(r['runs'])} runs")
         if r["cpu_s"] < need or r["crashes"]:
             short.append(r["target"])
-    missing = sorted({r["target"] for r in out["targets"]} - {r["target"] for r in head["targets"]})
+    # the targets are the harnesses the build has (a new one with no run is missing; a removed one is not)
+    built = {os.path.basename(b)[len("fuzz_"):] for b in glob.glob(f"{build}/fuzz_*")
+             if os.path.isfile(b) and os.access(b, os.X_OK)}
+    missing = sorted(built - {r["target"] for r in head["targets"] if r["cpu_s"] > 0})
     for name in missing:
         print(f"  {name}: no run of the code HEAD has")
     for lo in head["left_out"]:
