@@ -61,7 +61,7 @@ fi
 case "${LA_BUDGET_S:-570}" in
 '' | *[!0-9]*) echo "device_paper.sh: LA_BUDGET_S is seconds, not '$LA_BUDGET_S'" >&2; exit 2 ;;
 esac
-export LA_DEADLINE=$(($(date +%s) + ${LA_BUDGET_S:-570}))
+export LA_DEADLINE=$(($(date +%s) + 10#${LA_BUDGET_S:-570}))
 root=$(pwd)
 LA_BUNDLE=.carry/paper/bundle.tar.xz
 . scripts/device_env.sh

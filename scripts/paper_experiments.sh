@@ -73,10 +73,10 @@ limit() {
 bench() {
     local name=$1 t
     shift
+    rm -f "$out/$name.json" # a command skipped or cut must not leave an older result to report
     t=$(limit)
     if [ "$t" -le 0 ]; then echo "$name: skipped, no time left before LA_DEADLINE"; failed=1; return; fi
     echo "=== $name: lazyattn bench $*"
-    rm -f "$out/$name.json" # a run cut by the timeout must not leave an older result to report
     timeout -k 10 "$t" "$bin" bench "${model[@]}" --device "$device" --dataset synthetic --ignore-eos \
         --json "$out/$name.json" "$@" >"$out/$name.txt" 2>"$out/$name.err"
     local rc=$?
@@ -120,10 +120,10 @@ run_rq4() { # RQ4: answers on real data, the bundled model (trained weights) on 
               hotpotqa/hotpotqa_dev_distractor_ircot_500.jsonl nq/nq-open-oracle.jsonl.gz \
               triviaqa/retrievalqa_triviaqa_subset50.jsonl; do
         name=rq4_$(basename "${ds%%/*}")
+        rm -f "$out/$name.json"
         t=$(limit)
         if [ "$t" -le 0 ]; then echo "$name: skipped, no time left before LA_DEADLINE"; failed=1; continue; fi
         echo "=== $name: lazyattn eval on $ds"
-        rm -f "$out/$name.json"
         timeout -k 10 "$t" "$bin" eval -m models/rag-tiny --device "$device" --dataset "$data/$ds" \
             --methods block-ref,lazy,mepic,block,recompute --limit "$eval_limit" --max-docs "$eval_docs" --max-tokens 16 \
             --json "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err"

@@ -202,7 +202,7 @@ def at_head(recs, runs, build):
                     why = (f"starved: {r['cpu_s']} CPU s in {wall} s of {r.get('processes', 1)} processes "
                            f"({r['crashes']} crash/timeout files)")
             t = None
-            if why is None or why.startswith("starved"):
+            if why is None or (why.startswith("starved") and failures(r)):
                 t = rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "commit": head,
                                            "runs": [], "files": len(files[name])})
             if why:
@@ -252,11 +252,14 @@ def merge(runs, into, build, need):
     # the targets are the harnesses the build has (a new one with no run is missing; a removed one is not)
     built = {os.path.basename(b)[len("fuzz_"):] for b in glob.glob(f"{build}/fuzz_*")
              if os.path.isfile(b) and os.access(b, os.X_OK)}
-    missing = sorted(built - {r["target"] for r in head["targets"] if r["cpu_s"] > 0})
+    missing = sorted(built - {r["target"] for r in head["targets"] if r["cpu_s"] > 0} - set(short))
     for name in missing:
         print(f"  {name}: no run of the code HEAD has")
     for lo in head["left_out"]:
         print(f"  left out: {lo['file']} {lo['target']}: {lo['why']}")
+    if need and not built:
+        print(f"no harness in {build} (make fuzz's build): nothing to hold to {need} CPU s")
+        return 1
     if need and (short or missing):
         print(f"under {need} CPU s or with crashes at HEAD: {' '.join(short + missing)}")
         return 1
@@ -290,7 +293,11 @@ def main():
     elif a.cmd == "run":
         sys.exit(run(a.dest, a.seconds, a.procs, a.nice, a.commit, a.json, a.procs_for))
     else:
-        sys.exit(merge(a.runs, a.into, a.build, a.need))
+        build = a.build
+        if not os.path.isdir(build) and not os.path.isabs(build):  # relative to the repository's top
+            top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
+            build = os.path.join(top, build) if top else build
+        sys.exit(merge(a.runs, a.into, build, a.need))
 
 
 if __name__ == "__main__":

@@ -131,10 +131,22 @@ static double calibrate_tokens_per_word(la_bench_session *b, la_engine *e) {
     return rate > 0 ? rate : 1.3;
 }
 
+/* The tokens of one question alone (0 for none). */
+static la_status question_tokens(la_engine *e, const char *question, int32_t *n, la_err *err) {
+    int32_t *ids = NULL;
+    *n = 0;
+    if (!question || !*question) return LA_OK;
+    la_status s = la_engine_tokenize(e, question, strlen(question), false, &ids, n, err);
+    free(ids);
+    return s;
+}
+
 /* kv sweep: the blocks of every pool document ("- Title: ...\n...\n" as the RAG template
- * renders it), and per running request the blocks of its preamble and documents (the
- * largest request's) and of its question and output, which kv_blocks_for() adds to the
- * cache by method. The preamble and question sizes come from one probe request. */
+ * renders it), and the fewest blocks in which every request can run alone under every
+ * method of the session (the capacity's floor): its preamble and documents, its question
+ * and output, and what the method holds beside them (block: a copy of every document
+ * block; +rN: copies of documents 1.. first ceil(min(N, L_d) / B) blocks). The preamble and
+ * the template's tokens come from one probe request, each question's from the tokenizer. */
 static la_status size_kv(la_bench_session *b, la_engine *e, la_err *err) {
     la_engine_stats st;
     la_engine_get_stats(e, &st);
@@ -175,19 +187,31 @@ static la_status size_kv(la_bench_session *b, la_engine *e, la_err *err) {
         for (int32_t d = 0; d < w->measured[0].n_docs; d++) docs0 += doc_tokens[w->measured[0].doc_ids[d]];
         int64_t preamble = probe.n_doc_tokens - docs0, tail = probe.n_prompt_tokens - probe.n_doc_tokens;
         if (preamble < 0) preamble = 0;
-        int64_t biggest = 0;
-        int32_t most_docs = 0;
-        for (int32_t i = 0; i < w->n_measured + w->n_warmup; i++) {
+        int32_t q0 = 0;
+        s = question_tokens(e, w->measured[0].question, &q0, err);
+        b->kv_request_doc_blocks = b->kv_request_tail_blocks = b->kv_floor_blocks = 0;
+        for (int32_t i = 0; s == LA_OK && i < w->n_measured + w->n_warmup; i++) {
             const la_bench_item *it = i < w->n_measured ? &w->measured[i] : &w->warmup[i - w->n_measured];
-            int64_t need = (preamble + B - 1) / B;
-            for (int32_t d = 0; d < it->n_docs; d++) need += (doc_tokens[it->doc_ids[d]] + B - 1) / B;
-            if (need > biggest) biggest = need;
-            if (it->n_docs > most_docs) most_docs = it->n_docs;
+            int32_t q = 0;
+            s = question_tokens(e, it->question, &q, err);
+            int64_t docs = (preamble + B - 1) / B;
+            for (int32_t d = 0; d < it->n_docs; d++) docs += (doc_tokens[it->doc_ids[d]] + B - 1) / B;
+            /* 32: room for the question's tokens meeting the template's differently */
+            int64_t tail_i = (tail - q0 + q + 32 + b->o.max_tokens + B - 1) / B;
+            if (docs > b->kv_request_doc_blocks) b->kv_request_doc_blocks = docs;
+            if (tail_i > b->kv_request_tail_blocks) b->kv_request_tail_blocks = tail_i;
+            for (int32_t m = 0; m < b->o.n_methods; m++) {
+                la_method_spec ms = b->o.methods[m];
+                int64_t need = docs + tail_i;
+                if (ms.method == LA_METHOD_BLOCK) need += docs;
+                else if (ms.recompute_first > 0) /* plan document 0 is the preamble, else the first */
+                    for (int32_t d = preamble > 0 ? 0 : 1; d < it->n_docs; d++) {
+                        int32_t L = doc_tokens[it->doc_ids[d]];
+                        need += ((ms.recompute_first < L ? ms.recompute_first : L) + B - 1) / B;
+                    }
+                if (need > b->kv_floor_blocks) b->kv_floor_blocks = need;
+            }
         }
-        b->kv_running = b->o.rate_per_s > 0 ? 4 : b->o.concurrency;
-        b->kv_request_doc_blocks = biggest;
-        b->kv_request_docs = most_docs + (preamble > 0);
-        b->kv_request_tail_blocks = (tail + 32 + b->o.max_tokens + B - 1) / B;
     }
     la_bench_samples_free(&probe, 1);
     free(doc_tokens);
@@ -234,23 +258,6 @@ static la_status calibrate_rate(la_bench_session *b, la_engine *e, la_err *err) 
     return LA_OK;
 }
 
-/* kv sweep: the capacity of method m's engine at point p: the point's cache (x% of the
- * pool's document blocks) and, for each request running at once, the blocks it holds
- * outside the cache: its question and output (every method), its documents' copies
- * (block), its documents computed in place (block-ref, recompute), the copies of its
- * documents' first blocks that recovery recomputes (+rN). The documents lazy, mepic, block
- * and prefix attend are cache blocks: they count against the x% (which plan_points raises
- * to one request's documents at least). */
-static int64_t kv_blocks_for(const la_bench_session *b, const la_bench_point *p, la_method_spec m) {
-    int64_t own = b->kv_request_tail_blocks;
-    int32_t B = b->block_size > 0 ? b->block_size : 16;
-    if (m.method == LA_METHOD_BLOCK || m.method == LA_METHOD_BLOCK_REF || m.method == LA_METHOD_RECOMPUTE)
-        own += b->kv_request_doc_blocks;
-    else if (m.recompute_first > 0)
-        own += (int64_t)b->kv_request_docs * ((m.recompute_first + B - 1) / B);
-    return p->kv_cache_blocks + (int64_t)b->kv_running * own;
-}
-
 /* The points of the run (one without a sweep). */
 static la_status plan_points(la_bench_session *b, la_err *err) {
     la_bench_session_opts *o = &b->o;
@@ -280,9 +287,9 @@ static la_status plan_points(la_bench_session *b, la_err *err) {
         p->load = (la_bench_load){
             .concurrency = o->concurrency, .rate_per_s = o->rate_per_s, .seed = o->wo.seed + (uint64_t)k,
             .max_s = o->duration_s};
-        if (o->sweep == LA_BENCH_SWEEP_KV) { /* at least one request's documents, or none could run */
-            p->kv_cache_blocks = (int64_t)ceil(p->x / 100.0 * (double)b->pool_doc_blocks);
-            if (p->kv_cache_blocks < b->kv_request_doc_blocks) p->kv_cache_blocks = b->kv_request_doc_blocks;
+        if (o->sweep == LA_BENCH_SWEEP_KV) { /* the whole KV pool, the same for every method */
+            p->kv_blocks = (int64_t)ceil(p->x / 100.0 * (double)b->pool_doc_blocks);
+            if (p->kv_blocks < b->kv_floor_blocks) p->kv_blocks = b->kv_floor_blocks;
         }
         if (o->sweep == LA_BENCH_SWEEP_RATE) p->load.rate_per_s = p->x;
         if (o->sweep == LA_BENCH_SWEEP_HOST_KV) p->host_kv_bytes = (int64_t)(p->x * 1073741824.0);
@@ -387,7 +394,6 @@ la_status la_bench_session_run(la_bench_session *b, int32_t k, int32_t mi, doubl
         /* a fresh engine of this capacity: nothing else in it */
         la_engine_destroy(b->engine);
         b->engine = NULL;
-        if (b->o.sweep == LA_BENCH_SWEEP_KV) p->kv_blocks = p->kv_blocks_m[mi] = kv_blocks_for(b, p, b->o.methods[mi]);
         LA_TRY(make_engine(&b->o, p, b->o.concurrency, &b->engine, err));
     }
     return run_method(b, p, k, mi, b->engine, wall_ms, err);

@@ -9,12 +9,12 @@
  * request's "method" field.
  *
  * Sweeps (default points unless the options give some):
- *   kv           KV cache capacity (% of the document pool's blocks, at least one request's
- *                documents) against the document hit ratio, under Zipf document popularity;
- *                in process only (a fresh engine per point and method, its capacity that
- *                cache plus the blocks the running requests hold outside it: kv_blocks_for in
- *                session.c). Question blocks are cached too and compete with documents for
- *                the capacity (LRU)
+ *   kv           KV capacity (% of the document pool's blocks) against the document hit
+ *                ratio, under Zipf document popularity; in process only (a fresh engine per
+ *                point and method). The capacity is the whole KV pool, as a GPU memory
+ *                fraction is: cached documents and the running requests' blocks share it, the
+ *                same for every method, and never below what one request needs alone under
+ *                each method (kv_floor_blocks). Question blocks are cached too (LRU)
  *   rate         Poisson request rate against TTFT; default rates are 0.5..8x the single-
  *                stream rate 1000 / (mean E2E of the first method's cold requests)
  *   concurrency  closed-loop concurrency against TPOT
@@ -83,14 +83,12 @@ typedef struct la_bench_point {
     double x;                   /* the swept value as given (blocks %, rate, concurrency, ...) */
     la_bench_workload *w;       /* borrowed (shared) or owned (context sweeps) */
     bool owns_w;
-    int64_t kv_blocks;          /* engine capacity (0: default); kv sweep: the method running */
-    int64_t kv_cache_blocks;    /* kv sweep: x% of the pool's document blocks */
-    int64_t kv_blocks_m[LA_METHOD_COUNT]; /* kv sweep: each method's engine capacity */
+    int64_t kv_blocks;          /* engine capacity (0: default) */
     int64_t host_kv_bytes;      /* host-kv sweep: the host tier of this point's engine */
     la_bench_load load;
-    la_bench_summary sum[LA_METHOD_COUNT];
-    la_bench_sample *samples[LA_METHOD_COUNT];
-    cJSON *store_stats[LA_METHOD_COUNT]; /* in process with a store: its engine's
+    la_bench_summary sum[LA_BENCH_MAX_METHODS];
+    la_bench_sample *samples[LA_BENCH_MAX_METHODS];
+    cJSON *store_stats[LA_BENCH_MAX_METHODS]; /* in process with a store: its engine's
                                    la_bench_store_stats_json after the method ran (a sweep's
                                    fresh engine: this run; else the session's totals so far) */
     int32_t n_samples;
@@ -112,10 +110,9 @@ typedef struct la_bench_session {
     double calib_base_rate;     /* rate sweep: 1000 / cold single-stream E2E */
     double tokens_per_word;
     int64_t pool_doc_blocks;    /* kv sweep: the pool's document blocks; */
-    int32_t kv_running;         /*   requests at once (the concurrency; 4 for open loops) */
-    int64_t kv_request_doc_blocks;  /* the largest request's preamble and documents */
-    int32_t kv_request_docs;        /* the most documents a request has (preamble included) */
-    int64_t kv_request_tail_blocks; /* a request's question and output */
+    int64_t kv_request_doc_blocks;  /*   the largest request's preamble and documents, */
+    int64_t kv_request_tail_blocks; /*   the largest question and output, */
+    int64_t kv_floor_blocks;        /*   and the least capacity every request runs in */
     int32_t block_size;
     int64_t n_failed, n_sent;   /* measured requests (the duration bound's are neither) */
     char loadavg_start[64];     /* /proc/loadavg when the run began (a shared machine's noise) */

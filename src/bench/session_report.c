@@ -106,14 +106,14 @@ void la_bench_session_print_sweep(const la_bench_session *b, FILE *f) {
     fprintf(f, "%-12s", o->sweep == LA_BENCH_SWEEP_KV ? "kv %pool" : o->sweep == LA_BENCH_SWEEP_RATE ? "req/s"
                         : o->sweep == LA_BENCH_SWEEP_CONCURRENCY ? "concurrency"
                         : o->sweep == LA_BENCH_SWEEP_HOST_KV ? "host GiB" : "point");
-    if (o->sweep == LA_BENCH_SWEEP_KV) fprintf(f, " %10s", "cache blk");
+    if (o->sweep == LA_BENCH_SWEEP_KV) fprintf(f, " %10s", "kv blocks");
     if (o->sweep == LA_BENCH_SWEEP_CONTEXT) fprintf(f, " %10s", "prompt tok");
     for (int32_t m = 0; m < o->n_methods; m++) fprintf(f, " %11s", o->methods[m].name);
     fputc('\n', f);
     for (int32_t k = 0; k < b->n_points; k++) {
         const la_bench_point *p = &b->points[k];
         fprintf(f, "%-12g", p->x);
-        if (o->sweep == LA_BENCH_SWEEP_KV) fprintf(f, " %10lld", (long long)p->kv_cache_blocks);
+        if (o->sweep == LA_BENCH_SWEEP_KV) fprintf(f, " %10lld", (long long)p->kv_blocks);
         if (o->sweep == LA_BENCH_SWEEP_CONTEXT) fprintf(f, " %10.0f", p->sum[0].mean_prompt_tokens);
         for (int32_t m = 0; m < o->n_methods; m++) {
             double y = sweep_y(b, p, m);
@@ -206,16 +206,13 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
     if (o->sweep == LA_BENCH_SWEEP_KV) {
         cJSON_AddNumberToObject(sw, "block_size", b->block_size);
         cJSON_AddNumberToObject(sw, "pool_doc_blocks", (double)b->pool_doc_blocks);
-        cJSON_AddNumberToObject(sw, "running_requests", b->kv_running);
         cJSON_AddNumberToObject(sw, "request_doc_blocks", (double)b->kv_request_doc_blocks);
         cJSON_AddNumberToObject(sw, "request_tail_blocks", (double)b->kv_request_tail_blocks);
-        cJSON_AddStringToObject(
-            sw, "kv_blocks",
-            "per point and method: cache_blocks (x% of pool_doc_blocks, and at least request_doc_blocks) + running_requests x the blocks a "
-            "request holds outside the cache: request_tail_blocks (question and output), plus "
-            "request_doc_blocks for block (its copies), block-ref and recompute (computed in place), plus "
-            "its documents' first ceil(N / block_size) blocks for +rN; the documents lazy, mepic, block and "
-            "prefix attend are cache blocks");
+        cJSON_AddNumberToObject(sw, "floor_blocks", (double)b->kv_floor_blocks);
+        cJSON_AddStringToObject(sw, "kv_blocks",
+                                "x% of pool_doc_blocks, at least floor_blocks (one request alone under each "
+                                "method): the whole KV pool of every method's engine, cached documents and "
+                                "running requests together");
     }
     if (o->sweep == LA_BENCH_SWEEP_RATE && b->calib_base_rate > 0) {
         cJSON_AddNumberToObject(sw, "single_stream_rate_per_s", b->calib_base_rate);
@@ -228,7 +225,7 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
         const la_bench_point *p = &b->points[k];
         cJSON *jp = cJSON_CreateObject();
         cJSON_AddNumberToObject(jp, "x", p->x);
-        if (o->sweep == LA_BENCH_SWEEP_KV) cJSON_AddNumberToObject(jp, "cache_blocks", (double)p->kv_cache_blocks);
+        if (o->sweep == LA_BENCH_SWEEP_KV) cJSON_AddNumberToObject(jp, "kv_blocks", (double)p->kv_blocks);
         if (o->sweep == LA_BENCH_SWEEP_RATE) cJSON_AddNumberToObject(jp, "rate_per_s", p->load.rate_per_s);
         if (o->sweep == LA_BENCH_SWEEP_CONCURRENCY) cJSON_AddNumberToObject(jp, "concurrency", p->load.concurrency);
         if (o->sweep == LA_BENCH_SWEEP_HOST_KV) {
@@ -240,7 +237,6 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
         cJSON *ms = cJSON_AddArrayToObject(jp, "methods");
         for (int32_t m = 0; m < o->n_methods; m++) {
             cJSON *j = la_bench_summary_json(&p->sum[m], NULL, 0);
-            if (o->sweep == LA_BENCH_SWEEP_KV) cJSON_AddNumberToObject(j, "kv_blocks", (double)p->kv_blocks_m[m]);
             if (p->store_stats[m]) cJSON_AddItemToObject(j, "store", cJSON_Duplicate(p->store_stats[m], true));
             cJSON_AddItemToArray(ms, j);
         }
@@ -260,8 +256,8 @@ la_status la_bench_session_plot(const la_bench_session *b, const char *png, la_e
                  "lazyattn bench: %s, %s (%s), %d requests per method, docs reordered: %s, %s", b->model,
                  b->device, p->w->format, p->w->n_measured, la_bench_reorder_name(o->wo.reorder),
                  load_text(&p->load, lt, sizeof lt));
-        const la_bench_sample *samples[LA_METHOD_COUNT];
-        int32_t n[LA_METHOD_COUNT];
+        const la_bench_sample *samples[LA_BENCH_MAX_METHODS];
+        int32_t n[LA_BENCH_MAX_METHODS];
         for (int32_t m = 0; m < o->n_methods; m++) samples[m] = p->samples[m], n[m] = p->n_samples;
         return la_bench_plot_requests(png, title, o->methods, samples, n, o->n_methods, err);
     }

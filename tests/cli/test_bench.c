@@ -204,20 +204,40 @@ Test(cli_bench, kv_sweep_hit_ratio_grows_with_capacity) {
     cr_assert_eq(cJSON_GetArraySize(pts), 2);
     const cJSON *small = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 0), "methods");
     const cJSON *big = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 1), "methods");
-    cr_assert(num(cJSON_GetArrayItem(pts, 0), "cache_blocks") < num(cJSON_GetArrayItem(pts, 1), "cache_blocks"));
-    /* a method's capacity is the point's cache and the running requests' own blocks: recompute
-     * holds its whole prompt outside the cache, lazy only its question and output */
+    /* the whole pool, the same for every method: x% of the documents' blocks, at least what one
+     * request needs alone */
     const cJSON *sw = cJSON_GetObjectItem(r.json, "sweep");
-    double running = num(sw, "running_requests"), docs = num(sw, "request_doc_blocks"),
-           tail = num(sw, "request_tail_blocks"), cache = num(cJSON_GetArrayItem(pts, 0), "cache_blocks");
-    cr_assert(docs > 0 && tail > 0 && running >= 1);
-    cr_assert_eq(num(method_of(small, "lazy"), "kv_blocks"), cache + running * tail);
-    cr_assert_eq(num(method_of(small, "recompute"), "kv_blocks"), cache + running * (tail + docs));
+    double pool = num(sw, "pool_doc_blocks"), floor_ = num(sw, "floor_blocks");
+    cr_assert(floor_ >= num(sw, "request_doc_blocks") + num(sw, "request_tail_blocks"));
+    cr_assert_eq(num(cJSON_GetArrayItem(pts, 0), "kv_blocks"), fmax(ceil(0.10 * pool), floor_));
+    cr_assert_eq(num(cJSON_GetArrayItem(pts, 1), "kv_blocks"), fmax(ceil(4.00 * pool), floor_));
+    cr_assert(num(cJSON_GetArrayItem(pts, 0), "kv_blocks") < num(cJSON_GetArrayItem(pts, 1), "kv_blocks"));
     double lo = num(method_of(small, "lazy"), "doc_hit_ratio"),
            hi = num(method_of(big, "lazy"), "doc_hit_ratio");
     cr_assert(lo < hi, "lazy: %g at 10%% vs %g at 400%%", lo, hi);
     cr_assert_eq(hi, 1.0); /* the warm-up covered the whole pool and it all fits */
     cr_assert_eq(num(method_of(big, "recompute"), "doc_hit_ratio"), 0.0);
+    run_free(&r);
+}
+
+Test(cli_bench, kv_sweep_runs_more_methods_than_the_engine_has) {
+    /* seven method specs (five methods and two recoveries) at the floor's capacity: every one runs,
+     * and no per-method array of a point is shorter than the list */
+    run_result r = run("",
+                       "-m '" MODEL "' --dataset synthetic --sweep kv --points 1 --requests 4 --pool-docs 6 "
+                       "--docs-per-request 3 --doc-tokens 40 --max-tokens 2 --concurrency 2 --threads 1 "
+                       "--methods recompute,prefix,block,mepic,lazy,block-ref,lazy+r8",
+                       1);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    const cJSON *pts = cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "sweep"), "points");
+    const cJSON *ms = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 0), "methods");
+    cr_assert_eq(cJSON_GetArraySize(ms), 7);
+    for (int i = 0; i < 7; i++)
+        cr_assert_eq((int)num(cJSON_GetArrayItem(ms, i), "requests_ok"), 4, "method %d", i);
+    /* 1% of the pool is below one request: the floor, block's documents twice */
+    const cJSON *sw = cJSON_GetObjectItem(r.json, "sweep");
+    cr_assert_eq(num(cJSON_GetArrayItem(pts, 0), "kv_blocks"), num(sw, "floor_blocks"));
+    cr_assert(num(sw, "floor_blocks") >= 2 * num(sw, "request_doc_blocks") + num(sw, "request_tail_blocks"));
     run_free(&r);
 }
 

@@ -117,3 +117,7 @@ def test_need_covers_every_harness_the_build_has(tmp_path, monkeypatch):
     assert fuzz_run.merge(runs, into, str(tmp_path / "build"), 300) == 1  # newharness never ran
     os.remove(tmp_path / "build" / "fuzz_newharness")
     assert fuzz_run.merge(runs, into, str(tmp_path / "build"), 300) == 0
+    # a build directory with no harness (a wrong --build) never passes
+    assert fuzz_run.merge(runs, into, str(tmp_path / "no-such-build"), 300) == 1
+    os.remove(tmp_path / "build" / "fuzz_parser")
+    assert fuzz_run.merge(runs, into, str(tmp_path / "build"), 300) == 1
