@@ -14,7 +14,8 @@
 # run (on the GPU machine, carry [".carry/paper"], $OUT set): scripts/paper_experiments.sh at
 # the paper's scale in the order given, every command cut before the call's 600 s end
 # (LA_DEADLINE; $LA_BUDGET_S seconds from the start, default 570); the files come back as
-# $OUT/paper.tar.gz (the tool returns at most 8 files) and the report as $OUT/report.md.
+# $OUT/paper.tar.gz (the tool returns at most 8 files), packed again after each experiment so
+# that a call killed early keeps what finished, and the report as $OUT/report.md.
 set -u
 mode=${1:-run}
 case "$mode" in
@@ -66,11 +67,18 @@ root=$(pwd)
 LA_BUNDLE=.carry/paper/bundle.tar.xz
 . scripts/device_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/nvidia_smi.txt" 2>&1
-rm -rf /tmp/paper # a warm machine's earlier call must not leave its results in this one's
-LA_DATA_DIR=/tmp/la/data/shared bash scripts/paper_experiments.sh --scale paper --device cuda \
-    --bin "$bin/lazyattn" --only "${2:-rq1 rq2 rq3 rq4 shared long}" --out /tmp/paper
-rc=$?
-cp /tmp/paper/report.md "$OUT/report.md" 2>/dev/null
-echo "{\"commit\": \"${LA_COMMIT:-unknown}\", \"machine\": \"$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)\", \"only\": \"${2:-all}\"}" >/tmp/paper/run_$(echo "${2:-all}" | tr ' ' _).json
-tar -C /tmp -czf "$OUT/paper.tar.gz" paper
+rm -rf /tmp/paper && mkdir -p /tmp/paper # a warm machine's earlier call must not leave its results in this one's
+only=${2:-rq1 rq2 rq3 rq4 shared long}
+for x in $only; do # every name checked before the first runs
+    case "$x" in rq1 | rq2 | rq3 | rq4 | shared | long) ;; *) echo "device_paper.sh: unknown experiment '$x'" >&2; exit 2 ;; esac
+done
+echo "{\"commit\": \"${LA_COMMIT:-unknown}\", \"machine\": \"$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)\", \"only\": \"$only\"}" >/tmp/paper/run_$(echo "$only" | tr ' ' _).json
+# one experiment at a time, packed after each: a call killed before its end keeps what finished
+rc=0
+for x in $only; do
+    LA_DATA_DIR=/tmp/la/data/shared bash scripts/paper_experiments.sh --scale paper --device cuda \
+        --bin "$bin/lazyattn" --only "$x" --out /tmp/paper || rc=1
+    cp /tmp/paper/report.md "$OUT/report.md" 2>/dev/null
+    tar -C /tmp -czf "$OUT/paper.tar.gz.part" paper && mv "$OUT/paper.tar.gz.part" "$OUT/paper.tar.gz"
+done
 exit $rc
