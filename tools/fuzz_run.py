@@ -186,6 +186,11 @@ def at_head(recs, runs, build):
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=True, capture_output=True,
                           text=True).stdout.strip()
     rows, left_out, files = {}, [], {}
+
+    def target_row(name):
+        return rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "commit": head,
+                                      "runs": [], "files": len(files[name])})
+
     for rec, f in zip(recs, runs):
         for r in rec["targets"]:
             name = r["target"]
@@ -201,16 +206,14 @@ def at_head(recs, runs, build):
                 if wall and r["cpu_s"] < 0.5 * wall:
                     why = (f"starved: {r['cpu_s']} CPU s in {wall} s of {r.get('processes', 1)} processes "
                            f"({r['crashes']} crash/timeout files)")
-            t = None
-            if why is None or (why.startswith("starved") and failures(r)):
-                t = rows.setdefault(name, {"target": name, "cpu_s": 0.0, "execs": 0, "crashes": 0, "commit": head,
-                                           "runs": [], "files": len(files[name])})
+            real = failures(r) if why and why.startswith("starved") else 0
             if why:
-                if t is not None and failures(r):  # a starved run's real crashes still count
-                    t["crashes"] += failures(r)
-                    why += f"; its {failures(r)} crash files that are not timeouts count"
+                if real:  # a starved run's real crashes still count
+                    target_row(name)["crashes"] += real
+                    why += f"; its {real} crash files that are not timeouts count"
                 left_out.append({"file": os.path.basename(f), "target": name, "why": why})
                 continue
+            t = target_row(name)
             t["cpu_s"] = round(t["cpu_s"] + r["cpu_s"], 1)
             t["execs"] += r["execs"]
             t["crashes"] += r["crashes"]

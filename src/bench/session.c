@@ -187,13 +187,13 @@ static la_status size_kv(la_bench_session *b, la_engine *e, la_err *err) {
         for (int32_t d = 0; d < w->measured[0].n_docs; d++) docs0 += doc_tokens[w->measured[0].doc_ids[d]];
         int64_t preamble = probe.n_doc_tokens - docs0, tail = probe.n_prompt_tokens - probe.n_doc_tokens;
         if (preamble < 0) preamble = 0;
-        int32_t q0 = 0;
-        s = question_tokens(e, w->measured[0].question, &q0, err);
+        int32_t q0 = 0; /* the probe's question: measured[0], the loop's first item */
         b->kv_request_doc_blocks = b->kv_request_tail_blocks = b->kv_floor_blocks = 0;
         for (int32_t i = 0; s == LA_OK && i < w->n_measured + w->n_warmup; i++) {
             const la_bench_item *it = i < w->n_measured ? &w->measured[i] : &w->warmup[i - w->n_measured];
             int32_t q = 0;
             s = question_tokens(e, it->question, &q, err);
+            if (i == 0) q0 = q;
             int64_t docs = (preamble + B - 1) / B;
             for (int32_t d = 0; d < it->n_docs; d++) docs += (doc_tokens[it->doc_ids[d]] + B - 1) / B;
             /* 32: room for the question's tokens meeting the template's differently */

@@ -200,13 +200,12 @@ Test(cli_bench, kv_sweep_hit_ratio_grows_with_capacity) {
             "--threads 1",
             1);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-    const cJSON *pts = cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "sweep"), "points");
+    const cJSON *sw = cJSON_GetObjectItem(r.json, "sweep"), *pts = cJSON_GetObjectItem(sw, "points");
     cr_assert_eq(cJSON_GetArraySize(pts), 2);
     const cJSON *small = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 0), "methods");
     const cJSON *big = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 1), "methods");
     /* the whole pool, the same for every method: x% of the documents' blocks, at least what one
      * request needs alone */
-    const cJSON *sw = cJSON_GetObjectItem(r.json, "sweep");
     double pool = num(sw, "pool_doc_blocks"), floor_ = num(sw, "floor_blocks");
     cr_assert(floor_ >= num(sw, "request_doc_blocks") + num(sw, "request_tail_blocks"));
     cr_assert_eq(num(cJSON_GetArrayItem(pts, 0), "kv_blocks"), fmax(ceil(0.10 * pool), floor_));
@@ -229,13 +228,12 @@ Test(cli_bench, kv_sweep_runs_more_methods_than_the_engine_has) {
                        "--methods recompute,prefix,block,mepic,lazy,block-ref,lazy+r8",
                        1);
     cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-    const cJSON *pts = cJSON_GetObjectItem(cJSON_GetObjectItem(r.json, "sweep"), "points");
+    const cJSON *sw = cJSON_GetObjectItem(r.json, "sweep"), *pts = cJSON_GetObjectItem(sw, "points");
     const cJSON *ms = cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 0), "methods");
     cr_assert_eq(cJSON_GetArraySize(ms), 7);
     for (int i = 0; i < 7; i++)
         cr_assert_eq((int)num(cJSON_GetArrayItem(ms, i), "requests_ok"), 4, "method %d", i);
     /* 1% of the pool is below one request: the floor, block's documents twice */
-    const cJSON *sw = cJSON_GetObjectItem(r.json, "sweep");
     cr_assert_eq(num(cJSON_GetArrayItem(pts, 0), "kv_blocks"), num(sw, "floor_blocks"));
     cr_assert(num(sw, "floor_blocks") >= 2 * num(sw, "request_doc_blocks") + num(sw, "request_tail_blocks"));
     run_free(&r);
