@@ -8,8 +8,9 @@
 #                                                    the fuzzers when staged: device_fuzz.sh;
 #                                                    LA_PAPER_TESTS=1 adds the GPU tests
 #                                                    staged by device_gpu.sh prepare)
-#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq1 rq2"             # device call 1
-#   LA_COMMIT=<sha> bash scripts/device_paper.sh run "rq4 rq3 shared long" # device call 2
+#   LA_COMMIT=<sha> LA_BUDGET_S=595 bash scripts/device_paper.sh run "rq2 rq1"             # call 1: 537 s
+#   LA_COMMIT=<sha> LA_BUDGET_S=595 bash scripts/device_paper.sh run "rq4 rq3 shared long" # call 2: 481 s
+#   (d8cb6e6; device tool timeout_s 600; RQ2 first: an overrun cuts RQ1, not RQ2)
 #
 # run (on the GPU machine, carry [".carry/paper"], $OUT set): scripts/paper_experiments.sh at
 # the paper's scale in the order given, every command cut before the call's 600 s end

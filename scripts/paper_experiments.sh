@@ -7,7 +7,7 @@
 #
 # paper (default): the paper's sizes on the Llama-3.1-8B shape with random weights (timing
 #   only: the JSON and the report say so), on the GPU. On the H200 in two device calls of at
-#   most 10 minutes: --only "rq1 rq2" and --only "rq4 rq3 shared long". With LA_DEADLINE set
+#   most 10 minutes: --only "rq2 rq1" and --only "rq4 rq3 shared long". With LA_DEADLINE set
 #   (epoch seconds) no command runs past it: one that would is cut or skipped, and counted failed.
 # small: the same commands at tiny sizes on the bundled model, on the CPU: the code path and
 #   the JSON the report reads, in about a minute (tests/bench/test_paper_suite.py runs it).
