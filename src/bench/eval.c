@@ -1,6 +1,7 @@
 /* Answering a RAG question set and scoring it (eval.h). */
 #include "bench/eval.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "base/err.h"
 #include "bench/driver.h"
 #include "bench/machine.h"
+#include "bench/report.h"
 
 /* A request's user pointer: its answer and where to report a failure. */
 typedef struct eval_req {
@@ -15,9 +17,27 @@ typedef struct eval_req {
     const la_eval_hooks *hooks;
 } eval_req;
 
+/* One generated token's margin (la_eval.margins); nothing recorded when out of memory. */
+static void add_margin(la_eval_answer *a, const la_event *ev) {
+    int32_t n = a->n_tokens + 1;
+    int32_t *t = realloc(a->tokens, sizeof(int32_t) * (size_t)n);
+    if (t) a->tokens = t;
+    int32_t *ru = realloc(a->runner_up, sizeof(int32_t) * (size_t)n);
+    if (ru) a->runner_up = ru;
+    float *mg = realloc(a->margins, sizeof(float) * (size_t)n);
+    if (mg) a->margins = mg;
+    if (!t || !ru || !mg) return;
+    /* top_ids[0] is the greedy choice; the runner-up is the most likely other token */
+    t[n - 1] = ev->token_id;
+    ru[n - 1] = ev->n_top >= 2 ? ev->top_ids[1] : -1;
+    mg[n - 1] = ev->n_top >= 2 ? ev->top_logprobs[0] - ev->top_logprobs[1] : INFINITY;
+    a->n_tokens = n;
+}
+
 static void on_event(void *user, const la_event *ev) {
     eval_req *r = user;
     la_eval_answer *a = r->a;
+    if (ev->kind == LA_EVENT_TOKEN && ev->n_top > 0) add_margin(a, ev);
     if (ev->text_len) {
         char *p = realloc(a->text, a->len + ev->text_len + 1);
         if (p) {
@@ -86,6 +106,7 @@ la_status la_eval_run(la_eval *ev, la_engine *e, const la_eval_hooks *hooks, la_
                     rp.recompute_first = ev->methods[m].recompute_first;
                     rp.cache_salt = salt;
                     rp.sampling.max_tokens = ev->max_tokens;
+                    if (ev->margins) rp.sampling.logprobs = true, rp.sampling.top_logprobs = 2;
                     rp.on_event = on_event;
                     size_t slot = ((size_t)m * orders + o) * nq + q;
                     reqs[slot] = (eval_req){&ans[slot], hooks};
@@ -120,12 +141,67 @@ la_status la_eval_run(la_eval *ev, la_engine *e, const la_eval_hooks *hooks, la_
 
 void la_eval_fini(la_eval *ev) {
     size_t n_slots = ev->answers ? (size_t)ev->n_methods * (size_t)ev->orders * (size_t)ev->ds->n : 0;
-    for (size_t i = 0; i < n_slots; i++) free(ev->answers[i].text);
+    for (size_t i = 0; i < n_slots; i++) {
+        free(ev->answers[i].text);
+        free(ev->answers[i].tokens);
+        free(ev->answers[i].runner_up);
+        free(ev->answers[i].margins);
+    }
     free(ev->answers);
     ev->answers = NULL;
 }
 
 /* ---- scoring ------------------------------------------------------------------------------ */
+
+/* The first token where b's answer leaves a's (a and b differ in text): their first differing
+ * token, or where the shorter one ended. */
+static int32_t first_divergence(const la_eval_answer *a, const la_eval_answer *b) {
+    int32_t n = a->n_tokens < b->n_tokens ? a->n_tokens : b->n_tokens, t = 0;
+    while (t < n && a->tokens[t] == b->tokens[t]) t++;
+    return t;
+}
+
+void la_eval_reference_margins(const la_eval *ev, double *median, double *p5) {
+    *median = *p5 = -1;
+    const int32_t nq = ev->ds->n;
+    int64_t n = 0;
+    for (int32_t q = 0; q < nq; q++) n += ev->answers[q].n_tokens;
+    double *v = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!v || !n) {
+        free(v);
+        return;
+    }
+    int32_t k = 0;
+    for (int32_t q = 0; q < nq; q++)
+        for (int32_t t = 0; t < ev->answers[q].n_tokens; t++) v[k++] = ev->answers[q].margins[t];
+    la_bench_dist d = la_bench_dist_of(v, k);
+    *median = d.p50;
+    *p5 = la_bench_percentile(v, k, 5);
+    free(v);
+}
+
+/* With margins: the questions method m answers differently from the first method in the
+ * file's order, and the first method's margin where they part (la_eval_score). */
+static void score_divergence(const la_eval *ev, int32_t m, la_eval_score *out) {
+    out->n_diverged = out->n_diverged_runner_up = 0;
+    out->ref_margin_at_divergence_median = -1;
+    if (!ev->margins || m == 0) return;
+    const int32_t nq = ev->ds->n;
+    double *v = malloc(sizeof(double) * (size_t)(nq + 1));
+    if (!v) return;
+    int32_t k = 0;
+    for (int32_t q = 0; q < nq; q++) {
+        const la_eval_answer *ref = &ev->answers[q], *a = &ev->answers[(size_t)m * ev->orders * nq + q];
+        if (!strcmp(ref->text ? ref->text : "", a->text ? a->text : "")) continue;
+        out->n_diverged++;
+        int32_t t = first_divergence(ref, a);
+        if (t >= ref->n_tokens) continue; /* the reference ended first: no margin there */
+        v[k++] = ref->margins[t];
+        out->n_diverged_runner_up += t < a->n_tokens && a->tokens[t] == ref->runner_up[t];
+    }
+    if (k) out->ref_margin_at_divergence_median = la_bench_dist_of(v, k).p50;
+    free(v);
+}
 
 void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
     const la_eval_answer *ans = ev->answers;
@@ -163,6 +239,7 @@ void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
     out->mean_ttft_cold_ms = tt / nq;
     out->mean_ttft_warm_ms = orders > 1 ? tw / ((double)nq * (orders - 1)) : -1;
     out->doc_tokens_recomputed = rc;
+    score_divergence(ev, m, out);
 }
 
 cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, const char *device, int argc,
@@ -177,6 +254,16 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
     cJSON_AddNumberToObject(root, "empty_documents_left_out", ev->ds->n_empty_docs);
     cJSON_AddNumberToObject(root, "orders", orders);
     cJSON_AddStringToObject(root, "prompt", ev->raw ? "raw" : "chat template");
+    if (ev->margins) { /* the first method's margins over all its tokens, to set the divergences against */
+        double med, p5;
+        la_eval_reference_margins(ev, &med, &p5);
+        cJSON *jr = cJSON_AddObjectToObject(root, "reference_margins");
+        cJSON_AddStringToObject(jr, "definition",
+                                "per generated token of the first method (file order): log-softmax of the raw "
+                                "logits at the greedy token minus at the runner-up, nats");
+        cJSON_AddNumberToObject(jr, "median", med);
+        cJSON_AddNumberToObject(jr, "p5", p5);
+    }
     char *cmd = la_command_line(argc, argv);
     cJSON_AddStringToObject(root, "command", cmd ? cmd : "");
     free(cmd);
@@ -204,6 +291,29 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
         cJSON_AddNumberToObject(jo, "mean_ttft_cold_ms", s.mean_ttft_cold_ms);
         if (orders > 1) cJSON_AddNumberToObject(jo, "mean_ttft_warm_ms", s.mean_ttft_warm_ms);
         else cJSON_AddNullToObject(jo, "mean_ttft_warm_ms");
+        if (ev->margins && m > 0) { /* where this method's answers part from the first method's */
+            cJSON_AddNumberToObject(jo, "diverged", (double)s.n_diverged);
+            cJSON_AddNumberToObject(jo, "diverged_to_reference_runner_up", (double)s.n_diverged_runner_up);
+            if (s.ref_margin_at_divergence_median >= 0)
+                cJSON_AddNumberToObject(jo, "reference_margin_at_divergence_median", s.ref_margin_at_divergence_median);
+            else cJSON_AddNullToObject(jo, "reference_margin_at_divergence_median");
+            cJSON *jd = cJSON_AddArrayToObject(jo, "divergences");
+            for (int32_t q = 0; q < nq; q++) {
+                const la_eval_answer *ref = &ev->answers[q], *a = &ev->answers[((size_t)m * orders) * nq + q];
+                if (!strcmp(ref->text ? ref->text : "", a->text ? a->text : "")) continue;
+                int32_t t = first_divergence(ref, a);
+                cJSON *d = cJSON_CreateObject();
+                cJSON_AddNumberToObject(d, "question", q);
+                cJSON_AddNumberToObject(d, "token", t);
+                if (t < ref->n_tokens) cJSON_AddNumberToObject(d, "reference_margin", ref->margins[t]);
+                else cJSON_AddNullToObject(d, "reference_margin");
+                if (t < a->n_tokens) cJSON_AddNumberToObject(d, "margin", a->margins[t]);
+                else cJSON_AddNullToObject(d, "margin");
+                cJSON_AddBoolToObject(d, "to_reference_runner_up",
+                                      t < ref->n_tokens && t < a->n_tokens && a->tokens[t] == ref->runner_up[t]);
+                cJSON_AddItemToArray(jd, d);
+            }
+        }
         cJSON *per = cJSON_AddArrayToObject(jo, "answers");
         for (int32_t q = 0; q < nq; q++) {
             const la_eval_answer *a = &ev->answers[((size_t)m * orders) * nq + q];

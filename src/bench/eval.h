@@ -27,6 +27,12 @@ typedef struct la_eval_answer {
     int done;
     int failed;
     la_request_stats stats;
+    /* with la_eval.margins, per generated token (heap, [n_tokens] each): the token, the
+     * runner-up (the most likely other token; -1: none) and the margin, log-softmax of the
+     * raw logits at the most likely token minus at the runner-up (nats, >= 0) */
+    int32_t *tokens, *runner_up;
+    float *margins;
+    int32_t n_tokens;
 } la_eval_answer;
 
 /* Called as answers arrive, and once per request that failed with one line saying why
@@ -46,6 +52,8 @@ typedef struct la_eval {
     int32_t concurrency;        /* questions in flight */
     uint64_t seed;              /* of the shuffled orders */
     bool raw;                   /* no chat template (la_bench_rag_request) */
+    bool margins;               /* record each token's logit margin (la_eval_answer; top 2
+                                   logprobs per token) and score where answers diverge */
     la_eval_answer *answers;    /* [(m * orders + order) * ds->n + q], written by la_eval_run */
 } la_eval;
 
@@ -66,10 +74,19 @@ typedef struct la_eval_score {
      * one order) */
     double mean_ttft_cold_ms, mean_ttft_warm_ms;
     int64_t doc_tokens_recomputed; /* recovery, over order 0 */
+    /* with margins, over the questions answered differently from the first method: how
+     * many, the first method's margin at the first token where the two differ (median,
+     * nats; -1: none), and how many of those tokens are the first method's runner-up */
+    int64_t n_diverged, n_diverged_runner_up;
+    double ref_margin_at_divergence_median;
 } la_eval_score;
 
 /* The scores of method m (answers in the file's document order). */
 void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out);
+
+/* With margins: the first method's margins over every token it generated in the file's
+ * document order: the median and the 5th percentile (nats; -1 when there is none). */
+void la_eval_reference_margins(const la_eval *ev, double *median, double *p5);
 
 /* The scores of every method with its answers, the dataset, model, device, machine and the
  * command argv[argc]. Caller owns it. */

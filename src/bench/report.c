@@ -15,25 +15,24 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Nearest-rank percentile of sorted v[n]. */
-static double pct(const double *v, int32_t n, double p) {
+double la_bench_percentile(const double *v, int32_t n, double p) {
+    if (n <= 0) return NAN;
     int32_t k = (int32_t)ceil(p / 100.0 * n) - 1;
     if (k < 0) k = 0;
     if (k >= n) k = n - 1;
     return v[k];
 }
 
-/* Sorts v in place. */
-static la_bench_dist dist_of(double *v, int32_t n) {
+la_bench_dist la_bench_dist_of(double *v, int32_t n) {
     la_bench_dist d = {.n = n, .mean = NAN, .p50 = NAN, .p90 = NAN, .p99 = NAN};
     if (n == 0) return d;
     qsort(v, (size_t)n, sizeof(double), cmp_double);
     double sum = 0;
     for (int32_t i = 0; i < n; i++) sum += v[i];
     d.mean = sum / n;
-    d.p50 = pct(v, n, 50);
-    d.p90 = pct(v, n, 90);
-    d.p99 = pct(v, n, 99);
+    d.p50 = la_bench_percentile(v, n, 50);
+    d.p90 = la_bench_percentile(v, n, 90);
+    d.p99 = la_bench_percentile(v, n, 99);
     return d;
 }
 
@@ -92,11 +91,11 @@ void la_bench_summarize(la_method_spec method, const la_bench_item *items, const
         }
     }
     s.saturated = s.n_cut > 0;
-    s.ttft_ms = dist_of(ttft, s.n_ok);
-    s.e2e_ms = dist_of(e2e, s.n_ok);
-    s.server_ttft_ms = dist_of(sttft, s.n_ok);
-    s.tpot_ms = dist_of(tpot, n_tpot);
-    s.itl_ms = dist_of(itl, n_itl);
+    s.ttft_ms = la_bench_dist_of(ttft, s.n_ok);
+    s.e2e_ms = la_bench_dist_of(e2e, s.n_ok);
+    s.server_ttft_ms = la_bench_dist_of(sttft, s.n_ok);
+    s.tpot_ms = la_bench_dist_of(tpot, n_tpot);
+    s.itl_ms = la_bench_dist_of(itl, n_itl);
     s.wall_s = wall_ms / 1e3;
     double wall = s.wall_s > 0 ? s.wall_s : NAN;
     s.requests_per_s = s.n_ok / wall;

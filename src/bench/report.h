@@ -56,6 +56,12 @@ typedef struct la_bench_summary {
     bool saturated;
 } la_bench_summary;
 
+/* v[n] sorted in place, and its mean and nearest-rank percentiles (NAN when n == 0). */
+la_bench_dist la_bench_dist_of(double *v, int32_t n);
+
+/* Nearest-rank percentile p (0-100) of the ascending v[n]; NAN when n == 0. */
+double la_bench_percentile(const double *v, int32_t n, double p);
+
 /* Summarise the measured samples[n] of items[n] (answers for exact match). */
 void la_bench_summarize(la_method_spec method, const la_bench_item *items, const la_bench_sample *samples,
                         int32_t n, double wall_ms, la_bench_summary *out);

@@ -5,7 +5,7 @@
  *                 [--orders K] [--limit N] [--max-docs N] [--max-tokens N] [--json OUT]
  *                 [--device D] [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]
  *                 [store flags: --host-kv-gib, --kv-dir, ... as run's]
- *                 [--chat-template FILE | --raw]
+ *                 [--chat-template FILE | --raw] [--margins]
  *
  * bench/eval.h says how questions are asked and scored (exact match overall and by hops,
  * agreement with the first method, and for --orders K > 1 the share of questions answered the
@@ -54,7 +54,7 @@ static void usage(FILE *f) {
                "                     [--max-docs N] [--max-tokens N] [--json OUT] [--device D]\n"
                "                     [--threads N] [--kv-blocks N] [--concurrency N] [--seed S]\n"
                "                     [--gpu-memory-fraction F] [--chat-template FILE | --raw]\n"
-               "                     [--cpu-weights f32|bf16|f16|bf16-dot] [--cpu-kv f32|bf16]\n"
+               "                     [--cpu-weights f32|bf16|f16|bf16-dot] [--cpu-kv f32|bf16] [--margins]\n"
                "  --methods LIST   comma-separated methods to answer with (lazy); the first is the\n"
                "                   reference of the same-as-1st column. METHOD+rN: with recovery,\n"
                "                   each later document's first N tokens recomputed in context\n"
@@ -69,6 +69,11 @@ static void usage(FILE *f) {
                "  --device D       cpu (default) or cuda\n"
                "  --chat-template FILE  ask with this Jinja chat template instead of the model's\n"
                "  --raw            no chat template: BOS, the documents' blocks, then the question\n"
+               "  --margins        record each token's logit margin (greedy token minus runner-up,\n"
+               "                   log-softmax of the raw logits) and, for each method, where its\n"
+               "                   answers part from the first method's: how many, the first\n"
+               "                   method's median margin there (margin@div), and how many took\n"
+               "                   its runner-up (JSON: every divergence)\n"
                "  TTFT is not a benchmark: it includes the queueing --concurrency causes (timings:\n"
                "  lazyattn bench). Each method has a cache salt of its own: cold = order 0, its\n"
                "  documents computed; warm = the later orders, its documents cached\n"
@@ -91,6 +96,7 @@ int la_cli_eval(int argc, char **argv) {
         {"gpu-memory-fraction", required_argument, 0, LA_CLI_OPT_GPU_MEMORY_FRACTION},
         LA_CLI_STORE_OPTIONS,
         {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE}, {"raw", no_argument, 0, 13},
+        {"margins", no_argument, 0, 14},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     la_engine_options eo;
@@ -98,7 +104,7 @@ int la_cli_eval(int argc, char **argv) {
     const char *dataset = NULL, *json_out = NULL, *methods_arg = "lazy";
     int32_t orders = 1, limit = 0, max_docs = 0, max_tokens = 32, concurrency = 64;
     int64_t seed = 1;
-    bool raw = false;
+    bool raw = false, margins = false;
     la_err err = {0};
     int c;
     optind = 1;
@@ -118,6 +124,7 @@ int la_cli_eval(int argc, char **argv) {
         case 11: bad = la_cli_parse_i32(optarg, "--concurrency", &concurrency); break;
         case 12: bad = la_cli_parse_i64(optarg, "--seed", &seed); break;
         case 13: raw = true; break;
+        case 14: margins = true; break;
         case 'h': usage(stdout); return LA_EXIT_OK;
         default: bad = 1;
         }
@@ -191,7 +198,8 @@ int la_cli_eval(int argc, char **argv) {
         return LA_EXIT_FOR(cs);
     }
     la_eval ev = {.ds = &ds, .n_methods = n_methods, .orders = orders, .max_tokens = max_tokens,
-                  .concurrency = concurrency, .seed = (uint64_t)seed, .raw = raw};
+                  .concurrency = concurrency, .seed = (uint64_t)seed, .raw = raw,
+                  .margins = margins};
     memcpy(ev.methods, methods, sizeof methods);
     double t0 = la_now_ms();
     la_eval_hooks hooks = {.progress = on_progress, .failed = on_failed, .user = &t0};
@@ -200,8 +208,10 @@ int la_cli_eval(int argc, char **argv) {
     if (rs == LA_ERR_NO_MEMORY) fprintf(stderr, "lazyattn eval: %s\n", err.msg);
     if (rs != LA_OK) rc = LA_EXIT_ERROR; /* a failed request: on_failed said why */
     if (rc == LA_EXIT_OK) {
-        printf("%-14s %8s %8s %8s %10s %10s %9s %9s %10s\n", "method", "EM", "EM-1hop", "EM-2hop",
+        printf("%-14s %8s %8s %8s %10s %10s %9s %9s %10s", "method", "EM", "EM-1hop", "EM-2hop",
                "same-as-1st", "orders-same", "ttft-cold", "ttft-warm", "recomputed");
+        if (margins) printf(" %8s %10s %10s", "diverged", "margin@div", "runner-up");
+        printf("\n");
         int32_t nq = ds.n;
         for (int32_t m = 0; m < n_methods; m++) {
             la_eval_score sc;
@@ -213,7 +223,21 @@ int la_cli_eval(int argc, char **argv) {
             if (orders > 1) printf("%9.1f%% ", 100.0 * sc.same_across_orders / nq); else printf("%10s ", "-");
             printf("%9.2f ", sc.mean_ttft_cold_ms);
             if (orders > 1) printf("%9.2f ", sc.mean_ttft_warm_ms); else printf("%9s ", "-");
-            printf("%10lld\n", (long long)sc.doc_tokens_recomputed);
+            printf("%10lld", (long long)sc.doc_tokens_recomputed);
+            if (margins && m > 0) {
+                printf(" %8lld ", (long long)sc.n_diverged);
+                if (sc.ref_margin_at_divergence_median >= 0) printf("%10.4f ", sc.ref_margin_at_divergence_median);
+                else printf("%10s ", "-");
+                printf("%10lld", (long long)sc.n_diverged_runner_up);
+            }
+            printf("\n");
+        }
+        if (margins) {
+            double med, p5;
+            la_eval_reference_margins(&ev, &med, &p5);
+            printf("margins (nats, greedy token minus runner-up) of %s over all its tokens: median %.4f, "
+                   "5th percentile %.4f\n",
+                   methods[0].name, med, p5);
         }
         if (json_out) {
             cJSON *root = la_eval_json(&ev, dataset, la_engine_model_name(e), la_engine_device_name(e), argc + 1,

@@ -97,3 +97,64 @@ Test(cli_eval, bad_specs_are_refused_with_the_reason) {
         free(err);
     }
 }
+
+static int cmp_num(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* --margins: lazy parts from block-ref nowhere (f32 CPU: the same computation), recompute
+ * (full attention, another computation) on the questions whose answers differ, each listed
+ * once at a token inside the reference's answer, with the counts and median the list gives.
+ * --raw: the bundled model without its template is unsure enough for recompute to differ. */
+Test(cli_eval, margins_list_where_answers_part_from_the_first_method) {
+    char *err = NULL;
+    cJSON *j = NULL;
+    int st = eval("--raw --methods block-ref,lazy,recompute --limit 24 --max-tokens 8 --margins", &err, &j);
+    cr_assert_eq(st, 0, "eval exited %d: %s", st, err);
+    const cJSON *rm = cJSON_GetObjectItem(j, "reference_margins");
+    cr_assert(rm, "no reference_margins");
+    cr_assert(num(rm, "p5") >= 0 && num(rm, "median") >= num(rm, "p5"));
+    const cJSON *ms = cJSON_GetObjectItem(j, "methods");
+    const cJSON *ref = cJSON_GetObjectItem(cJSON_GetArrayItem(ms, 0), "answers");
+    cr_assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(ms, 0), "diverged"), "the reference has no divergences");
+    for (int m = 1; m < 3; m++) {
+        const cJSON *o = cJSON_GetArrayItem(ms, m), *answers = cJSON_GetObjectItem(o, "answers");
+        const cJSON *divs = cJSON_GetObjectItem(o, "divergences");
+        int n_diff = 0, n_div = cJSON_GetArraySize(divs), n_runner = 0;
+        for (int q = 0; q < 24; q++)
+            n_diff += strcmp(cJSON_GetArrayItem(answers, q)->valuestring, cJSON_GetArrayItem(ref, q)->valuestring) != 0;
+        cr_assert_eq(num(o, "diverged"), n_diff);
+        cr_assert_eq(n_div, n_diff);
+        double *v = calloc((size_t)n_div + 1, sizeof(double));
+        int k = 0, last_q = -1;
+        for (int i = 0; i < n_div; i++) {
+            const cJSON *d = cJSON_GetArrayItem(divs, i);
+            int q = (int)num(d, "question");
+            cr_assert(q > last_q && q < 24, "questions listed once, in order");
+            last_q = q;
+            cr_assert(strcmp(cJSON_GetArrayItem(answers, q)->valuestring, cJSON_GetArrayItem(ref, q)->valuestring),
+                      "question %d listed but answered alike", q);
+            cr_assert(num(d, "token") >= 0 && num(d, "token") < 8);
+            const cJSON *rmq = cJSON_GetObjectItem(d, "reference_margin");
+            if (cJSON_IsNumber(rmq)) {
+                cr_assert(rmq->valuedouble >= 0);
+                v[k++] = rmq->valuedouble;
+            }
+            n_runner += cJSON_IsTrue(cJSON_GetObjectItem(d, "to_reference_runner_up"));
+        }
+        cr_assert_eq(num(o, "diverged_to_reference_runner_up"), n_runner);
+        const cJSON *med = cJSON_GetObjectItem(o, "reference_margin_at_divergence_median");
+        if (k) { /* nearest rank, as the bench's percentiles */
+            qsort(v, (size_t)k, sizeof(double), cmp_num);
+            cr_assert_float_eq(med->valuedouble, v[(k + 1) / 2 - 1], 1e-9);
+        } else {
+            cr_assert(cJSON_IsNull(med));
+        }
+        free(v);
+        if (m == 1) cr_assert_eq(n_diff, 0, "lazy answered %d of 24 unlike block-ref on the CPU", n_diff);
+        else cr_assert(n_diff > 0, "recompute answered like block-ref everywhere: nothing exercised");
+    }
+    cJSON_Delete(j);
+    free(err);
+}
