@@ -21,6 +21,9 @@
 #            the shared tier: TTFT and GB/s against recompute
 #   iothreads  the restart's and the shared reader's runs with 2 and $LA_IO_THREADS (8) I/O
 #            threads (--kv-io-threads), side by side
+#   readchoice  the restart and the shared reader with --kv-read auto (read only what beats
+#            computing it) and --kv-read always, each reader a new process (page cache
+#            dropped before each disk reader), beside recompute
 set -u
 root=$(pwd)
 phases=${2:-${LA_PHASES:-tests store restart shared}}
@@ -121,6 +124,30 @@ PY
         bench shared_writer 50 $w
         bench shared_reader 35 $w --no-warmup
         $bin/redis-cli -p $port info memory | grep used_memory_human | tee "$OUT/redis_memory.txt"
+        kill $rpid; wait $rpid 2>/dev/null
+        ;;
+    readchoice)
+        rm -rf /tmp/kv_c
+        w="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
+           --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16
+           --methods lazy --salt readchoice"
+        bench rc_writer 50 $w --kv-dir /tmp/kv_c
+        for pol in auto always; do
+            sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && echo "page cache dropped" || echo "page cache kept"
+            bench "rc_disk_$pol" 35 $w --kv-dir /tmp/kv_c --no-warmup --kv-read "$pol"
+        done
+        bench rc_recompute 35 ${w/--methods lazy/--methods recompute} --no-warmup
+        port=6399
+        $bin/redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --maxmemory 60gb \
+            --maxmemory-policy allkeys-lru >"$OUT/redis.log" 2>&1 &
+        rpid=$!
+        sleep 1
+        head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/tmp/rc.secret
+        ws="$w --kv-store redis://127.0.0.1:$port --kv-secret-file /tmp/rc.secret"
+        bench rc_shared_writer 50 $ws
+        for pol in always auto; do # always first: auto writes back what it computes
+            bench "rc_shared_$pol" 35 $ws --no-warmup --kv-read "$pol"
+        done
         kill $rpid; wait $rpid 2>/dev/null
         ;;
     iothreads)

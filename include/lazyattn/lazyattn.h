@@ -48,6 +48,15 @@ typedef enum la_cpu_weights {
 /* la_engine_options.cpu_kv. */
 typedef enum la_cpu_kv { LA_CPU_KV_F32 = 0, LA_CPU_KV_BF16, LA_CPU_KV_COUNT } la_cpu_kv;
 
+/* la_engine_options.kv_read: when a document found in the disk or shared tier is read. */
+typedef enum la_kv_read {
+    LA_KV_READ_AUTO = 0, /* read when the read is estimated to finish before computing it
+                            would (README "Document KV store": the tier's measured read rate
+                            against the engine's measured prefill rate) */
+    LA_KV_READ_ALWAYS,   /* read whenever a tier has it */
+    LA_KV_READ_COUNT
+} la_kv_read;
+
 /* Caller-allocated, sized (lazyattn/abi.h): initialize with la_engine_options_init(), which
  * writes struct_size; new fields are appended at the end. */
 typedef struct la_engine_options {
@@ -133,6 +142,9 @@ typedef struct la_engine_options {
      * in flight at once: a disk with a deep queue or a Redis over the network reads faster
      * with more. 0: 2; at most 64. */
     int32_t kv_io_threads;
+    /* When a document the disk or the shared tier holds is read rather than computed
+     * (la_kv_read; the host tier is always read): AUTO (0, the default) or ALWAYS. */
+    la_kv_read kv_read;
 } la_engine_options;
 
 /* Defaults for every field (device CPU, block_size 16, method lazy, ...). struct_size: the
@@ -392,6 +404,14 @@ typedef struct la_engine_store_stats {
                                          once between them) */
     int64_t lookups_dropped;          /* lower-tier lookups not made: no staging memory free
                                          (the document is computed; kv_staging_bytes) */
+    /* kv_read AUTO: documents a tier held that were computed instead, their read estimated
+     * slower (by tier, la_kv_tier_kind), and the estimates' inputs now: each tier's read
+     * rate (bytes per second per I/O thread, over its reads so far; 0: none yet) and the
+     * engine's prefill rate (tokens per second that extra rows in a step cost: 1 / b of
+     * step ms = a + b x rows fitted over the recent steps; 0: not known yet) */
+    int64_t reads_skipped[LA_KV_TIER_KIND_COUNT];
+    double read_bytes_per_s[LA_KV_TIER_KIND_COUNT];
+    double prefill_tokens_per_s;
 } la_engine_store_stats;
 
 /* "host", "disk", "shared". */

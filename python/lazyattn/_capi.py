@@ -62,7 +62,7 @@ class la_engine_options(Structure):
         ("on_kv_event", CFUNCTYPE(None, c_void_p, POINTER(la_kv_event))),
         ("kv_event_user", c_void_p), ("chat_template_file", c_char_p), ("kv_staging_bytes", c_int64),
         ("recompute_first", c_int32), ("cpu_weights", c_int), ("cpu_kv", c_int),
-        ("kv_io_threads", c_int32),
+        ("kv_io_threads", c_int32), ("kv_read", c_int),
     ]
 
 
@@ -131,7 +131,8 @@ class la_engine_store_stats(Structure):
                 ("rejected_by_reason", c_int64 * 16), ("timeouts", c_int64), ("writebacks", c_int64),
                 ("spills", c_int64), ("puts_dropped", c_int64), ("copy_in_s", c_double), ("copy_out_s", c_double),
                 ("copy_in_bytes", c_int64), ("copy_out_bytes", c_int64), ("promotions", c_int64),
-                ("lookups_dropped", c_int64)]
+                ("lookups_dropped", c_int64), ("reads_skipped", c_int64 * len(TIER_NAMES)),
+                ("read_bytes_per_s", c_double * len(TIER_NAMES)), ("prefill_tokens_per_s", c_double)]
 
 
 class la_engine_stats(Structure):

@@ -55,6 +55,7 @@ ENGINE_OPTIONS = {
     "cpu_weights": (0, 4),  # la_cpu_weights: 0 auto, 1 f32, 2 bf16, 3 f16, 4 bf16-dot
     "cpu_kv": (0, 1),  # la_cpu_kv: 0 f32, 1 bf16
     "kv_io_threads": (0, 64),
+    "kv_read": (0, 1),  # la_kv_read: 0 auto, 1 always
 }
 
 
@@ -225,7 +226,8 @@ class LLM(_Closing):
              each later document's first N tokens recomputed in context; README "Recovery"),
              cpu_weights (0 auto: the checkpoint's dtype, 1 f32, 2 bf16, 3 f16, 4 bf16-dot; README "CPU
              backend"), cpu_kv (0 f32, 1 bf16: the CPU's KV cache dtype), kv_io_threads (threads
-             reading and writing the disk and shared tiers; 0: 2)
+             reading and writing the disk and shared tiers; 0: 2), kv_read (0 auto: a disk or
+             shared-tier record is read only when that beats computing it; 1 always)
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.
@@ -613,12 +615,15 @@ class LLM(_Closing):
     def store_stats(self):
         """The KV store's counters (la_engine_store_stats; README "Document KV store"): per tier
         ("host", "disk", "shared") hits, misses, bytes, seconds, writes, failures, evictions,
-        records; rejected records by reason; write-backs, spills, promotions, drops. All zero
-        without a store."""
+        records, reads skipped (kv_read auto: computed instead) and read rate; rejected records by
+        reason; write-backs, spills, promotions, drops; the prefill rate the reads are weighed
+        against. All zero without a store."""
         s = _capi.la_engine_store_stats()
         self._lib.la_engine_get_store_stats_sized(self._engine(), byref(s), ctypes.sizeof(s))
-        out = {name: getattr(s, name) for name, _ in s._fields_ if name not in ("tier", "rejected_by_reason")}
-        out["tiers"] = {n: {f: getattr(s.tier[i], f) for f, _ in s.tier[i]._fields_}
+        by_tier = ("tier", "rejected_by_reason", "reads_skipped", "read_bytes_per_s")
+        out = {name: getattr(s, name) for name, _ in s._fields_ if name not in by_tier}
+        out["tiers"] = {n: dict({f: getattr(s.tier[i], f) for f, _ in s.tier[i]._fields_},
+                                reads_skipped=s.reads_skipped[i], read_bytes_per_s=s.read_bytes_per_s[i])
                         for i, n in enumerate(_capi.TIER_NAMES)}
         reasons = {}
         for i in range(16):

@@ -36,6 +36,8 @@ cJSON *la_bench_store_stats_json(const la_engine_store_stats *s, const la_engine
         cJSON_AddNumberToObject(j, "records", (double)x->records);
         cJSON_AddNumberToObject(j, "bytes", (double)x->bytes);
         cJSON_AddBoolToObject(j, "up", x->enabled && !x->down);
+        cJSON_AddNumberToObject(j, "reads_skipped", (double)s->reads_skipped[t]);
+        cJSON_AddNumberToObject(j, "read_bytes_per_s_per_thread", s->read_bytes_per_s[t]);
     }
     cJSON_AddNumberToObject(o, "rejected", (double)s->rejected);
     cJSON *why = cJSON_AddObjectToObject(o, "rejected_by_reason");
@@ -51,5 +53,6 @@ cJSON *la_bench_store_stats_json(const la_engine_store_stats *s, const la_engine
     cJSON_AddNumberToObject(o, "copy_in_s", s->copy_in_s);
     cJSON_AddNumberToObject(o, "copy_out_bytes", (double)s->copy_out_bytes);
     cJSON_AddNumberToObject(o, "copy_out_s", s->copy_out_s);
+    cJSON_AddNumberToObject(o, "prefill_tokens_per_s", s->prefill_tokens_per_s);
     return o;
 }

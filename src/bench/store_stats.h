@@ -4,10 +4,11 @@
  *   {"documents_computed", "documents_loaded",
  *    "tiers": {"host" | "disk" | "shared": {"enabled", "hits", "misses", "bytes_read",
  *              "bytes_written", "read_s", "write_s", "read_gb_per_s", "write_gb_per_s",
- *              "writes", "write_failures", "evictions", "errors", "records", "bytes", "up"}},
+ *              "writes", "write_failures", "evictions", "errors", "records", "bytes", "up",
+ *              "reads_skipped", "read_bytes_per_s_per_thread"}},
  *    "rejected", "rejected_by_reason": {"short": n, ...}, "timeouts", "writebacks", "spills",
  *    "puts_dropped", "promotions", "lookups_dropped", "copy_in_bytes", "copy_in_s", "copy_out_bytes",
- *    "copy_out_s"}
+ *    "copy_out_s", "prefill_tokens_per_s"}
  *
  * GB/s are bytes / seconds of the tier's I/O threads (10^9 bytes; null before any I/O).
  */

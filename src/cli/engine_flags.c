@@ -84,6 +84,13 @@ static la_cli_flag store_flag(int c, const char *arg, la_engine_options *eo, la_
         if (c == LA_CLI_OPT_KV_DIR) eo->kv_dir = arg;
         else eo->kv_secret_file = arg;
         return LA_CLI_FLAG_SET;
+    case LA_CLI_OPT_KV_READ:
+        if (strcmp(arg, "auto") && strcmp(arg, "always")) {
+            la_err_set(err, LA_ERR_INVALID_ARG, "--kv-read: '%s' is not one of auto, always", arg);
+            return LA_CLI_FLAG_BAD_VALUE;
+        }
+        eo->kv_read = strcmp(arg, "auto") ? LA_KV_READ_ALWAYS : LA_KV_READ_AUTO;
+        return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_KV_WRITE:
         if (strcmp(arg, "through") && strcmp(arg, "evict")) {
             la_err_set(err, LA_ERR_INVALID_ARG, "--kv-write: '%s' is not one of through, evict", arg);
@@ -177,6 +184,8 @@ int la_cli_store_flags_check(const la_engine_options *eo, const char *command) {
                           ? "--kv-io-timeout-ms bounds disk and shared-tier reads: it needs --kv-dir or --kv-store"
                       : eo->kv_io_threads > 0 && !eo->kv_dir && !eo->kv_store_url
                           ? "--kv-io-threads reads and writes the disk and shared tiers: it needs --kv-dir or --kv-store"
+                      : eo->kv_read != LA_KV_READ_AUTO && !eo->kv_dir && !eo->kv_store_url
+                          ? "--kv-read says when disk and shared-tier records are read: it needs --kv-dir or --kv-store"
                           : NULL;
     if (!why) return 0;
     fprintf(stderr, "lazyattn %s: %s\n", command, why);

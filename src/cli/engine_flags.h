@@ -36,6 +36,7 @@ enum {
     LA_CLI_OPT_RECOMPUTE_FIRST, /* --recompute-first N  recovery (run, serve) */
     LA_CLI_OPT_CPU_WEIGHTS,     /* --cpu-weights auto|f32|bf16|f16|bf16-dot (run, serve, eval, bench, ingest) */
     LA_CLI_OPT_CPU_KV,          /* --cpu-kv f32|bf16 (the same commands) */
+    LA_CLI_OPT_KV_READ,         /* --kv-read auto|always  when a lower tier's record is read */
 };
 
 /* The --cpu-weights line of a command's --help. */
@@ -59,7 +60,8 @@ enum {
         {"kv-secret-file", required_argument, 0, LA_CLI_OPT_KV_SECRET_FILE},                   \
         {"kv-store", required_argument, 0, LA_CLI_OPT_KV_STORE},                               \
         {"kv-io-timeout-ms", required_argument, 0, LA_CLI_OPT_KV_IO_TIMEOUT_MS},               \
-        {"kv-io-threads", required_argument, 0, LA_CLI_OPT_KV_IO_THREADS}
+        {"kv-io-threads", required_argument, 0, LA_CLI_OPT_KV_IO_THREADS},                     \
+        {"kv-read", required_argument, 0, LA_CLI_OPT_KV_READ}
 
 /* The store flags' lines of a command's --help. */
 #define LA_CLI_STORE_USAGE                                                                     \
@@ -71,7 +73,9 @@ enum {
     "      --kv-secret-file F   deployment secret the replicas share (default DIR/secret)\n"   \
     "      --kv-store URL       shared tier: redis://[[USER]:PASSWORD@]HOST:PORT[/DB]\n"       \
     "      --kv-io-timeout-ms N a tier read slower than this is computed instead (10000)\n"    \
-    "      --kv-io-threads N    threads reading and writing the disk and shared tiers (2)\n"
+    "      --kv-io-threads N    threads reading and writing the disk and shared tiers (2)\n"    \
+    "      --kv-read M          auto (default: read a disk or shared-tier record only when\n"  \
+    "                           that beats computing it, by measured rates) or always\n"
 
 
 typedef enum la_cli_flag {

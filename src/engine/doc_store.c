@@ -110,7 +110,20 @@ struct la_doc_store {
     la_hash128 *pending;
     int32_t n_pending;
     int64_t cap_pending;
+
+    /* kv_read AUTO (la_doc_store_read_pays): what a token adds to a step, the slope b of
+     * ms = a + b x rows fitted by least squares over the recent steps (sums decayed by
+     * STEP_DECAY a step; a document's rows ride in steps that run anyway, so b, not the
+     * rows / ms of one step, is its cost); by tier the reads skipped and the skips since
+     * the tier's last read (every READ_PROBE_EVERY-th skip reads anyway, so a tier that
+     * became faster is measured again) */
+    double sw, sx, sy, sxx, sxy;
+    int64_t reads_skipped[LA_KV_TIER_COUNT];
+    int32_t skips_since_read[LA_KV_TIER_COUNT];
 };
+
+#define READ_PROBE_EVERY 64
+#define STEP_DECAY 0.98
 
 #define MAX_PENDING_PUTS 65536
 
@@ -586,6 +599,63 @@ static la_kv_format format_of(la_method m) {
     return m == LA_METHOD_MEPIC ? LA_KV_FORMAT_UNROTATED : LA_KV_FORMAT_ROTATED_LOCAL;
 }
 
+/* ============================================================ read or compute ======= */
+
+bool la_doc_store_read_pays(double bytes, double bytes_in_flight, double read_bytes_per_s, int32_t n_io_threads,
+                            double tokens, double tokens_pending, double prefill_tokens_per_s) {
+    if (read_bytes_per_s <= 0 || prefill_tokens_per_s <= 0) return true; /* nothing measured yet: read */
+    double t_read = (bytes_in_flight + bytes) / (read_bytes_per_s * (n_io_threads > 0 ? n_io_threads : 1));
+    double t_compute = (tokens_pending + tokens) / prefill_tokens_per_s;
+    return t_read <= LA_DOC_STORE_READ_MARGIN * t_compute;
+}
+
+/* Tokens per second a step's extra rows cost, 1000 / b of the fit (0: not known yet: the
+ * recent steps' sizes vary too little, or the slope is not positive). */
+static double prefill_rate(const la_doc_store *d) {
+    double var = d->sw * d->sxx - d->sx * d->sx; /* sw^2 x the variance of the step sizes */
+    if (d->sw < 2 || var <= d->sw * d->sw * 64.0) return 0; /* sizes within ~8 rows of each other */
+    double b = (d->sw * d->sxy - d->sx * d->sy) / var;
+    return b > 0 ? 1000.0 / b : 0;
+}
+
+/* A tier's read rate so far, bytes per second per I/O thread (0: no read yet). */
+static double tier_read_rate(const la_kv_store_stats *st, la_kv_tier_id t) {
+    const la_kv_tier_stats *a = &st->tier[t];
+    return a->bytes_read > 0 && a->read_s > 0 ? (double)a->bytes_read / a->read_s : 0;
+}
+
+/* kv_read AUTO: whether j's document, which tier t holds, is read (else computed). The
+ * host tier is always read. */
+static bool read_or_compute(la_doc_store *d, const la_doc_job *j, la_kv_tier_id t) {
+    if (d->e->opts.kv_read == LA_KV_READ_ALWAYS || t == LA_KV_TIER_HOST || t >= LA_KV_TIER_COUNT) return true;
+    la_kv_store_stats st;
+    la_kv_store_get_stats(d->store, &st);
+    double bytes_in_flight = 0, tokens_pending = 0;
+    for (const la_doc_job *o = d->e->jobs_head; o; o = o->next) {
+        if (o == j) continue;
+        if (o->load == LA_JOB_LOADING) bytes_in_flight += (double)o->doc.n_blocks * (double)d->block_bytes;
+        else if (o->load == LA_JOB_COMPUTE) tokens_pending += o->doc.n_tokens - o->from - o->n_done;
+    }
+    int32_t threads = d->e->opts.kv_io_threads > 0 ? d->e->opts.kv_io_threads : 2;
+    bool read = la_doc_store_read_pays((double)j->doc.n_blocks * (double)d->block_bytes, bytes_in_flight,
+                                       tier_read_rate(&st, t), threads, j->doc.n_tokens - j->from, tokens_pending,
+                                       prefill_rate(d));
+    if (!read && ++d->skips_since_read[t] >= READ_PROBE_EVERY) read = true; /* measure the tier again */
+    if (read) d->skips_since_read[t] = 0;
+    else d->reads_skipped[t]++;
+    return read;
+}
+
+void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms) {
+    if (n_rows < 1 || ms <= 0) return;
+    double x = (double)n_rows;
+    d->sw = STEP_DECAY * d->sw + 1;
+    d->sx = STEP_DECAY * d->sx + x;
+    d->sy = STEP_DECAY * d->sy + ms;
+    d->sxx = STEP_DECAY * d->sxx + x * x;
+    d->sxy = STEP_DECAY * d->sxy + x * ms;
+}
+
 void la_doc_store_job_start(la_doc_store *d, la_doc_job *j, la_request *r) {
     j->load = LA_JOB_COMPUTE;
     j->request_id = r->id;
@@ -593,6 +663,7 @@ void la_doc_store_job_start(la_doc_store *d, la_doc_job *j, la_request *r) {
     j->key = la_hash_record_key(&d->hc, j->doc.last_hash, j->doc.n_tokens);
     j->has_key = true;
     if (!d->store) return;
+    if (!read_or_compute(d, j, la_kv_store_probe(d->store, j->key))) return;
     la_kv_record_header h = header_of(d, j->key, format_of(j->method), j->doc.n_tokens);
     la_kv_rec *rec = la_kv_store_find(d->store, &h);
     if (!rec) return;
@@ -759,4 +830,9 @@ void la_doc_store_get_stats(la_doc_store *d, la_engine_store_stats *out) {
     out->puts_dropped = st.puts_dropped;
     out->promotions = st.promotions;
     out->lookups_dropped = st.lookups_dropped;
+    for (int t = 0; t < LA_KV_TIER_COUNT; t++) {
+        out->reads_skipped[t] = d->reads_skipped[t];
+        out->read_bytes_per_s[t] = tier_read_rate(&st, (la_kv_tier_id)t);
+    }
+    out->prefill_tokens_per_s = prefill_rate(d);
 }

@@ -57,6 +57,20 @@ void la_doc_store_step_end(la_doc_store *d);
  * documents. */
 int32_t la_doc_store_where(la_doc_store *d, la_method m, const char *salt, const int32_t *tokens, int32_t n,
                            uint64_t *hashes, la_hash128 *key);
+/* kv_read AUTO's choice for a document a lower tier holds: read it when the read is
+ * estimated to finish no later than LA_DOC_STORE_READ_MARGIN x the time computing it would
+ * take. Estimates: read (bytes_in_flight + bytes) / (read_bytes_per_s x n_io_threads), the
+ * reads queued before it shared by the I/O threads; compute (tokens_pending + tokens) /
+ * prefill_tokens_per_s, the document tokens queued before it first. bytes: the record's
+ * (blocks x block bytes); read_bytes_per_s: the tier's, per I/O thread, over its reads so
+ * far; prefill_tokens_per_s: the engine's recent steps'. A rate not measured yet (<= 0):
+ * read. Pure (the tests call it with chosen numbers). */
+#define LA_DOC_STORE_READ_MARGIN 1.5
+bool la_doc_store_read_pays(double bytes, double bytes_in_flight, double read_bytes_per_s, int32_t n_io_threads,
+                            double tokens, double tokens_pending, double prefill_tokens_per_s);
+/* A step's forward ran n_rows rows (tokens: prefill, document and decode) in ms: what
+ * la_doc_store_read_pays's prefill rate is fitted to (the extra ms a row costs). */
+void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms);
 /* Wait for every queued write. */
 void la_doc_store_flush(la_doc_store *d);
 void la_doc_store_get_stats(la_doc_store *d, la_engine_store_stats *s);

@@ -128,6 +128,8 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown cpu_weights %d", (int)o->cpu_weights);
     if ((unsigned)o->cpu_kv >= LA_CPU_KV_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown cpu_kv %d", (int)o->cpu_kv);
+    if ((unsigned)o->kv_read >= LA_KV_READ_COUNT)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown kv_read %d", (int)o->kv_read);
     if (o->max_batch_tokens < 1 || o->max_running < 1 || o->max_queue < 1 || o->max_docs < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG,
                           "max_batch_tokens, max_running and max_queue must be >= 1");
@@ -470,8 +472,12 @@ static la_status step_locked(la_engine *e, la_err *err) {
         if (!logits && !ids) s = la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory for logits");
         la_batch batch = {(int32_t)b.n_rows, b.tokens, b.pos, b.kpos, b.slots, (int32_t)b.n_seqs,
                           b.seqs, (int32_t)b.n_blocks, b.blocks, (int32_t)b.n_logits, b.logit_rows};
+        double t0 = la_now_ms();
         if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);
-        if (s == LA_OK) la_scheduler_complete_step(e, &b, logits, ids);
+        if (s == LA_OK) { /* the prefill rate the KV store weighs reads against */
+            la_doc_store_note_step(e->docs, b.n_rows, la_now_ms() - t0);
+            la_scheduler_complete_step(e, &b, logits, ids);
+        }
     } else if (s == LA_ERR_NO_MEMORY && err && err->msg[0] == '\0') {
         la_err_set(err, s, "step: out of memory");
     }

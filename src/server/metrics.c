@@ -222,6 +222,15 @@ static void put_store(out *o, const la_engine_stats *es, const la_engine_store_s
     TIER_I64("lazyattn_kv_store_errors_total", "counter", "Reads that failed for the tier's own reasons.", errors);
     TIER_I64("lazyattn_kv_store_records", "gauge", "Records the tier holds.", records);
     TIER_I64("lazyattn_kv_store_bytes", "gauge", "Bytes of the records the tier holds.", bytes);
+    put(o, "# HELP lazyattn_kv_store_reads_skipped_total Documents the tier held that were computed "
+           "instead: the read was estimated slower (kv_read auto).\n"
+           "# TYPE lazyattn_kv_store_reads_skipped_total counter\n");
+    for (int t = 0; t < LA_KV_TIER_KIND_COUNT; t++)
+        put(o, "lazyattn_kv_store_reads_skipped_total{tier=\"%s\"} %lld\n", la_engine_tier_name((la_kv_tier_kind)t),
+            (long long)ss->reads_skipped[t]);
+    put_metric(o, "lazyattn_prefill_tokens_per_second", "gauge",
+               "The engine's recent prefill rate that tier reads are weighed against (0: none yet).",
+               ss->prefill_tokens_per_s);
     put(o, "# HELP lazyattn_kv_store_rejected_total Records read but not used (damaged, foreign, short), "
            "by reason; the document is computed instead.\n# TYPE lazyattn_kv_store_rejected_total counter\n");
     for (int32_t i = 1; i < 16 && la_engine_reject_reason_name(i); i++) /* 0 is "none" */

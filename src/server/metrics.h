@@ -17,7 +17,9 @@
  *       lazyattn_kv_store_read_seconds_total / _write_seconds_total (I/O thread time: GB/s
  *       = rate(bytes) / rate(seconds)), lazyattn_kv_store_writes_total,
  *       lazyattn_kv_store_write_failures_total, lazyattn_kv_store_evictions_total,
- *       lazyattn_kv_store_errors_total, lazyattn_kv_store_records / _bytes (held now)
+ *       lazyattn_kv_store_errors_total, lazyattn_kv_store_records / _bytes (held now),
+ *       lazyattn_kv_store_reads_skipped_total (held, computed instead: the read estimated
+ *       slower), lazyattn_prefill_tokens_per_second (the rate reads are weighed against)
  *     lazyattn_kv_store_rejected_total{reason} (records read and not used: "short",
  *     "payload_checksum", "fingerprint", ...), lazyattn_kv_store_timeouts_total,
  *     lazyattn_kv_store_writebacks_total (pool evictions into the host tier),

@@ -99,6 +99,8 @@ static const bad_case k_bad[] = {
     {"--kv-io-threads 0x10", "--kv-io-threads"},
     {"--kv-io-threads 1e1", "--kv-io-threads"},
     {"--kv-io-threads many", "--kv-io-threads"},
+    {"--kv-read sometimes", "--kv-read"},
+    {"--kv-read ''", "--kv-read"},
 };
 
 /* meaningful only with --kv-dir (or --kv-store): ingest always has --kv-dir */
@@ -107,6 +109,7 @@ static const bad_case k_bad_alone[] = {
     {"--kv-write evict", "--kv-write"},
     {"--kv-io-timeout-ms 100", "--kv-io-timeout-ms"},
     {"--kv-io-threads 8", "--kv-io-threads"},
+    {"--kv-read always", "--kv-read"},
 };
 
 static void expect_usage_error(const char *cmd, const char *base, const bad_case *c, bool one_line) {

@@ -7,7 +7,9 @@
  *     full disk) ends in a recompute with the same answer and a counted reason;
  *   - a pool smaller than the working set with a host tier: evictions go to the host tier
  *     and come back, with the pool accounting exact after every step;
- *   - a record written under one salt is never found under another or none. */
+ *   - a record written under one salt is never found under another or none;
+ *   - kv_read: a disk tier slower than computing is computed instead (auto), read anyway
+ *     (always), with the same answers; the choice weighs the estimates as documented. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include "base/log.h"
 #include "common/engine_util.h"
 #include "common/test_util.h"
+#include "engine/doc_store.h"
 #include "engine/sampling.h"
 #include "kv/store/record.h"
 
@@ -43,6 +46,7 @@ typedef struct eng_opts {
     int64_t dir_bytes;
     bool evict_only;    /* kv_write_through false */
     int64_t staging;    /* kv_staging_bytes */
+    la_kv_read read;    /* kv_read */
 } eng_opts;
 
 static la_engine *make(eng_opts o) {
@@ -57,6 +61,7 @@ static la_engine *make(eng_opts o) {
     eo.kv_dir_bytes = o.dir_bytes;
     eo.kv_write_through = !o.evict_only;
     eo.kv_staging_bytes = o.staging;
+    eo.kv_read = o.read;
     la_engine *e = NULL;
     la_err err = {0};
     LA_CHECK_OK(la_engine_create(&eo, &e, &err), err);
@@ -619,4 +624,86 @@ Test(kv_store_engine, a_salted_record_is_not_found_under_another_salt) {
     cr_assert_eq(g.stats.doc_tokens_computed, 0);
     la_test_gen_free(&g);
     la_engine_destroy(x);
+}
+
+/* ---- read or compute (kv_read) ---------------------------------------------------------------- */
+
+Test(kv_store_engine, read_pays_weighs_the_read_against_the_compute) {
+    /* nothing measured yet: read */
+    cr_assert(la_doc_store_read_pays(1e8, 0, 0, 2, 780, 0, 40e3));
+    cr_assert(la_doc_store_read_pays(1e8, 0, 0.37e9, 2, 780, 0, 0));
+    /* the H200's 8B shape (bench/GPU_NOTES.md, store runs): a 780-token document is 100 MB of
+     * KV; 0.37 GB/s a thread from disk, 2 threads: 135 ms; computed at 40K tokens/s: 19.5 ms */
+    cr_assert(!la_doc_store_read_pays(1e8, 0, 0.37e9, 2, 780, 0, 40e3));
+    /* the host tier's memory speed: 5 ms, read */
+    cr_assert(la_doc_store_read_pays(1e8, 0, 10e9, 2, 780, 0, 40e3));
+    /* the queues: 1 GB of reads ahead (1.49 s) against 100K tokens to compute ahead (2.5 s) */
+    cr_assert(la_doc_store_read_pays(1e8, 1e9, 0.37e9, 2, 780, 100e3, 40e3));
+    cr_assert(!la_doc_store_read_pays(1e8, 1e9, 0.37e9, 2, 780, 10e3, 40e3));
+    /* the margin: a read up to LA_DOC_STORE_READ_MARGIN x the compute time is still a read */
+    double t_compute = 1000.0 / 10e3; /* 1000 tokens at 10K tokens/s: 0.1 s */
+    double at_margin = LA_DOC_STORE_READ_MARGIN * t_compute * 1e9; /* bytes read at 1 GB/s, 1 thread */
+    cr_assert(la_doc_store_read_pays(at_margin * 0.999, 0, 1e9, 1, 1000, 0, 10e3));
+    cr_assert(!la_doc_store_read_pays(at_margin * 1.01, 0, 1e9, 1, 1000, 0, 10e3));
+    /* more I/O threads share the reads */
+    cr_assert(la_doc_store_read_pays(at_margin * 1.5, 0, 1e9, 2, 1000, 0, 10e3));
+}
+
+/* A restart on a disk tier whose reads take a second each (LA_KV_DISK_READ_DELAY_MS): the
+ * first documents it finds are read (the disk's rate is not known yet), later ones are
+ * computed (auto) and read again with kv_read always; the answers are bitwise those of a
+ * process that computed everything. */
+Test(kv_store_engine, a_disk_slower_than_computing_is_computed_instead) {
+    char *dir = la_test_tmpdir();
+    docset a, b, c[2]; /* c[pass]: documents no disk holds yet (each pass writes its own through) */
+    make_docs(&a, 11, 4);
+    make_docs(&b, 12, 4);
+    make_docs(&c[0], 13, 4);
+    make_docs(&c[1], 14, 4);
+    la_engine *y = make((eng_opts){0});
+    la_test_gen yc[2], ya, yb;
+    ask(y, &c[0], k_order1, NULL, &yc[0]);
+    ask(y, &c[1], k_order1, NULL, &yc[1]);
+    ask(y, &a, k_order2, NULL, &ya);
+    ask(y, &b, k_order2, NULL, &yb);
+    la_engine_destroy(y);
+    la_engine *x = make((eng_opts){.kv_dir = dir});
+    la_test_gen g;
+    ask(x, &a, k_order1, NULL, &g), la_test_gen_free(&g);
+    ask(x, &b, k_order1, NULL, &g), la_test_gen_free(&g);
+    la_engine_store_flush(x);
+    la_engine_destroy(x);
+
+    cr_assert_eq(setenv("LA_KV_DISK_READ_DELAY_MS", "1000", 1), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        la_kv_read policy = pass == 0 ? LA_KV_READ_AUTO : LA_KV_READ_ALWAYS;
+        la_engine *z = make((eng_opts){.kv_dir = dir, .read = policy});
+        la_test_gen zc, za, zb;
+        ask(z, &c[pass], k_order1, NULL, &zc); /* computed (on no disk): the steps fit the prefill rate */
+        ask(z, &a, k_order2, NULL, &za); /* the disk's rate is not known yet: read */
+        la_engine_store_stats st = store_stats(z);
+        cr_assert(st.prefill_tokens_per_s > 0, "no prefill rate after computing four documents");
+        cr_assert_eq(za.stats.doc_tokens_disk, doc_tokens(&a), "a: read from disk");
+        cr_assert(st.read_bytes_per_s[LA_KV_TIER_KIND_DISK] > 0);
+        ask(z, &b, k_order2, NULL, &zb);
+        st = store_stats(z);
+        if (policy == LA_KV_READ_AUTO) { /* ~0.5 s a record against milliseconds of compute */
+            cr_assert_eq(zb.stats.doc_tokens_computed, doc_tokens(&b), "b: computed, %lld read",
+                         (long long)zb.stats.doc_tokens_disk);
+            cr_assert_eq(st.reads_skipped[LA_KV_TIER_KIND_DISK], 4);
+            cr_assert_eq(st.tier[LA_KV_TIER_KIND_DISK].hits, 4);
+        } else {
+            cr_assert_eq(zb.stats.doc_tokens_disk, doc_tokens(&b), "b: read (always)");
+            cr_assert_eq(st.reads_skipped[LA_KV_TIER_KIND_DISK], 0);
+            cr_assert_eq(st.tier[LA_KV_TIER_KIND_DISK].hits, 8);
+        }
+        assert_bitwise(&zc, &yc[pass], "computed");
+        assert_bitwise(&za, &ya, "read from the slow disk");
+        assert_bitwise(&zb, &yb, policy == LA_KV_READ_AUTO ? "computed instead of read" : "read (always)");
+        la_test_gen_free(&zc), la_test_gen_free(&za), la_test_gen_free(&zb);
+        la_engine_destroy(z);
+    }
+    unsetenv("LA_KV_DISK_READ_DELAY_MS");
+    la_test_gen_free(&yc[0]), la_test_gen_free(&yc[1]), la_test_gen_free(&ya), la_test_gen_free(&yb);
+    la_test_rm_tree(dir);
 }

@@ -7,6 +7,9 @@
  * A directory that cannot be created or read leaves the tier empty; every write then
  * tries again and fails with its reason (the store counts and logs it), so the engine
  * keeps serving by computing.
+ *
+ * LA_KV_DISK_READ_DELAY_MS=N (a test hook and a benchmark switch, read at create): every
+ * read waits N ms first, as a slow network file system would.
  */
 #include "kv/store/disk_tier.h"
 
@@ -14,11 +17,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/array.h"
@@ -43,6 +48,7 @@ typedef struct disk_tier {
     int64_t lru_head, lru_tail;
     int64_t total_bytes;
     uint64_t tmp_seq;
+    double read_delay_ms; /* LA_KV_DISK_READ_DELAY_MS */
     la_hash128 *evicted;  /* keys make_room removed, not yet taken */
     int32_t n_evicted;
     int64_t cap_evicted;
@@ -209,6 +215,11 @@ static la_kv_probe disk_probe(la_kv_tier *t, la_hash128 key) {
 static la_status disk_read(la_kv_tier *t, la_hash128 key, const struct iovec *iov, int n_iov, size_t *n_read,
                            la_err *err) {
     disk_tier *d = dt(t);
+    if (d->read_delay_ms > 0) {
+        struct timespec ts = {(time_t)(d->read_delay_ms / 1000),
+                              (long)(fmod(d->read_delay_ms, 1000.0) * 1e6)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
     char path[PATH_MAX];
     record_path(d, key, path, sizeof path);
     *n_read = 0;
@@ -376,6 +387,12 @@ la_status la_disk_tier_create(const char *dir, int64_t cap_bytes, la_kv_tier **o
     d->base = (la_kv_tier){&k_disk_ops, "disk"};
     d->cap_bytes = cap_bytes;
     d->free_head = d->lru_head = d->lru_tail = -1;
+    const char *delay = getenv("LA_KV_DISK_READ_DELAY_MS");
+    if (delay && *delay) {
+        char *end = NULL;
+        double v = strtod(delay, &end);
+        if (*end == '\0' && v > 0 && v <= 3600e3) d->read_delay_ms = v;
+    }
     pthread_mutex_init(&d->mu, NULL);
     if (warning && warning_cap) warning[0] = '\0';
     int e = mkdir_p(d->dir);
