@@ -219,6 +219,8 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         (dict(kv_io_threads=65), lp.InvalidArgumentError, "is outside [0, 64]"),
         (dict(kv_io_threads=4), lp.InvalidArgumentError, "kv_io_threads reads and writes the disk and shared tiers"),
         (dict(kv_dir_bytes=1), lp.InvalidArgumentError, "kv_dir_bytes caps the disk tier: it needs kv_dir"),
+        (dict(kv_read=2), lp.InvalidArgumentError, "is outside [0, 1]"),
+        (dict(kv_read=1), lp.InvalidArgumentError, "kv_read says when disk and shared-tier records are read"),
     ]
     for kw, exc, message in cases:
         with pytest.raises(exc) as info:
@@ -229,7 +231,7 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
     with lp.LLM(kv_dir=str(kv), kv_io_threads=4) as m:
         first = m.generate("q", documents=["d one", "d two"])[0].text
     assert len(list(kv.glob("kv/*/*.kv"))) >= 2
-    with lp.LLM(kv_dir=str(kv), kv_io_threads=1) as m:
+    with lp.LLM(kv_dir=str(kv), kv_io_threads=1, kv_read=1) as m:  # kv_read 1: always read
         again = m.generate("q", documents=["d one", "d two"])[0]
         assert again.text == first and again.doc_tokens_disk > 0  # from the disk tier
         assert m.stats()["documents_loaded"] >= 2 and m.stats()["documents_computed"] == 0
@@ -238,6 +240,8 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         st = m.store_stats()
         assert st["tiers"]["disk"]["enabled"] and st["tiers"]["disk"]["hits"] >= 2
         assert not st["tiers"]["shared"]["enabled"] and st["rejected"] == 0
+        assert st["tiers"]["disk"]["reads_skipped"] == 0 and st["tiers"]["disk"]["read_bytes_per_s"] > 0
+        assert st["prefill_tokens_per_s"] >= 0
         assert set(st["rejected_by_reason"]) >= {"short", "payload_checksum"}
     os.environ["LAZYATTN_MODEL"] = MODEL  # the CLI's variable names the default model
     try:
