@@ -274,6 +274,10 @@ typedef struct la_backend_ops {
      * that polled done (or failed) is forgotten. Errors: LA_ERR_BACKEND (the copy failed),
      * LA_ERR_INVALID_ARG (an unknown ticket). */
     la_status (*kv_copy_poll)(la_backend *be, uint64_t ticket, bool wait, bool *done, la_err *err);
+    /* Block until every operation queued so far has run (a forward without logit rows may
+     * return before the device has run it). NULL where every operation is synchronous (CPU).
+     * Errors: LA_ERR_BACKEND. */
+    la_status (*synchronize)(la_backend *be, la_err *err);
 } la_backend_ops;
 
 /* la_backend.weight_dtype's default: each matrix in its checkpoint's dtype where the backend

@@ -646,6 +646,11 @@ static bool read_or_compute(la_doc_store *d, const la_doc_job *j, la_kv_tier_id 
     return read;
 }
 
+bool la_doc_store_times_steps(const la_doc_store *d) {
+    return d->store && d->e->opts.kv_read == LA_KV_READ_AUTO &&
+           (la_kv_store_has_tier(d->store, LA_KV_TIER_DISK) || la_kv_store_has_tier(d->store, LA_KV_TIER_SHARED));
+}
+
 void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms) {
     if (n_rows < 1 || ms <= 0) return;
     double x = (double)n_rows;

@@ -68,8 +68,13 @@ int32_t la_doc_store_where(la_doc_store *d, la_method m, const char *salt, const
 #define LA_DOC_STORE_READ_MARGIN 1.5
 bool la_doc_store_read_pays(double bytes, double bytes_in_flight, double read_bytes_per_s, int32_t n_io_threads,
                             double tokens, double tokens_pending, double prefill_tokens_per_s);
-/* A step's forward ran n_rows rows (tokens: prefill, document and decode) in ms: what
- * la_doc_store_read_pays's prefill rate is fitted to (the extra ms a row costs). */
+/* Whether the engine should time its steps for la_doc_store_note_step: kv_read AUTO with a
+ * disk or shared tier (the engine then waits for a step without logit rows to run on the
+ * device, which it otherwise would not). */
+bool la_doc_store_times_steps(const la_doc_store *d);
+/* A step's forward ran n_rows rows (tokens: prefill, document and decode) in ms, on the
+ * device: what la_doc_store_read_pays's prefill rate is fitted to (the extra ms a row
+ * costs). */
 void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms);
 /* Wait for every queued write. */
 void la_doc_store_flush(la_doc_store *d);

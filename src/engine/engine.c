@@ -477,10 +477,12 @@ static la_status step_locked(la_engine *e, la_err *err) {
                           b.seqs, (int32_t)b.n_blocks, b.blocks, (int32_t)b.n_logits, b.logit_rows};
         double t0 = la_now_ms();
         if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);
-        if (s == LA_OK) { /* the prefill rate the KV store weighs reads against */
-            la_doc_store_note_step(e->docs, b.n_rows, la_now_ms() - t0);
-            la_scheduler_complete_step(e, &b, logits, ids);
+        if (s == LA_OK && la_doc_store_times_steps(e->docs)) { /* the prefill rate reads are weighed against */
+            /* a step without logit rows returns before the device has run it (CUDA) */
+            if (b.n_logits == 0 && e->be->ops->synchronize) s = e->be->ops->synchronize(e->be, err);
+            if (s == LA_OK) la_doc_store_note_step(e->docs, b.n_rows, la_now_ms() - t0);
         }
+        if (s == LA_OK) la_scheduler_complete_step(e, &b, logits, ids);
     } else if (s == LA_ERR_NO_MEMORY && err && err->msg[0] == '\0') {
         la_err_set(err, s, "step: out of memory");
     }

@@ -489,6 +489,11 @@ static la_status cuda_argmax_to_host(la_backend *be, const la_act *x, int32_t *i
     return LA_OK;
 }
 
+static la_status cuda_synchronize(la_backend *be, la_err *err) {
+    CUDA_TRY(cudaStreamSynchronize(cu(be)->stream), "synchronize");
+    return LA_OK;
+}
+
 static la_status cuda_kv_read_slot(la_backend *be, int32_t layer, int64_t slot, float *k, float *v, la_err *err) {
     cuda_backend *c = cu(be);
     const la_backend_shape *m = &c->base.shape;
@@ -620,6 +625,7 @@ static const la_backend_ops k_cuda_ops = {
     .kv_export = la_cu_kv_export,
     .kv_import = la_cu_kv_import,
     .kv_copy_poll = la_cu_kv_copy_poll,
+    .synchronize = cuda_synchronize,
 };
 
 static la_status create_resources(cuda_backend *c, la_err *err) {
