@@ -404,11 +404,12 @@ typedef struct la_engine_store_stats {
                                          once between them) */
     int64_t lookups_dropped;          /* lower-tier lookups not made: no staging memory free
                                          (the document is computed; kv_staging_bytes) */
-    /* kv_read AUTO: documents a tier held that were computed instead, their read estimated
-     * slower (by tier, la_kv_tier_kind), and the estimates' inputs now: each tier's read
-     * rate (bytes per second per I/O thread, over its reads so far; 0: none yet) and the
-     * engine's prefill rate (tokens per second that extra rows in a step cost: 1 / b of
-     * step ms = a + b x rows fitted over the recent steps; 0: not known yet) */
+    /* kv_read AUTO: documents computed instead of read from a tier, the read estimated
+     * slower (by tier, la_kv_tier_kind; the disk tier held them, the shared tier may have),
+     * and the estimates' inputs now: each tier's read rate (bytes per second per I/O thread,
+     * over its recent reads; 0: none yet) and the engine's prefill rate (tokens per second
+     * that extra rows in a step cost: 1 / b of step ms = a + b x rows fitted over the recent
+     * steps, or LA_KV_PREFILL_TOKENS_PER_S; 0: not known yet) */
     int64_t reads_skipped[LA_KV_TIER_KIND_COUNT];
     double read_bytes_per_s[LA_KV_TIER_KIND_COUNT];
     double prefill_tokens_per_s;

@@ -186,6 +186,7 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
         if (o->eo.kv_dir) cJSON_AddStringToObject(st, "kv_dir", o->eo.kv_dir);
         cJSON_AddNumberToObject(st, "kv_dir_bytes", (double)o->eo.kv_dir_bytes);
         cJSON_AddStringToObject(st, "kv_write", o->eo.kv_write_through ? "through" : "evict");
+        cJSON_AddStringToObject(st, "kv_read", o->eo.kv_read == LA_KV_READ_ALWAYS ? "always" : "auto");
         cJSON_AddBoolToObject(st, "kv_store", o->eo.kv_store_url != NULL); /* the URL may hold a password */
         cJSON_AddNumberToObject(st, "kv_blocks", (double)o->eo.kv_blocks);
     }

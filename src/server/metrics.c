@@ -222,8 +222,8 @@ static void put_store(out *o, const la_engine_stats *es, const la_engine_store_s
     TIER_I64("lazyattn_kv_store_errors_total", "counter", "Reads that failed for the tier's own reasons.", errors);
     TIER_I64("lazyattn_kv_store_records", "gauge", "Records the tier holds.", records);
     TIER_I64("lazyattn_kv_store_bytes", "gauge", "Bytes of the records the tier holds.", bytes);
-    put(o, "# HELP lazyattn_kv_store_reads_skipped_total Documents the tier held that were computed "
-           "instead: the read was estimated slower (kv_read auto).\n"
+    put(o, "# HELP lazyattn_kv_store_reads_skipped_total Documents computed instead of read from the tier, "
+           "the read estimated slower (kv_read auto; shared: Redis may or may not have held them).\n"
            "# TYPE lazyattn_kv_store_reads_skipped_total counter\n");
     for (int t = 0; t < LA_KV_TIER_KIND_COUNT; t++)
         put(o, "lazyattn_kv_store_reads_skipped_total{tier=\"%s\"} %lld\n", la_engine_tier_name((la_kv_tier_kind)t),

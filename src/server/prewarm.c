@@ -22,7 +22,8 @@
  *   found          where the document was before this call: "pool" (the block pool, as
  *                  la_engine_document_where said before the submit), else the store tier
  *                  its request loaded it from ("host", "disk", "shared"), else "computed"
- *                  (a lower tier's record that was missing or rejected is "computed" too)
+ *                  (a lower tier's record that was missing or rejected, or computed
+ *                  instead of read under kv_read auto, is "computed" too)
  * Persistence: with a disk or shared tier, the documents this call computes are written
  * through by the engine (kv_write_through; with --kv-write evict only on eviction), and
  * the answer waits until the engine has flushed every queued store write

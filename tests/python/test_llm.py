@@ -241,7 +241,7 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         assert st["tiers"]["disk"]["enabled"] and st["tiers"]["disk"]["hits"] >= 2
         assert not st["tiers"]["shared"]["enabled"] and st["rejected"] == 0
         assert st["tiers"]["disk"]["reads_skipped"] == 0 and st["tiers"]["disk"]["read_bytes_per_s"] > 0
-        assert st["prefill_tokens_per_s"] >= 0
+        assert st["prefill_tokens_per_s"] == 0  # always: the steps are not timed
         assert set(st["rejected_by_reason"]) >= {"short", "payload_checksum"}
     os.environ["LAZYATTN_MODEL"] = MODEL  # the CLI's variable names the default model
     try:

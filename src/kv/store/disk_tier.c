@@ -368,8 +368,21 @@ static void disk_destroy(la_kv_tier *t) {
     free(d);
 }
 
+/* Most recently used without a read: in the index and in the file's mtime (restarts). */
+static void disk_touch(la_kv_tier *t, la_hash128 key) {
+    disk_tier *d = dt(t);
+    char path[PATH_MAX];
+    record_path(d, key, path, sizeof path);
+    pthread_mutex_lock(&d->mu);
+    int64_t e;
+    bool have = la_hmap_get(&d->index, key, &e);
+    if (have) index_put(d, key, d->entries[e].bytes);
+    pthread_mutex_unlock(&d->mu);
+    if (have) utimensat(AT_FDCWD, path, NULL, 0);
+}
+
 static const la_kv_tier_ops k_disk_ops = {disk_probe, disk_read, disk_write, disk_drop, disk_take_evicted,
-                                           disk_destroy};
+                                           disk_destroy, disk_touch};
 
 la_status la_disk_tier_create(const char *dir, int64_t cap_bytes, la_kv_tier **out, char *warning,
                               size_t warning_cap, la_err *err) {

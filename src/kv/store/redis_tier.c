@@ -406,7 +406,7 @@ static void redis_destroy(la_kv_tier *t) {
     free(r);
 }
 
-static const la_kv_tier_ops k_redis_ops = {redis_probe, redis_read, redis_write, redis_drop, NULL, redis_destroy};
+static const la_kv_tier_ops k_redis_ops = {redis_probe, redis_read, redis_write, redis_drop, NULL, redis_destroy, NULL};
 
 la_status la_redis_tier_create(const char *url, int timeout_ms, la_kv_tier **out, char *warning,
                                size_t warning_cap, la_err *err) {

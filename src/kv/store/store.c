@@ -552,6 +552,11 @@ bool la_kv_store_in_host(const la_kv_store *s, la_hash128 key) {
     return r && r->in_host;
 }
 
+void la_kv_store_touch(la_kv_store *s, la_kv_tier_id t, la_hash128 key) {
+    if (s && t > LA_KV_TIER_HOST && t < LA_KV_TIER_COUNT && s->tier[t] && s->tier[t]->ops->touch)
+        s->tier[t]->ops->touch(s->tier[t], key);
+}
+
 la_kv_tier_id la_kv_store_probe(const la_kv_store *s, la_hash128 key) {
     if (!s) return LA_KV_TIER_COUNT;
     if (la_kv_store_in_host(s, key)) return LA_KV_TIER_HOST;

@@ -105,6 +105,10 @@ bool la_kv_store_has_tier(const la_kv_store *s, la_kv_tier_id t);
  * read it into (counted in lookups_dropped). Release with la_kv_store_release(). */
 la_kv_rec *la_kv_store_find(la_kv_store *s, const la_kv_record_header *want);
 
+/* Tier t's record key was used without being read (its document computed instead): the
+ * tier keeps it as recently used as a read would (disk: its LRU place and mtime). */
+void la_kv_store_touch(la_kv_store *s, la_kv_tier_id t, la_hash128 key);
+
 /* Whether key is in the host tier now (no counters, no I/O). */
 bool la_kv_store_in_host(const la_kv_store *s, la_hash128 key);
 /* Where key is as far as the indexes know without I/O: the first tier whose index holds

@@ -63,6 +63,9 @@ typedef struct la_kv_tier_ops {
      * (size cap) since the last call into keys; returns how many. Any thread. */
     int32_t (*take_evicted)(la_kv_tier *t, la_hash128 *keys, int32_t max);
     void (*destroy)(la_kv_tier *t);
+    /* Optional (NULL: nothing to refresh): key was used without being read (its document
+     * computed instead: engine/doc_store.h, kv_read): most recently used, as a read makes it. */
+    void (*touch)(la_kv_tier *t, la_hash128 key);
 } la_kv_tier_ops;
 
 struct la_kv_tier {
