@@ -678,7 +678,7 @@ static bool read_or_compute(la_doc_store *d, const la_doc_job *j, la_kv_tier_id 
 }
 
 bool la_doc_store_times_steps(const la_doc_store *d) {
-    return d->store && d->e->opts.kv_read == LA_KV_READ_AUTO &&
+    return d->store && d->e->opts.kv_read == LA_KV_READ_AUTO && d->prefill_pinned <= 0 &&
            (la_kv_store_has_tier(d->store, LA_KV_TIER_DISK) || la_kv_store_has_tier(d->store, LA_KV_TIER_SHARED));
 }
 

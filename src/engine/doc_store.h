@@ -82,7 +82,7 @@ void la_step_fit_add(la_step_fit *f, double rows, double ms);
 double la_step_fit_tokens_per_s(const la_step_fit *f);
 
 /* Whether the engine should time its steps for la_doc_store_note_step: kv_read AUTO with a
- * disk or shared tier (on CUDA the engine then waits for every 8th step without logit rows,
+ * disk or shared tier and no pinned rate (on CUDA the engine then waits for every 8th step,
  * before and after it, which it otherwise would not: engine.c). */
 bool la_doc_store_times_steps(const la_doc_store *d);
 /* A step's forward ran n_rows rows (tokens: prefill, document and decode) in ms, on the

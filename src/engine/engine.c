@@ -172,7 +172,6 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
     LA_TRY(check_options(o, err));
     la_engine *e = calloc(1, sizeof *e);
     if (!e) return la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
-    e->device_idle = true;
     e->opts = *o;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->step_mu, NULL);
@@ -478,20 +477,19 @@ static la_status step_locked(la_engine *e, la_err *err) {
         if (!logits && !ids) s = la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory for logits");
         la_batch batch = {(int32_t)b.n_rows, b.tokens, b.pos, b.kpos, b.slots, (int32_t)b.n_seqs,
                           b.seqs, (int32_t)b.n_blocks, b.blocks, (int32_t)b.n_logits, b.logit_rows};
-        /* The KV store's prefill rate (doc_store.h): a step is timed when nothing ran before
-         * it on the device and it waited for its own end. A step with logit rows waits; one
-         * without returns before the device has run it (CUDA: ops->synchronize), so only
-         * every STEP_SAMPLE-th of those is waited for, before and after. */
-        bool timing = s == LA_OK && la_doc_store_times_steps(e->docs);
-        bool async = b.n_logits == 0 && e->be->ops->synchronize;
-        bool sample = timing && async && ++e->unsynced_steps % STEP_SAMPLE == 0;
-        if (sample && !e->device_idle) s = e->be->ops->synchronize(e->be, err);
-        bool timed = timing && (e->device_idle || sample);
+        /* The KV store's prefill rate (doc_store.h) from the forward's time on the device. A
+         * backend whose operations are asynchronous (CUDA: ops->synchronize) has this step
+         * start behind whatever is queued (earlier steps, KV copies) and, without logit rows,
+         * return before it ran: every STEP_SAMPLE-th step is timed, waited for before and
+         * after; the others keep their overlap. A synchronous backend's steps are all timed. */
+        la_status (*sync)(la_backend *, la_err *) = e->be->ops->synchronize;
+        bool timed = s == LA_OK && la_doc_store_times_steps(e->docs) &&
+                     (!sync || ++e->timing_steps % STEP_SAMPLE == 0);
+        if (timed && sync) s = sync(e->be, err);
         double t0 = la_now_ms();
         if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);
-        if (s == LA_OK && sample) s = e->be->ops->synchronize(e->be, err);
-        if (s == LA_OK && timed && (!async || sample)) la_doc_store_note_step(e->docs, b.n_rows, la_now_ms() - t0);
-        e->device_idle = s == LA_OK && (!async || sample);
+        if (s == LA_OK && timed && sync && b.n_logits == 0) s = sync(e->be, err);
+        if (s == LA_OK && timed) la_doc_store_note_step(e->docs, b.n_rows, la_now_ms() - t0);
         if (s == LA_OK) la_scheduler_complete_step(e, &b, logits, ids);
     } else if (s == LA_ERR_NO_MEMORY && err && err->msg[0] == '\0') {
         la_err_set(err, s, "step: out of memory");

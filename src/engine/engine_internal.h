@@ -88,10 +88,7 @@ struct la_engine {
     } *choosers;
     int32_t n_choosers;
     double choose_ms, grammar_ms;      /* totals, published by la_scheduler_refresh_stats */
-    /* step timing for the KV store (engine.c): whether the device had run everything
-     * queued when the step began, and the steps without logit rows so far */
-    bool device_idle;
-    int64_t unsynced_steps;
+    int64_t timing_steps; /* steps the KV store's prefill rate could time (engine.c) */
 };
 
 /* Tests only: fn(e, user) runs inside every la_engine_submit after the request is queued and
