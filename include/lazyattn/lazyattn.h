@@ -50,10 +50,10 @@ typedef enum la_cpu_kv { LA_CPU_KV_F32 = 0, LA_CPU_KV_BF16, LA_CPU_KV_COUNT } la
 
 /* la_engine_options.kv_read: when a document found in the disk or shared tier is read. */
 typedef enum la_kv_read {
-    LA_KV_READ_AUTO = 0, /* read when the read is estimated to finish before computing it
-                            would (README "Document KV store": the tier's measured read rate
-                            against the engine's measured prefill rate) */
-    LA_KV_READ_ALWAYS,   /* read whenever a tier has it */
+    LA_KV_READ_ALWAYS = 0, /* read whenever a tier has it (the default) */
+    LA_KV_READ_AUTO,       /* read when the read is estimated to finish before computing it
+                              would (README "Document KV store": the tier's measured read
+                              rate against the engine's measured prefill rate) */
     LA_KV_READ_COUNT
 } la_kv_read;
 
@@ -143,7 +143,7 @@ typedef struct la_engine_options {
      * with more. 0: 2; at most 64. */
     int32_t kv_io_threads;
     /* When a document the disk or the shared tier holds is read rather than computed
-     * (la_kv_read; the host tier is always read): AUTO (0, the default) or ALWAYS. */
+     * (la_kv_read; the host tier is always read): ALWAYS (0, the default) or AUTO. */
     la_kv_read kv_read;
 } la_engine_options;
 

@@ -55,7 +55,7 @@ ENGINE_OPTIONS = {
     "cpu_weights": (0, 4),  # la_cpu_weights: 0 auto, 1 f32, 2 bf16, 3 f16, 4 bf16-dot
     "cpu_kv": (0, 1),  # la_cpu_kv: 0 f32, 1 bf16
     "kv_io_threads": (0, 64),
-    "kv_read": (0, 1),  # la_kv_read: 0 auto, 1 always
+    "kv_read": (0, 1),  # la_kv_read: 0 always, 1 auto
 }
 
 
@@ -226,8 +226,8 @@ class LLM(_Closing):
              each later document's first N tokens recomputed in context; README "Recovery"),
              cpu_weights (0 auto: the checkpoint's dtype, 1 f32, 2 bf16, 3 f16, 4 bf16-dot; README "CPU
              backend"), cpu_kv (0 f32, 1 bf16: the CPU's KV cache dtype), kv_io_threads (threads
-             reading and writing the disk and shared tiers; 0: 2), kv_read (0 auto: a disk or
-             shared-tier record is read only when that beats computing it; 1 always)
+             reading and writing the disk and shared tiers; 0: 2), kv_read (0 always, the default; 1
+             auto: a disk or shared-tier record is read only when that beats computing it)
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.

@@ -81,7 +81,6 @@ int la_cli_ingest(int argc, char **argv) {
         {0, 0, 0, 0}};
     la_engine_options eo;
     la_cli_engine_options_init(&eo);
-    eo.kv_read = LA_KV_READ_ALWAYS; /* a record already stored is read, not computed and written again */
     la_ingest_opts io;
     la_ingest_opts_init(&io);
     const char *json_out = NULL;

@@ -184,7 +184,7 @@ int la_cli_store_flags_check(const la_engine_options *eo, const char *command) {
                           ? "--kv-io-timeout-ms bounds disk and shared-tier reads: it needs --kv-dir or --kv-store"
                       : eo->kv_io_threads > 0 && !eo->kv_dir && !eo->kv_store_url
                           ? "--kv-io-threads reads and writes the disk and shared tiers: it needs --kv-dir or --kv-store"
-                      : eo->kv_read != LA_KV_READ_AUTO && !eo->kv_dir && !eo->kv_store_url
+                      : eo->kv_read != LA_KV_READ_ALWAYS && !eo->kv_dir && !eo->kv_store_url
                           ? "--kv-read says when disk and shared-tier records are read: it needs --kv-dir or --kv-store"
                           : NULL;
     if (!why) return 0;

@@ -74,8 +74,8 @@ enum {
     "      --kv-store URL       shared tier: redis://[[USER]:PASSWORD@]HOST:PORT[/DB]\n"       \
     "      --kv-io-timeout-ms N a tier read slower than this is computed instead (10000)\n"    \
     "      --kv-io-threads N    threads reading and writing the disk and shared tiers (2)\n"    \
-    "      --kv-read M          auto (default: read a disk or shared-tier record only when\n"  \
-    "                           that beats computing it, by measured rates) or always\n"
+    "      --kv-read M          always (default) or auto (read a disk or shared-tier record\n" \
+    "                           only when that beats computing it, by measured rates)\n"
 
 
 typedef enum la_cli_flag {

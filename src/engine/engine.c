@@ -139,7 +139,7 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
     if (o->kv_io_threads > 0 && !o->kv_dir && !o->kv_store_url)
         return la_err_set(err, LA_ERR_INVALID_ARG, "kv_io_threads reads and writes the disk and shared tiers: it "
                                                    "needs kv_dir or kv_store_url");
-    if (o->kv_read != LA_KV_READ_AUTO && !o->kv_dir && !o->kv_store_url)
+    if (o->kv_read != LA_KV_READ_ALWAYS && !o->kv_dir && !o->kv_store_url)
         return la_err_set(err, LA_ERR_INVALID_ARG, "kv_read says when disk and shared-tier records are read: it "
                                                    "needs kv_dir or kv_store_url");
     if (o->kv_dir_bytes > 0 && !o->kv_dir)

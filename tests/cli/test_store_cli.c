@@ -109,7 +109,7 @@ static const bad_case k_bad_alone[] = {
     {"--kv-write evict", "--kv-write"},
     {"--kv-io-timeout-ms 100", "--kv-io-timeout-ms"},
     {"--kv-io-threads 8", "--kv-io-threads"},
-    {"--kv-read always", "--kv-read"},
+    {"--kv-read auto", "--kv-read"},
 };
 
 static void expect_usage_error(const char *cmd, const char *base, const bad_case *c, bool one_line) {

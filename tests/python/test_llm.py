@@ -231,7 +231,7 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
     with lp.LLM(kv_dir=str(kv), kv_io_threads=4) as m:
         first = m.generate("q", documents=["d one", "d two"])[0].text
     assert len(list(kv.glob("kv/*/*.kv"))) >= 2
-    with lp.LLM(kv_dir=str(kv), kv_io_threads=1, kv_read=1) as m:  # kv_read 1: always read
+    with lp.LLM(kv_dir=str(kv), kv_io_threads=1, kv_read=0) as m:  # kv_read 0: always read
         again = m.generate("q", documents=["d one", "d two"])[0]
         assert again.text == first and again.doc_tokens_disk > 0  # from the disk tier
         assert m.stats()["documents_loaded"] >= 2 and m.stats()["documents_computed"] == 0
