@@ -54,6 +54,12 @@ bench() { # name timeout args...
     tail -2 "$OUT/$name.err"
     grep -E "TTFT ms|p50|doc hit|hit %" "$OUT/$name.txt" | head -12
 }
+redis_up() { # PORT LOG: a redis-server on loopback for the shared tier, its PID in $rpid
+    $bin/redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no --maxmemory 60gb \
+        --maxmemory-policy allkeys-lru >"$OUT/$2" 2>&1 &
+    rpid=$!
+    sleep 1
+}
 for phase in $phases; do
     case $phase in
     tests)
@@ -113,10 +119,7 @@ PY
         ;;
     shared)
         port=6399
-        $bin/redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --maxmemory 60gb \
-            --maxmemory-policy allkeys-lru >"$OUT/redis.log" 2>&1 &
-        rpid=$!
-        sleep 1
+        redis_up $port redis.log
         w="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
            --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16
            --methods lazy --salt shared --kv-store redis://127.0.0.1:$port --kv-secret-file /tmp/shared.secret"
@@ -138,10 +141,7 @@ PY
         done
         bench rc_recompute 35 ${w/--methods lazy/--methods recompute} --no-warmup
         port=6399
-        $bin/redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --maxmemory 60gb \
-            --maxmemory-policy allkeys-lru >"$OUT/redis.log" 2>&1 &
-        rpid=$!
-        sleep 1
+        redis_up $port redis.log
         head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/tmp/rc.secret
         ws="$w --kv-store redis://127.0.0.1:$port --kv-secret-file /tmp/rc.secret"
         bench rc_shared_writer 50 $ws
@@ -164,10 +164,7 @@ PY
             bench "io_disk_t$t" 35 $w --kv-dir /tmp/kv_t --no-warmup --kv-io-threads "$t"
         done
         port=6399
-        $bin/redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --maxmemory 60gb \
-            --maxmemory-policy allkeys-lru >"$OUT/redis_io.log" 2>&1 &
-        rpid=$!
-        sleep 1
+        redis_up $port redis_io.log
         head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/tmp/io.secret
         ws="$w --kv-store redis://127.0.0.1:$port --kv-secret-file /tmp/io.secret"
         bench io_shared_writer 50 $ws
