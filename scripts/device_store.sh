@@ -54,6 +54,13 @@ bench() { # name timeout args...
     tail -2 "$OUT/$name.err"
     grep -E "TTFT ms|p50|doc hit|hit %" "$OUT/$name.txt" | head -12
 }
+# the restart, shared, readchoice and iothreads phases' workload: 16 requests at concurrency 1
+# over a 100-document pool (each phase adds its own --salt)
+w1="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
+    --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16 --methods lazy"
+drop_page_cache() { # before a disk reader, where the machine lets us
+    sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && echo "page cache dropped" || echo "page cache kept"
+}
 redis_up() { # PORT LOG: a redis-server on loopback for the shared tier, its PID in $rpid
     $bin/redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no --maxmemory 60gb \
         --maxmemory-policy allkeys-lru >"$OUT/$2" 2>&1 &
@@ -91,11 +98,9 @@ for phase in $phases; do
         ;;
     restart)
         rm -rf /tmp/kv_r
-        w="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
-           --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16
-           --methods lazy --salt restart"
+        w="$w1 --salt restart"
         bench restart_before 50 $w --kv-dir /tmp/kv_r
-        sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && echo "page cache dropped" || echo "page cache kept"
+        drop_page_cache
         bench restart_after 35 $w --kv-dir /tmp/kv_r --no-warmup
         bench restart_recompute 35 ${w/--methods lazy/--methods recompute} --no-warmup
         step ingest
@@ -120,9 +125,7 @@ PY
     shared)
         port=6399
         redis_up $port redis.log
-        w="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
-           --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16
-           --methods lazy --salt shared --kv-store redis://127.0.0.1:$port --kv-secret-file /tmp/shared.secret"
+        w="$w1 --salt shared --kv-store redis://127.0.0.1:$port --kv-secret-file /tmp/shared.secret"
         head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >/tmp/shared.secret
         bench shared_writer 50 $w
         bench shared_reader 35 $w --no-warmup
@@ -131,12 +134,10 @@ PY
         ;;
     readchoice)
         rm -rf /tmp/kv_c
-        w="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
-           --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16
-           --methods lazy --salt readchoice"
+        w="$w1 --salt readchoice"
         bench rc_writer 50 $w --kv-dir /tmp/kv_c
         for pol in auto always; do
-            sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && echo "page cache dropped" || echo "page cache kept"
+            drop_page_cache
             bench "rc_disk_$pol" 35 $w --kv-dir /tmp/kv_c --no-warmup --kv-read "$pol"
         done
         bench rc_recompute 35 ${w/--methods lazy/--methods recompute} --no-warmup
@@ -155,12 +156,10 @@ PY
         # (8), each reader a new process, the page cache dropped before each disk reader
         n=${LA_IO_THREADS:-8}
         rm -rf /tmp/kv_t
-        w="--random-weights llama3.1-8b --tokenizer $tok --device cuda --dataset synthetic --docs-per-request 10
-           --doc-tokens 780 --pool-docs 100 --zipf 1.0 --requests 16 --concurrency 1 --max-tokens 16
-           --methods lazy --salt iothreads"
+        w="$w1 --salt iothreads"
         bench io_writer 50 $w --kv-dir /tmp/kv_t
         for t in 2 "$n"; do
-            sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null && echo "page cache dropped" || echo "page cache kept"
+            drop_page_cache
             bench "io_disk_t$t" 35 $w --kv-dir /tmp/kv_t --no-warmup --kv-io-threads "$t"
         done
         port=6399
