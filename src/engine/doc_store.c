@@ -481,6 +481,7 @@ la_status la_doc_store_create(la_engine *e, la_doc_store **out, la_err *err) {
         char *end = NULL;
         double v = strtod(pin, &end);
         if (*end == '\0' && v > 0 && v < 1e12) d->prefill_pinned = v;
+        else la_log("LA_KV_PREFILL_TOKENS_PER_S='%s' is not tokens per second in (0, 1e12): the rate is measured", pin);
     }
     bool stable = false;
     la_status s = make_key(e, &d->hc.key, &stable, err);

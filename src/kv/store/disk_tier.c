@@ -29,6 +29,7 @@
 #include "base/array.h"
 #include "base/err.h"
 #include "base/hash_map.h"
+#include "base/log.h"
 #include "kv/store/record.h"
 
 typedef struct entry {
@@ -405,6 +406,7 @@ la_status la_disk_tier_create(const char *dir, int64_t cap_bytes, la_kv_tier **o
         char *end = NULL;
         double v = strtod(delay, &end);
         if (*end == '\0' && v > 0 && v <= 3600e3) d->read_delay_ms = v;
+        else la_log("LA_KV_DISK_READ_DELAY_MS='%s' is not milliseconds in (0, 3600000]: reads are not delayed", delay);
     }
     pthread_mutex_init(&d->mu, NULL);
     if (warning && warning_cap) warning[0] = '\0';
