@@ -145,6 +145,12 @@ typedef struct la_engine_options {
     /* When a document the disk or the shared tier holds is read rather than computed
      * (la_kv_read; the host tier is always read): ALWAYS (0, the default) or AUTO. */
     la_kv_read kv_read;
+    /* Selected recovery (README "Recovery on models not fine-tuned for reuse"; CacheBlend,
+     * EuroSys 2025): of the tokens of every document after the first (past its first
+     * recompute_first), the fraction R whose layer-1 value changes most in context are
+     * recomputed too, chosen by a probe of layers 0-1 over those documents; the default of
+     * requests under lazy, block, mepic and block-ref. In [0, 1]; 0: off. */
+    float recompute_ratio;
 } la_engine_options;
 
 /* Defaults for every field (device CPU, block_size 16, method lazy, ...). struct_size: the
@@ -243,6 +249,8 @@ typedef struct la_request_stats {
     int64_t doc_tokens_shared;    /* the shared tier (by this request's own document jobs) */
     int64_t doc_tokens_recomputed;/* recovery: document tokens recomputed in context (of
                                      the cached ones; not in doc_tokens_computed) */
+    int64_t doc_tokens_probed;    /* selected recovery: document tokens its probe ran
+                                     (layer 0 and layer 1's V of each) */
 } la_request_stats;
 
 /* Library-allocated (lazyattn/abi.h): grows only at its end. */
@@ -298,6 +306,9 @@ typedef struct la_request_params {
     /* Recovery's N (la_engine_options.recompute_first) for this request: >= 0 under lazy,
      * block, mepic and block-ref (0: off); -1: the engine's default */
     int32_t recompute_first;
+    /* Selected recovery's R (la_engine_options.recompute_ratio) for this request: in [0, 1]
+     * under lazy, block, mepic and block-ref (0: off); negative: the engine's default */
+    float recompute_ratio;
 } la_request_params;
 
 /* Defaults: engine's method, add_special, greedy, top_p 1, max_tokens 16. struct_size: the

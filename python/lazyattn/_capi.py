@@ -62,7 +62,7 @@ class la_engine_options(Structure):
         ("on_kv_event", CFUNCTYPE(None, c_void_p, POINTER(la_kv_event))),
         ("kv_event_user", c_void_p), ("chat_template_file", c_char_p), ("kv_staging_bytes", c_int64),
         ("recompute_first", c_int32), ("cpu_weights", c_int), ("cpu_kv", c_int),
-        ("kv_io_threads", c_int32), ("kv_read", c_int),
+        ("kv_io_threads", c_int32), ("kv_read", c_int), ("recompute_ratio", c_float),
     ]
 
 
@@ -92,7 +92,7 @@ class la_request_stats(Structure):
                 ("n_preemptions", c_int32), ("queue_ms", c_double), ("ttft_ms", c_double),
                 ("tpot_ms", c_double), ("e2e_ms", c_double), ("doc_tokens_host", c_int64),
                 ("doc_tokens_disk", c_int64), ("doc_tokens_shared", c_int64),
-                ("doc_tokens_recomputed", c_int64)]
+                ("doc_tokens_recomputed", c_int64), ("doc_tokens_probed", c_int64)]
 
 
 class la_event(Structure):
@@ -113,7 +113,7 @@ class la_request_params(Structure):
                 ("chat_format", c_int), ("method", c_int), ("cache_salt", c_char_p),
                 ("add_special", c_bool), ("return_logits", c_bool), ("keep_special_tokens", c_bool),
                 ("sampling", la_sampling_params), ("on_event", EVENT_FN), ("user", c_void_p),
-                ("recompute_first", c_int32)]
+                ("recompute_first", c_int32), ("recompute_ratio", c_float)]
 
 
 class la_engine_tier_stats(Structure):

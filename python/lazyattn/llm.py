@@ -56,6 +56,7 @@ ENGINE_OPTIONS = {
     "cpu_kv": (0, 1),  # la_cpu_kv: 0 f32, 1 bf16
     "kv_io_threads": (0, 64),
     "kv_read": (0, 1),  # la_kv_read: 0 always, 1 auto
+    "recompute_ratio": float,
 }
 
 
@@ -137,6 +138,7 @@ class RequestOutput:
     doc_tokens_computed: int
     prefix_tokens_reused: int
     doc_tokens_recomputed: int    # recovery: document tokens recomputed in context
+    doc_tokens_probed: int        # selected recovery: document tokens its probe ran
     doc_tokens_host: int          # of doc_tokens_reused: loaded from the KV store's host tier,
     doc_tokens_disk: int          # its disk tier,
     doc_tokens_shared: int        # its shared tier (by this request's own document jobs)
@@ -204,7 +206,8 @@ class _Request:
             prompt_tokens=s.n_prompt_tokens, completion_tokens=s.n_generated,
             doc_tokens=s.n_doc_tokens, doc_tokens_reused=s.doc_tokens_reused,
             doc_tokens_computed=s.doc_tokens_computed, prefix_tokens_reused=s.prefix_tokens_reused,
-            doc_tokens_recomputed=s.doc_tokens_recomputed, doc_tokens_host=s.doc_tokens_host,
+            doc_tokens_recomputed=s.doc_tokens_recomputed, doc_tokens_probed=s.doc_tokens_probed,
+            doc_tokens_host=s.doc_tokens_host,
             doc_tokens_disk=s.doc_tokens_disk, doc_tokens_shared=s.doc_tokens_shared,
             preemptions=s.n_preemptions, ttft_ms=s.ttft_ms, tpot_ms=s.tpot_ms, queue_ms=s.queue_ms,
             e2e_ms=s.e2e_ms, method=self.method, error=c.error,
@@ -227,7 +230,9 @@ class LLM(_Closing):
              cpu_weights (0 auto: the checkpoint's dtype, 1 f32, 2 bf16, 3 f16, 4 bf16-dot; README "CPU
              backend"), cpu_kv (0 f32, 1 bf16: the CPU's KV cache dtype), kv_io_threads (threads
              reading and writing the disk and shared tiers; 0: 2), kv_read (0 always, the default; 1
-             auto: a disk or shared-tier record is read only when that beats computing it)
+             auto: a disk or shared-tier record is read only when that beats computing it),
+             recompute_ratio (selected recovery's default R in [0, 1]: the fraction of the later
+             documents' tokens a probe of layers 0-1 finds most changed by context, recomputed)
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.
@@ -325,7 +330,7 @@ class LLM(_Closing):
         r.keep.append(arr)
         return arr
 
-    def _build(self, source, item, sp, documents, method, cache_salt, recompute_first=None):
+    def _build(self, source, item, sp, documents, method, cache_salt, recompute_first=None, recompute_ratio=None):
         """A _Request from one normalized item {"prompt" | "messages", "documents", ...}."""
         chat = "messages" in item
         m = self._parse_method(item.get("method", method))
@@ -353,6 +358,9 @@ class LLM(_Closing):
         rf = item.get("recompute_first", recompute_first)
         if rf is not None:
             p.recompute_first = rq.get_int("recompute_first", rf, 0, 2**31 - 1)
+        rr = item.get("recompute_ratio", recompute_ratio)
+        if rr is not None:
+            p.recompute_ratio = rq.get_number("recompute_ratio", rr, 0.0, False, 1.0)
         salt = rq.parse_cache_salt(item.get("cache_salt", cache_salt))
         if salt is not None:
             p.cache_salt = _utf8("cache_salt", salt)
@@ -507,7 +515,7 @@ class LLM(_Closing):
 
     # ---- normalizing what the caller gives ------------------------------------------------
 
-    _ITEM_KEYS = {"prompt", "messages", "documents", "method", "cache_salt", "recompute_first"}
+    _ITEM_KEYS = {"prompt", "messages", "documents", "method", "cache_salt", "recompute_first", "recompute_ratio"}
 
     def _item(self, p, i):
         if isinstance(p, str):
@@ -516,7 +524,8 @@ class LLM(_Closing):
             unknown = set(p) - self._ITEM_KEYS
             if unknown:
                 raise InvalidArgumentError(f"prompts[{i}]: unknown field '{sorted(unknown)[0]}' (a prompt "
-                                           "is {prompt | messages, documents?, method?, cache_salt?, recompute_first?})",
+                                           "is {prompt | messages, documents?, method?, cache_salt?, recompute_first?, "
+                                           "recompute_ratio?})",
                                            param=f"prompts[{i}]")
             if ("prompt" in p) == ("messages" in p):
                 raise InvalidArgumentError(f"prompts[{i}]: give exactly one of 'prompt' and 'messages'",
@@ -524,7 +533,7 @@ class LLM(_Closing):
             return p
         raise rq.bad_type(f"prompts[{i}]", p, "a string or an object {prompt | messages, documents}")
 
-    def _requests(self, items, sampling_params, documents, method, cache_salt, recompute_first=None):
+    def _requests(self, items, sampling_params, documents, method, cache_salt, recompute_first=None, recompute_ratio=None):
         if isinstance(sampling_params, (list, tuple)):
             if len(sampling_params) != len(items):
                 raise InvalidArgumentError(f"{len(sampling_params)} sampling_params for {len(items)} prompts",
@@ -532,17 +541,18 @@ class LLM(_Closing):
             sps = list(sampling_params)
         else:
             sps = [sampling_params] * len(items)
-        return [self._build(src, it, sp, documents, method, cache_salt, recompute_first) for src, it, sp in
+        return [self._build(src, it, sp, documents, method, cache_salt, recompute_first, recompute_ratio) for src, it, sp in
                 zip((s for s, _ in items), (it for _, it in items), sps)]
 
     # ---- the API -------------------------------------------------------------------------------
 
     def generate(self, prompts, sampling_params=None, documents=None, *, method=None, cache_salt=None,
-                 recompute_first=None):
+                 recompute_first=None, recompute_ratio=None):
         """Complete prompts, batched together. prompts: a string, a dict {"prompt": text} or
         {"messages": [...]} with optional "documents", "method", "cache_salt", "recompute_first"
-        (recovery: each later document's first N tokens recomputed in context), or a list of
-        those. A "prompt" is raw text after the documents (as /v1/completions); "messages"
+        (recovery: each later document's first N tokens recomputed in context),
+        "recompute_ratio" (selected recovery: the fraction R of the later documents' tokens
+        whose layer-1 values change most in context, recomputed too), or a list of those. A "prompt" is raw text after the documents (as /v1/completions); "messages"
         go through the model's chat template (as /v1/chat/completions and `lazyattn run`).
         documents: [str | {"title", "text"}] for every prompt without its own. sampling_params:
         one SamplingParams, or one per prompt. Returns a list of RequestOutput in prompt order;
@@ -550,20 +560,20 @@ class LLM(_Closing):
         OpenAI's completions flatten the choices of several prompts."""
         plist = prompts if isinstance(prompts, (list, tuple)) else [prompts]
         items = [(p, self._item(p, i)) for i, p in enumerate(plist)]
-        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first))
+        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio))
 
     def chat(self, messages, sampling_params=None, documents=None, *, method=None, cache_salt=None,
-             recompute_first=None):
+             recompute_first=None, recompute_ratio=None):
         """Answer a conversation ([{"role", "content"}]) or a list of conversations, through the
         chat template (with documents: the Block-FT RAG template). Returns a list of
         RequestOutput."""
         many = isinstance(messages, (list, tuple)) and messages and isinstance(messages[0], (list, tuple))
         convs = list(messages) if many else [messages]
         items = [(c, {"messages": c}) for c in convs]
-        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first))
+        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio))
 
     def stream(self, prompt, sampling_params=None, documents=None, *, method=None, cache_salt=None,
-               recompute_first=None):
+               recompute_first=None, recompute_ratio=None):
         """An iterator of the text pieces of one request as the engine makes them. prompt: a
         string, a prompt dict as generate() takes, or a conversation [{"role", "content"}].
         Breaking out of the loop (or close()) cancels the request; .output holds the
@@ -572,7 +582,7 @@ class LLM(_Closing):
             item = {"messages": prompt}
         else:
             item = self._item(prompt, 0)
-        r = self._build(prompt, item, sampling_params, documents, method, cache_salt, recompute_first)
+        r = self._build(prompt, item, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio)
         if len(r.choices) > 1:
             raise InvalidArgumentError("stream() makes one completion: use generate() for n > 1.", param="n")
         self._submit(r, [])

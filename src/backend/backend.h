@@ -251,6 +251,13 @@ typedef struct la_backend_ops {
      * (tests). */
     la_status (*kv_read_slot)(la_backend *be, int32_t layer, int64_t slot, float *k, float *v,
                               la_err *err);
+    /* Optional (NULL: selected recovery is refused on this backend). For every row t of the
+     * current batch, the squared distance of v's row from the V the pool holds at the row's
+     * slot for `layer`: dev[t] = sum_j (v[t][j] - V[layer][slots[t]][j])^2 over the
+     * n_kv_heads * head_dim values, in f32 (both widened from their dtype), copied to host
+     * (the call waits for it). The probe of selected recovery (engine/forward.h).
+     *   v: [n_tokens, n_kv_heads * head_dim]; dev: host f32 [n_tokens] */
+    la_status (*kv_deviation)(la_backend *be, int32_t layer, const la_act *v, float *dev, la_err *err);
 
     /* ---- the KV store's copies (optional: NULL where a backend has none) ----
      * Host memory for records: pinned on CUDA, so copies run on the copy engines at full

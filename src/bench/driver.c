@@ -218,6 +218,7 @@ static void item_params(const run_ctx *c, const la_bench_item *it, la_chat_messa
     la_bench_rag_request(it->question, c->w->docs, it->doc_ids, it->n_docs, c->t->raw, msg, docs, rp);
     rp->method = c->t->method;
     rp->recompute_first = c->t->recompute_first;
+    rp->recompute_ratio = c->t->recompute_ratio;
     rp->cache_salt = c->t->cache_salt;
     rp->sampling.max_tokens = c->t->max_tokens;
     rp->sampling.ignore_eos = c->t->ignore_eos;
@@ -326,6 +327,7 @@ static char *chat_body(const run_ctx *c, const la_bench_item *it) {
     }
     cJSON_AddStringToObject(o, "method", la_method_name(c->t->method));
     if (c->t->recompute_first > 0) cJSON_AddNumberToObject(o, "recompute_first", c->t->recompute_first);
+    if (c->t->recompute_ratio > 0.0f) cJSON_AddNumberToObject(o, "recompute_ratio", c->t->recompute_ratio);
     if (c->t->cache_salt) cJSON_AddStringToObject(o, "cache_salt", c->t->cache_salt);
     cJSON_AddNumberToObject(o, "max_tokens", c->t->max_tokens);
     cJSON_AddNumberToObject(o, "temperature", 0);

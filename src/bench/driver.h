@@ -70,6 +70,7 @@ typedef struct la_bench_target {
     const la_bench_url *url;    /* ... or a running `lazyattn serve` */
     la_method method;
     int32_t recompute_first;    /* recovery's N (kv/plan.h; 0: none) */
+    float recompute_ratio;      /* selected recovery's R (kv/plan.h; 0: none) */
     const char *cache_salt;     /* separates this run's cache entries (may be NULL) */
     int32_t max_tokens;
     bool ignore_eos;

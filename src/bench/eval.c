@@ -104,6 +104,7 @@ la_status la_eval_run(la_eval *ev, la_engine *e, const la_eval_hooks *hooks, la_
                     snprintf(salt, sizeof salt, "lazyattn-eval:%d:%s", m, ev->methods[m].name);
                     rp.method = ev->methods[m].method;
                     rp.recompute_first = ev->methods[m].recompute_first;
+                    rp.recompute_ratio = ev->methods[m].recompute_ratio;
                     rp.cache_salt = salt;
                     rp.sampling.max_tokens = ev->max_tokens;
                     if (ev->margins) rp.sampling.logprobs = true, rp.sampling.top_logprobs = 2;
@@ -208,7 +209,7 @@ void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
     const int32_t nq = ev->ds->n, orders = ev->orders;
     int64_t em = 0, n1 = 0, em1 = 0, n2 = 0, em2 = 0, agree = 0, stable = 0;
     double tt = 0, tw = 0;
-    int64_t rc = 0;
+    int64_t rc = 0, pr = 0, em_all = 0, agree_all = 0;
     for (int32_t q = 0; q < nq; q++) {
         const la_rag_question *Q = &ev->ds->q[q];
         const la_eval_answer *a = &ans[((size_t)m * orders) * nq + q];
@@ -227,8 +228,17 @@ void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
         stable += same;
         tt += a->stats.ttft_ms;
         rc += a->stats.doc_tokens_recomputed;
+        pr += a->stats.doc_tokens_probed;
         for (int32_t o = 1; o < orders; o++) tw += ans[((size_t)m * orders + o) * nq + q].stats.ttft_ms;
+        for (int32_t o = 0; o < orders; o++) {
+            const char *t = ans[((size_t)m * orders + o) * nq + q].text, *f = ans[(size_t)o * nq + q].text;
+            em_all += la_rag_answer_matches(t ? t : "", Q->answers, Q->n_answers);
+            agree_all += strcmp(t ? t : "", f ? f : "") == 0;
+        }
     }
+    out->em_all_orders_pct = 100.0 * em_all / ((double)nq * orders);
+    out->same_as_first_all_orders = agree_all;
+    out->doc_tokens_probed = pr;
     out->em_pct = 100.0 * em / nq;
     out->em_1hop_pct = n1 ? 100.0 * em1 / n1 : -1;
     out->em_2hop_pct = n2 ? 100.0 * em2 / n2 : -1;
@@ -276,7 +286,12 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
         cJSON_AddStringToObject(jo, "method", ev->methods[m].name);
         cJSON_AddStringToObject(jo, "engine_method", la_method_name(ev->methods[m].method));
         cJSON_AddNumberToObject(jo, "recompute_first", ev->methods[m].recompute_first);
+        cJSON_AddNumberToObject(jo, "recompute_ratio", ev->methods[m].recompute_ratio);
         cJSON_AddNumberToObject(jo, "doc_tokens_recomputed", (double)s.doc_tokens_recomputed);
+        cJSON_AddNumberToObject(jo, "doc_tokens_probed", (double)s.doc_tokens_probed);
+        cJSON_AddNumberToObject(jo, "exact_match_all_orders", s.em_all_orders_pct / 100);
+        cJSON_AddNumberToObject(jo, "same_as_first_all_orders",
+                                (double)s.same_as_first_all_orders / ((double)ev->ds->n * ev->orders));
         cJSON_AddNumberToObject(jo, "exact_match", s.em_pct / 100);
         /* null: no such question */
         if (s.n_1hop) cJSON_AddNumberToObject(jo, "exact_match_1hop", s.em_1hop_pct / 100);

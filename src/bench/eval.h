@@ -74,6 +74,12 @@ typedef struct la_eval_score {
      * one order) */
     double mean_ttft_cold_ms, mean_ttft_warm_ms;
     int64_t doc_tokens_recomputed; /* recovery, over order 0 */
+    int64_t doc_tokens_probed;     /* selected recovery's probe, over order 0 */
+    /* over every order (each order's answer against the answers of its own question): exact
+     * match, % of questions x orders, and answers equal to the first method's in the same
+     * order */
+    double em_all_orders_pct;
+    int64_t same_as_first_all_orders;
     /* with margins, over the questions answered differently from the first method: how
      * many, the first method's margin at the first token where the two differ (median,
      * nats; -1: none), and how many of those tokens are the first method's runner-up */

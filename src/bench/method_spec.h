@@ -1,6 +1,8 @@
 /* A method as `lazyattn bench` and `lazyattn eval` run it: an engine method and recovery's N
- * (kv/plan.h "Recovery"; 0: none). Written "lazy", or "lazy+r16" for lazy with the first 16
- * tokens of every document after the first recomputed in context. */
+ * and R (kv/plan.h "Recovery"; 0: none). Written "lazy"; "lazy+r16" for lazy with the first
+ * 16 tokens of every document after the first recomputed in context; "lazy+c15" for lazy
+ * with the 15% of those documents' tokens that the probe finds most changed by context
+ * recomputed (selected recovery, CacheBlend); "lazy+r4+c15" for both. */
 #ifndef LA_BENCH_METHOD_SPEC_H
 #define LA_BENCH_METHOD_SPEC_H
 
@@ -15,14 +17,16 @@
 typedef struct la_method_spec {
     la_method method;
     int32_t recompute_first; /* >= 0; > 0 only for the block-wise methods */
+    float recompute_ratio;   /* in [0, 1]; > 0 only for the block-wise methods */
     char name[32];           /* as written: "lazy", "lazy+r16" */
 } la_method_spec;
 
-/* Parse "METHOD" or "METHOD+rN" (N a decimal count of tokens, 1 .. 2^31 - 1; block-wise
- * methods only). Errors: LA_ERR_INVALID_ARG with a message naming what is wrong. */
+/* Parse "METHOD", "METHOD+rN", "METHOD+cP" or "METHOD+rN+cP" (N a decimal count of tokens,
+ * 1 .. 2^31 - 1; P a decimal percentage in (0, 100]; block-wise methods only). Errors:
+ * LA_ERR_INVALID_ARG with a message naming what is wrong. */
 la_status la_method_spec_parse(const char *s, la_method_spec *out, la_err *err);
 
-/* The spec of a plain method (recompute_first 0). */
+/* The spec of a plain method (no recovery). */
 la_method_spec la_method_spec_plain(la_method m);
 
 #endif

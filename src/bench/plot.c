@@ -15,7 +15,7 @@ bool la_bench_plot_available(void) {
 
 /* One colour per method, the same in every plot; with recovery, a darker one of its own. */
 static const char *method_color(la_method_spec s) {
-    if (s.recompute_first > 0) return s.method == LA_METHOD_LAZY ? "#17becf" : "#8c564b";
+    if (s.recompute_first > 0 || s.recompute_ratio > 0.0f) return s.method == LA_METHOD_LAZY ? "#17becf" : "#8c564b";
     switch (s.method) {
     case LA_METHOD_RECOMPUTE: return "#d62728";
     case LA_METHOD_PREFIX: return "#ff7f0e";

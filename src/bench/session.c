@@ -38,7 +38,7 @@ static la_status run_method(la_bench_session *b, la_bench_point *p, int32_t pi, 
     char salt[96];
     snprintf(salt, sizeof salt, "lazyattn-bench:%s:%d:%s", b->nonce, pi, m.name);
     la_bench_target t = {.engine = e, .url = o->url ? &b->url : NULL, .method = m.method,
-                         .recompute_first = m.recompute_first,
+                         .recompute_first = m.recompute_first, .recompute_ratio = m.recompute_ratio,
                          .cache_salt = o->cache_salt ? o->cache_salt : salt,
                          .max_tokens = o->max_tokens, .ignore_eos = o->ignore_eos, .timeout_s = o->timeout_s,
                          .raw = o->raw};
@@ -204,10 +204,12 @@ static la_status size_kv(la_bench_session *b, la_engine *e, la_err *err) {
                 la_method_spec ms = b->o.methods[m];
                 int64_t need = docs + tail_i;
                 if (ms.method == LA_METHOD_BLOCK) need += docs;
-                else if (ms.recompute_first > 0) /* plan document 0 is the preamble, else the first */
+                else if (ms.recompute_first > 0 || ms.recompute_ratio > 0.0f) /* plan document 0 is the
+                                                                                 preamble, else the first */
                     for (int32_t d = preamble > 0 ? 0 : 1; d < it->n_docs; d++) {
                         int32_t L = doc_tokens[it->doc_ids[d]];
-                        need += ((ms.recompute_first < L ? ms.recompute_first : L) + B - 1) / B;
+                        int32_t rc = ms.recompute_ratio > 0.0f || ms.recompute_first > L ? L : ms.recompute_first;
+                        need += (rc + B - 1) / B; /* selected recovery copies every block */
                     }
                 if (need > b->kv_floor_blocks) b->kv_floor_blocks = need;
             }
@@ -232,6 +234,7 @@ static la_status calibrate_rate(la_bench_session *b, la_engine *e, la_err *err) 
     snprintf(salt, sizeof salt, "lazyattn-bench:%s:calibrate-rate", b->nonce);
     la_bench_target t = {.engine = e, .url = b->o.url ? &b->url : NULL, .method = b->o.methods[0].method,
                          .recompute_first = b->o.methods[0].recompute_first,
+                         .recompute_ratio = b->o.methods[0].recompute_ratio,
                          .cache_salt = salt, .max_tokens = b->o.max_tokens, .ignore_eos = b->o.ignore_eos,
                          .timeout_s = b->o.timeout_s, .raw = b->o.raw};
     la_bench_load one = {.concurrency = 1};

@@ -210,6 +210,7 @@ int la_cli_eval(int argc, char **argv) {
     if (rc == LA_EXIT_OK) {
         printf("%-14s %8s %8s %8s %10s %10s %9s %9s %10s", "method", "EM", "EM-1hop", "EM-2hop",
                "same-as-1st", "orders-same", "ttft-cold", "ttft-warm", "recomputed");
+        if (orders > 1) printf(" %8s %12s", "EM-all", "same-all");
         if (margins) printf(" %8s %10s %10s", "diverged", "margin@div", "runner-up");
         printf("\n");
         int32_t nq = ds.n;
@@ -224,6 +225,9 @@ int la_cli_eval(int argc, char **argv) {
             printf("%9.2f ", sc.mean_ttft_cold_ms);
             if (orders > 1) printf("%9.2f ", sc.mean_ttft_warm_ms); else printf("%9s ", "-");
             printf("%10lld", (long long)sc.doc_tokens_recomputed);
+            if (orders > 1)
+                printf(" %7.1f%% %11.1f%%", sc.em_all_orders_pct,
+                       100.0 * (double)sc.same_as_first_all_orders / ((double)nq * orders));
             if (margins && m > 0) {
                 printf(" %8lld ", (long long)sc.n_diverged);
                 if (sc.ref_margin_at_divergence_median >= 0) printf("%10.4f ", sc.ref_margin_at_divergence_median);

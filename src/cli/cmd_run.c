@@ -48,6 +48,9 @@ static void usage(FILE *f) {
             "      --salt S           cache salt (tenant id)\n"
             "      --recompute-first N  recovery: recompute each later document's first N tokens\n"
             "                         in context (lazy, block, mepic, block-ref; 0: off)\n"
+            "      --recompute-ratio R  selected recovery: also recompute the fraction R of the\n"
+            "                         later documents' tokens whose layer-1 values change most\n"
+            "                         in context (a probe of layers 0-1 picks them; 0: off)\n"
             "  -n, --max-tokens N     tokens to generate (64)\n"
             "      --temperature T    0 = greedy (default)\n"
             "      --top-p P, --top-k K, --seed S, --stop STR (repeatable), --ignore-eos\n"
@@ -112,6 +115,7 @@ int la_cli_run(int argc, char **argv) {
         LA_CLI_STORE_OPTIONS,
         {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE},
         {"recompute-first", required_argument, 0, LA_CLI_OPT_RECOMPUTE_FIRST},
+        {"recompute-ratio", required_argument, 0, LA_CLI_OPT_RECOMPUTE_RATIO},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     la_engine_options eo;
@@ -208,6 +212,7 @@ int la_cli_run(int argc, char **argv) {
     rc = LA_EXIT_ERROR;
     /* one request: the flag is its own (so --method prefix with it is refused, not ignored) */
     rp.recompute_first = eo.recompute_first > 0 ? eo.recompute_first : -1;
+    rp.recompute_ratio = eo.recompute_ratio > 0.0f ? eo.recompute_ratio : -1.0f;
     la_engine *e = NULL;
     la_status cs = la_engine_create(&eo, &e, &err);
     if (cs != LA_OK) {
@@ -265,6 +270,7 @@ int la_cli_run(int argc, char **argv) {
                 cJSON_AddNumberToObject(j, "doc_tokens_disk", (double)o.stats.doc_tokens_disk);
                 cJSON_AddNumberToObject(j, "doc_tokens_shared", (double)o.stats.doc_tokens_shared);
                 cJSON_AddNumberToObject(j, "doc_tokens_recomputed", (double)o.stats.doc_tokens_recomputed);
+                cJSON_AddNumberToObject(j, "doc_tokens_probed", (double)o.stats.doc_tokens_probed);
                 cJSON_AddNumberToObject(j, "generated_tokens", o.stats.n_generated);
                 cJSON_AddNumberToObject(j, "ttft_ms", o.stats.ttft_ms);
                 cJSON_AddNumberToObject(j, "tpot_ms", o.stats.tpot_ms);

@@ -65,6 +65,9 @@ static void usage(FILE *f) {
             "      --recompute-first N  recovery's default: each later document's first N tokens\n"
             "                           recomputed in context (block-wise methods; 0: off;\n"
             "                           a request's \"recompute_first\" overrides)\n"
+            "      --recompute-ratio R  selected recovery's default: the fraction R of the later\n"
+            "                           documents' tokens whose layer-1 values change most in\n"
+            "                           context, recomputed too (0: off; \"recompute_ratio\")\n"
             "      --model-id NAME      model id in the API (the directory's name)\n"
             "      --log-requests       on stderr, a line when a request arrives and one when it ends\n"
             "                           (tokens, cache hits, queue, TTFT, TPOT, total ms)\n"
@@ -153,6 +156,7 @@ int la_cli_serve(int argc, char **argv) {
         LA_CLI_STORE_OPTIONS,
         {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE},
         {"recompute-first", required_argument, 0, LA_CLI_OPT_RECOMPUTE_FIRST},
+        {"recompute-ratio", required_argument, 0, LA_CLI_OPT_RECOMPUTE_RATIO},
         {"ignore-unknown-fields", no_argument, 0, 17},      {"api-key", required_argument, 0, 18},
         {"api-key-file", required_argument, 0, 19},         {"protect-metrics", no_argument, 0, 20},
         {"allowed-origins", required_argument, 0, 21},      {"ssl-certfile", required_argument, 0, 22},

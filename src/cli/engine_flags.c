@@ -143,6 +143,13 @@ la_cli_flag la_cli_engine_flag(int c, const char *arg, la_engine_options *eo, la
         la_err_set(err, LA_ERR_INVALID_ARG, "--recompute-first: %s must be >= 0 (tokens; 0: off)", arg);
         return LA_CLI_FLAG_BAD_VALUE;
     }
+    case LA_CLI_OPT_RECOMPUTE_RATIO: {
+        if (la_cli_parse_f32(arg, "--recompute-ratio", &eo->recompute_ratio)) return LA_CLI_FLAG_BAD_NUMBER;
+        if (eo->recompute_ratio >= 0.0f && eo->recompute_ratio <= 1.0f) return LA_CLI_FLAG_SET;
+        la_err_set(err, LA_ERR_INVALID_ARG, "--recompute-ratio: %s must be in [0, 1] (a fraction of the tokens; 0: off)",
+                   arg);
+        return LA_CLI_FLAG_BAD_VALUE;
+    }
     case LA_CLI_OPT_CPU_WEIGHTS: {
         static const char *const names[LA_CPU_WEIGHTS_COUNT] = {"auto", "f32", "bf16", "f16", "bf16-dot"};
         for (int i = 0; i < LA_CPU_WEIGHTS_COUNT; i++)

@@ -93,6 +93,7 @@ static void request_params_defaults(la_request_params *p) {
     p->sampling.repetition_penalty = 1.0f;
     p->sampling.n = 1;
     p->recompute_first = -1;
+    p->recompute_ratio = -1.0f;
 }
 
 /* The sized inits of include/lazyattn/abi.h: the defaults, cut to the caller's size. */
@@ -124,6 +125,8 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown default method %d", (int)o->method);
     if (o->recompute_first < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "recompute_first=%d must be >= 0", (int)o->recompute_first);
+    if (!(o->recompute_ratio >= 0.0f && o->recompute_ratio <= 1.0f))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "recompute_ratio=%g must be in [0, 1]", (double)o->recompute_ratio);
     if ((unsigned)o->cpu_weights >= LA_CPU_WEIGHTS_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown cpu_weights %d", (int)o->cpu_weights);
     if ((unsigned)o->cpu_kv >= LA_CPU_KV_COUNT)
@@ -308,6 +311,18 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
         return la_err_set(err, LA_ERR_INVALID_ARG,
                           "recompute_first applies to the block-wise methods (lazy, block, mepic, block-ref): "
                           "%s computes every document in context already", la_method_name(method));
+    if (p->recompute_ratio != p->recompute_ratio || p->recompute_ratio > 1.0f)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "recompute_ratio=%g must be in [0, 1] (negative: the engine's "
+                          "default)", (double)p->recompute_ratio);
+    if (p->recompute_ratio > 0.0f && !la_method_is_blockwise(method))
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "recompute_ratio applies to the block-wise methods (lazy, block, mepic, block-ref): "
+                          "%s computes every document in context already", la_method_name(method));
+    const float ratio = p->recompute_ratio >= 0.0f ? p->recompute_ratio
+                        : la_method_is_blockwise(method) ? e->opts.recompute_ratio : 0.0f;
+    if (ratio > 0.0f && !e->be->ops->kv_deviation)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "recompute_ratio: the %s backend has no probe (kv_deviation)",
+                          e->be->ops->name);
 
     LA_TRY(check_sampling_ids(e, &p->sampling, err));
     la_request *r = calloc(1, sizeof *r);
@@ -316,6 +331,7 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
     /* the engine's default applies where it can: recompute and prefix have nothing to recover */
     r->recompute_first = p->recompute_first >= 0 ? p->recompute_first
                          : la_method_is_blockwise(method) ? e->opts.recompute_first : 0;
+    r->recompute_ratio = ratio;
     r->sampling = p->sampling;
     r->n_choices = p->sampling.n > 1 ? p->sampling.n : 1;
     r->orphan_from = 1;

@@ -2,6 +2,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/err.h"
 
@@ -233,4 +234,48 @@ la_status la_forward_argmax(la_backend *be, const la_batch *batch, int32_t *ids,
     if (!be->ops->argmax_to_host)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "forward: the %s backend has no argmax", be->ops->name);
     return forward(be, batch, NULL, ids, err);
+}
+
+la_status la_forward_probe(la_backend *be, const la_batch *batch, float *dev, la_err *err) {
+    const la_backend_ops *op = be->ops;
+    if (batch->n_tokens <= 0 || batch->n_logit_rows != 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "probe: %d rows, %d logit rows (rows without logits wanted)",
+                          batch->n_tokens, batch->n_logit_rows);
+    if (!op->kv_deviation)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "probe: the %s backend has no kv_deviation", op->name);
+    if (be->shape.n_layers < 2) {
+        memset(dev, 0, sizeof(float) * (size_t)batch->n_tokens);
+        return LA_OK;
+    }
+    const la_backend_shape *m = &be->shape;
+    const int64_t n = batch->n_tokens, qd = (int64_t)m->n_heads * m->head_dim;
+    const int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim;
+    la_act x = {0}, h = {0}, q = {0}, o = {0}, gate = {0}, up = {0}, v = {0};
+    la_act *all[] = {&x, &h, &q, &o, &gate, &up, &v};
+    la_status s = LA_OK;
+    const struct {
+        la_act *act;
+        int64_t cols;
+    } plan[] = {{&x, m->hidden_size}, {&h, m->hidden_size}, {&q, qd}, {&o, qd},
+                {&gate, m->intermediate_size}, {&up, m->intermediate_size}, {&v, kvd}};
+    for (size_t i = 0; s == LA_OK && i < sizeof plan / sizeof plan[0]; i++)
+        s = op->act_alloc(be, n, plan[i].cols, plan[i].act, err);
+    if (s == LA_OK) s = op->batch_begin(be, batch, err);
+    if (s == LA_OK) s = op->embed(be, &x, err);
+    if (s == LA_OK) s = op->rmsnorm(be, &x, LA_W_ATTN_NORM, 0, &h, err);
+    /* layer 0: the query alone (its K and V are the cached ones), attention, MLP */
+    if (s == LA_OK) s = op->matmul(be, &h, LA_W_Q, 0, &q, err);
+    if (s == LA_OK) s = head_norm(be, &q, LA_W_Q_NORM, 0, err);
+    if (s == LA_OK) s = op->attention(be, 0, &q, &o, err);
+    if (s == LA_OK) s = op->matmul(be, &o, LA_W_O, 0, &h, err);
+    if (s == LA_OK) s = add_rmsnorm(be, &x, &h, LA_W_MLP_NORM, 0, &h, err);
+    if (s == LA_OK) s = gate_up_swiglu(be, &h, 0, &gate, &up, err);
+    if (s == LA_OK) s = op->matmul(be, &gate, LA_W_DOWN, 0, &h, err);
+    if (s == LA_OK) s = add_rmsnorm(be, &x, &h, LA_W_ATTN_NORM, 1, &h, err);
+    /* layer 1's V in context against the cached one */
+    if (s == LA_OK) s = op->matmul(be, &h, LA_W_V, 1, &v, err);
+    if (s == LA_OK) s = op->kv_deviation(be, 1, &v, dev, err);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) op->act_free(be, all[i]);
+    return s;
 }

@@ -30,4 +30,18 @@ la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_er
  * Errors: as la_forward; LA_ERR_UNSUPPORTED when the backend has no argmax_to_host. */
 la_status la_forward_argmax(la_backend *be, const la_batch *batch, int32_t *ids, la_err *err);
 
+/* Selected recovery's probe (kv/plan.h; CacheBlend, EuroSys 2025 §4): layer 0 of batch's
+ * rows in context (their attention over the batch's blocks, no K/V written: the pool already
+ * holds what they would write, since layer 0's K and V depend on the token alone and the
+ * cached documents were stored at the rows' own slots), then layer 1's V, and each row's
+ * squared distance from the V the pool holds at its slot (backend kv_deviation: how much
+ * context changes the token's layer-1 value). Rows are independent (nothing is written), so
+ * a caller may cut a document's rows over several calls.
+ *   batch  no logit rows; slots: the cached K/V of each row's own token
+ *   dev    [batch->n_tokens] f32 host memory, written on success
+ * A model with one layer has nothing to probe: dev is all 0. Errors: LA_ERR_UNSUPPORTED
+ * (the backend has no kv_deviation), LA_ERR_INVALID_ARG (empty batch, logit rows), the
+ * backend ops' errors. The backend's current batch afterwards is batch. */
+la_status la_forward_probe(la_backend *be, const la_batch *batch, float *dev, la_err *err);
+
 #endif

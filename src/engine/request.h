@@ -21,6 +21,7 @@ typedef struct la_request {
     uint64_t id;
     la_method method;
     int32_t recompute_first; /* recovery's N (kv/plan.h), resolved */
+    float recompute_ratio;   /* selected recovery's R (kv/plan.h), resolved */
     char *salt;
     la_sampling_params sampling; /* stop strings deep-copied below */
     char **stop;
@@ -76,6 +77,7 @@ typedef struct la_request {
     bool copies_done;   /* per-request copies made (BLOCK, recovery) */
     int32_t rc_doc;     /* recovery: the document being recomputed (plan.n_docs: all done) */
     int32_t rc_done;    /* of which the first rc_done tokens have K/V */
+    bool probed;        /* selected recovery: the probe chose the plan's recomputed tokens */
     int32_t n_generated;
 
     /* output */

@@ -16,6 +16,7 @@
 #include "base/timer.h"
 #include "engine/doc_store.h"
 #include "engine/events.h"
+#include "engine/recovery.h"
 #include "engine/sampling.h"
 #include "engine/token_choice.h"
 #include "kv/block_pool.h"
@@ -44,6 +45,7 @@ int64_t la_scheduler_blocks_needed(const la_engine *e, const la_request *r) {
     for (int32_t d = 0; d < r->n_docs; d++) {
         n += (int64_t)ceil_div(r->doc_len[d], B) * (r->method == LA_METHOD_BLOCK ? 2 : 1);
         int32_t rc = r->recompute_first < r->doc_len[d] ? r->recompute_first : r->doc_len[d];
+        if (r->recompute_ratio > 0.0f) rc = r->doc_len[d]; /* selected recovery copies every block */
         if (d > 0 && r->method != LA_METHOD_BLOCK) n += ceil_div(rc, B); /* recovery's copies */
     }
     /* n > 1: every other choice shares the prompt, copies its last block, grows its own */
@@ -109,7 +111,8 @@ static la_status admit(la_engine *e, la_request *r, la_err *err) {
     la_plan_input_doc *docs = malloc(sizeof(la_plan_input_doc) * (size_t)(r->n_docs ? r->n_docs : 1));
     if (!docs) return la_err_set(err, LA_ERR_NO_MEMORY, "admit: out of memory");
     for (int32_t d = 0; d < r->n_docs; d++) docs[d] = (la_plan_input_doc){r->doc_ids[d], r->doc_len[d]};
-    la_status s = la_plan_create(e->pool, r->method, r->salt, r->recompute_first, docs, r->n_docs, r->tail,
+    const la_recovery rc = {r->recompute_first, r->recompute_ratio};
+    la_status s = la_plan_create(e->pool, r->method, r->salt, &rc, docs, r->n_docs, r->tail,
                                  r->n_tail, &r->plan, err);
     free(docs);
     LA_TRY(s);
@@ -134,6 +137,7 @@ static la_status admit(la_engine *e, la_request *r, la_err *err) {
     r->n_plan_tail = r->n_tail;
     r->n_computed = r->plan.n_tail_cached;
     r->copies_done = false;
+    r->probed = !(r->recompute_ratio > 0.0f);
     r->rc_doc = 0;
     r->rc_done = 0;
     next_recompute(r);
@@ -294,16 +298,20 @@ static la_status pack_job(la_batch_builder *b, la_engine *e, la_doc_job *j, int3
     return add_seq(b, ps, row0, block0, false);
 }
 
-/* Recovery: rows [r->rc_done, + n) of document r->rc_doc's recomputed tokens. */
+/* Recovery: recomputed tokens [r->rc_done, + n) of document r->rc_doc (each attends to its
+ * own document up to itself: the view reaches the last of them). */
 static la_status pack_recompute(la_batch_builder *b, la_request *r, int32_t n) {
     const la_plan *pl = &r->plan;
     const la_plan_doc *doc = &pl->docs[r->rc_doc];
     int32_t row0 = (int32_t)b->n_rows, block0 = (int32_t)b->n_blocks, to = r->rc_done + n;
-    for (int32_t i = r->rc_done; i < to; i++)
+    for (int32_t k = r->rc_done; k < to; k++) {
+        const int32_t i = la_plan_recompute_row(doc, k);
         LA_TRY(add_row(b, r->doc_ids[r->rc_doc][i], doc->start + i, la_plan_recompute_k_pos(pl, doc, i),
                        la_plan_recompute_slot(pl, doc, i)));
-    LA_TRY(reserve_blocks(b, la_plan_recompute_view_size(pl, r->rc_doc, to)));
-    b->n_blocks += la_plan_recompute_view(pl, r->rc_doc, to, b->blocks + b->n_blocks);
+    }
+    const int32_t n_visible = la_plan_recompute_row(doc, to - 1) + 1;
+    LA_TRY(reserve_blocks(b, la_plan_recompute_view_size(pl, r->rc_doc, n_visible)));
+    b->n_blocks += la_plan_recompute_view(pl, r->rc_doc, n_visible, b->blocks + b->n_blocks);
     la_packed_seq ps = {.kind = LA_SEQ_RECOMPUTE, .r = r, .n_rows = n};
     return add_seq(b, ps, row0, block0, false);
 }
@@ -363,6 +371,12 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
     for (la_request *r = e->running_head; r && budget > 0; r = r->next) {
         if (r->state != LA_REQ_PREFILL || !la_plan_docs_ready(&r->plan, e->pool)) continue;
         if (!r->copies_done) LA_TRY(make_copies(e, r, err));
+        if (!r->probed) { /* selected recovery: the probe picks the tokens (engine/recovery.h) */
+            (void)la_recovery_select(e, r);
+            r->probed = true;
+            r->rc_doc = 0, r->rc_done = 0;
+            next_recompute(r);
+        }
         /* recovery first: the tail reads the recomputed tokens. Document by document in
          * order (each reads the ones before it), all of them may go in one step: at every
          * layer the batch's K/V are written before any row attends. */

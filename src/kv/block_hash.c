@@ -53,7 +53,7 @@ la_hash128 la_hash_prefix_seed(const la_hash_ctx *ctx, const char *salt) {
 
 la_hash128 la_hash_tail_seed(const la_hash_ctx *ctx, la_kv_format format, const char *salt,
                              int32_t n_docs, const la_hash128 *last_hash, const int32_t *n_tokens,
-                             int32_t recompute_first) {
+                             int32_t recompute_first, float recompute_ratio) {
     la_hasher h;
     seed_start(&h, ctx, "tail");
     field_u32(&h, LA_HASH_FORMAT, (uint32_t)format);
@@ -70,6 +70,11 @@ la_hash128 la_hash_tail_seed(const la_hash_ctx *ctx, la_kv_format format, const 
         la_hash_field(&h, LA_HASH_DOC, buf, sizeof buf);
     }
     if (recompute_first > 0) field_u32(&h, LA_HASH_RECOMPUTE, (uint32_t)recompute_first);
+    if (recompute_ratio > 0.0f) {
+        uint32_t bits;
+        memcpy(&bits, &recompute_ratio, sizeof bits);
+        field_u32(&h, LA_HASH_RECOMPUTE_RATIO, bits);
+    }
     return la_hasher_digest(&h);
 }
 

@@ -53,6 +53,7 @@ typedef enum la_hash_kind {
     LA_HASH_DOC = 6,
     LA_HASH_NAMESPACE = 7,
     LA_HASH_RECOMPUTE = 8,
+    LA_HASH_RECOMPUTE_RATIO = 9,
 } la_hash_kind;
 
 /* What keys every hash of one pool. ctx NULL in the functions below: the per-process
@@ -74,11 +75,12 @@ la_hash128 la_hash_doc_seed(const la_hash_ctx *ctx, la_kv_format format, const c
 la_hash128 la_hash_prefix_seed(const la_hash_ctx *ctx, const char *salt);
 
 /* Seed of the question chain over n_docs documents: last_hash[d] is the hash of document
- * d's last block and n_tokens[d] its true length; recompute_first is recovery's N (the
- * question's K/V depend on it; written only when > 0). */
+ * d's last block and n_tokens[d] its true length; recompute_first and recompute_ratio are
+ * recovery's N and R (kv/plan.h; the question's K/V depend on them; each written only when
+ * > 0, so a request without recovery hashes as before they existed). */
 la_hash128 la_hash_tail_seed(const la_hash_ctx *ctx, la_kv_format format, const char *salt,
                              int32_t n_docs, const la_hash128 *last_hash, const int32_t *n_tokens,
-                             int32_t recompute_first);
+                             int32_t recompute_first, float recompute_ratio);
 
 /* Next link: H(PARENT parent, TOKENS ids[0:n]). */
 la_hash128 la_hash_block(const la_hash_ctx *ctx, la_hash128 parent, const int32_t *ids, int32_t n);

@@ -24,6 +24,7 @@ static bool caches_docs(la_method m) {
 static void free_doc(la_plan_doc *d) {
     free(d->block_ids);
     free(d->copy_ids);
+    free(d->recompute_rows);
 }
 
 void la_plan_release(la_plan *plan, la_kv_pool *pool) {
@@ -61,7 +62,8 @@ static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
     int32_t B = plan->block_size;
     doc->n_blocks = ceil_div(doc->n_tokens, B);
     doc->block_ids = malloc(sizeof(int32_t) * (size_t)doc->n_blocks);
-    bool copies = plan->method == LA_METHOD_BLOCK || doc->n_recompute > 0;
+    bool copies = plan->method == LA_METHOD_BLOCK || doc->n_recompute > 0 ||
+                  (plan->recompute_ratio > 0.0f && doc->start > 0);
     if (copies) doc->copy_ids = malloc(sizeof(int32_t) * (size_t)doc->n_blocks);
     if (!doc->block_ids || (copies && !doc->copy_ids))
         return la_err_set(err, LA_ERR_NO_MEMORY, "plan: out of memory");
@@ -150,9 +152,11 @@ static la_status lookup_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tai
     return LA_OK;
 }
 
-la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, int32_t recompute_first,
+la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, const la_recovery *recovery,
                          const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
                          int32_t n_tail, la_plan *out, la_err *err) {
+    const int32_t recompute_first = recovery ? recovery->first : 0;
+    const float recompute_ratio = recovery ? recovery->ratio : 0.0f;
     if ((unsigned)method >= LA_METHOD_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "plan: unknown method %d", (int)method);
     if (n_tail < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "plan: the prompt after the documents is empty");
@@ -164,6 +168,12 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, i
                           "plan: recompute_first %d (a count of tokens, for the block-wise methods; %s "
                           "computes every document in context already)",
                           (int)recompute_first, la_method_name(method));
+    if (!(recompute_ratio >= 0.0f && recompute_ratio <= 1.0f) ||
+        (recompute_ratio > 0.0f && !la_method_is_blockwise(method)))
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "plan: recompute_ratio %g (a fraction in [0, 1], for the block-wise methods; %s "
+                          "computes every document in context already)",
+                          (double)recompute_ratio, la_method_name(method));
     int64_t total = n_tail, doc_blocks = 0;
     int32_t B = la_kv_pool_block_size(pool);
     for (int32_t d = 0; d < n_docs; d++) {
@@ -180,6 +190,7 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, i
     plan.method = method;
     plan.block_size = B;
     plan.recompute_first = recompute_first;
+    plan.recompute_ratio = recompute_ratio;
     size_t nd = (size_t)(n_docs > 0 ? n_docs : 1);
     /* hashes of every document block, then the tail's full blocks */
     la_hash128 *hashes = malloc(sizeof(la_hash128) * (size_t)(doc_blocks + n_tail / B + 1));
@@ -213,7 +224,7 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, i
         plan.tail_parent = method == LA_METHOD_PREFIX
                                ? la_hash_prefix_seed(la_kv_pool_hash_ctx(pool), salt)
                                : la_hash_tail_seed(la_kv_pool_hash_ctx(pool), fmt, salt, n_docs,
-                                                   last, lens, recompute_first);
+                                                   last, lens, recompute_first, recompute_ratio);
         s = lookup_tail(&plan, pool, tail, n_tail, hashes + h0, err);
     }
     /* Pass 2: allocate what is missing. */
@@ -258,6 +269,7 @@ la_status la_plan_fork(const la_plan *src, la_kv_pool *pool, int32_t n_filled, l
         const la_plan_doc *sd = &src->docs[d];
         la_plan_doc *dd = &p.docs[d];
         *dd = *sd;
+        dd->recompute_rows = NULL; /* read by the prefill only, which is over: not forked */
         dd->block_ids = malloc(sizeof(int32_t) * (size_t)sd->n_blocks);
         dd->copy_ids = sd->copy_ids ? malloc(sizeof(int32_t) * (size_t)sd->n_blocks) : NULL;
         ok = dd->block_ids && (!sd->copy_ids || dd->copy_ids);
@@ -378,7 +390,27 @@ static la_attn_block doc_block_view(const la_plan *plan, const la_plan_doc *doc,
 
 int32_t la_plan_doc_copies(const la_plan *plan, const la_plan_doc *doc) {
     if (!doc->copy_ids) return 0;
-    return plan->method == LA_METHOD_BLOCK ? doc->n_blocks : ceil_div(doc->n_recompute, plan->block_size);
+    if (plan->method == LA_METHOD_BLOCK || plan->recompute_ratio > 0.0f) return doc->n_blocks;
+    return ceil_div(doc->n_recompute, plan->block_size);
+}
+
+int32_t la_plan_recompute_row(const la_plan_doc *doc, int32_t k) {
+    return doc->recompute_rows ? doc->recompute_rows[k] : k;
+}
+
+la_status la_plan_set_recompute(la_plan *plan, int32_t d, int32_t *rows, int32_t n, la_err *err) {
+    if (d < 1 || d >= plan->n_docs || !(plan->recompute_ratio > 0.0f) || n < 0 || !plan->docs[d].copy_ids)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "plan: document %d takes no selected recovery", d);
+    la_plan_doc *doc = &plan->docs[d];
+    for (int32_t k = 0; k < n; k++)
+        if (rows[k] < 0 || rows[k] >= doc->n_tokens || (k > 0 && rows[k] <= rows[k - 1]))
+            return la_err_set(err, LA_ERR_INVALID_ARG, "plan: document %d: recomputed row %d (%d) out of order or "
+                              "outside its %d tokens", d, k, rows[k], doc->n_tokens);
+    plan->doc_tokens_recomputed += n - doc->n_recompute;
+    free(doc->recompute_rows);
+    doc->recompute_rows = rows;
+    doc->n_recompute = n;
+    return LA_OK;
 }
 
 int64_t la_plan_recompute_slot(const la_plan *plan, const la_plan_doc *doc, int32_t i) {

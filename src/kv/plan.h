@@ -28,6 +28,18 @@
  * alone and in context are the same, nothing to recompute. The cached blocks stay as they
  * are; the question chain's seed covers N.
  *
+ * Selected recovery (recompute_ratio R > 0; CacheBlend, Yao et al., EuroSys 2025): of the
+ * tokens of documents d >= 1 past their first N, the ceil(R x sum_{d>=1} L_d) whose layer-1
+ * V deviates most from the cached V are recomputed as well (ties: the earlier token). The
+ * deviation comes from a probe (engine/forward.h la_forward_probe) after the plan is made:
+ * layer 0 in context, then layer 1's V. Every block of those documents gets a copy at
+ * create (which tokens are chosen is known only after the probe); la_plan_set_recompute
+ * then names each document's tokens (recompute_rows, ascending). A recomputed token attends
+ * to the documents before its own as the tail sees them and, in its own document, to every
+ * token up to itself: recomputed values for the chosen ones, cached values for the rest
+ * (CacheBlend's selective recompute). Without a probe (R = 0) the chosen tokens are the
+ * first N and recompute_rows stays NULL.
+ *
  * Worked example (DESIGN.md §3, pinned in tests/kv/test_plan.c): B = 8, lengths
  * [6, 15, 8, 2] -> blocks per document [1, 2, 1, 1] (padded lengths [8, 16, 8, 8]);
  * S = [0, 6, 21, 29]; T = 31, so question token 0 sits at logical position 31; the last
@@ -65,14 +77,22 @@ typedef struct la_plan_doc {
     int32_t *copy_ids;     /* [n_blocks] per-request copies or -1 (NULL: none): BLOCK every
                               block, re-rotated by S_d; recovery the first
                               ceil(n_recompute / B) blocks (la_plan_doc_copies) */
-    int32_t n_recompute;   /* recovery: leading tokens recomputed in context into copy_ids */
+    int32_t n_recompute;   /* recovery: tokens recomputed in context into copy_ids */
+    int32_t *recompute_rows; /* [n_recompute] their indices, ascending (NULL: 0..n_recompute-1) */
     la_hash128 last_hash;  /* hash of the last block (question-chain seed input) */
 } la_plan_doc;
+
+/* A request's recovery (top of this file); zero: none. */
+typedef struct la_recovery {
+    int32_t first; /* N: every later document's first N tokens (>= 0) */
+    float ratio;   /* R in [0, 1]: more tokens chosen by the probe's deviation (0: none) */
+} la_recovery;
 
 typedef struct la_plan {
     la_method method;
     int32_t block_size;
     int32_t recompute_first;   /* N of recovery (0: none) */
+    float recompute_ratio;     /* R of recovery (0: none) */
     int32_t n_docs;
     la_plan_doc *docs;
     int32_t tail_start;        /* T: logical position of tail token 0 */
@@ -87,7 +107,7 @@ typedef struct la_plan {
     int64_t doc_tokens_reused;
     int64_t doc_tokens_computed;
     int64_t tail_tokens_reused;
-    int64_t doc_tokens_recomputed; /* recovery: sum of n_recompute */
+    int64_t doc_tokens_recomputed; /* recovery: sum of n_recompute (R: after the probe) */
 } la_plan;
 
 /* One input document: tokens borrowed for the call. */
@@ -102,12 +122,13 @@ typedef struct la_plan_input_doc {
  *              prompt as the tail)
  *   tail       [n_tail] prompt tokens after the documents (n_tail >= 1)
  *   salt       cache salt (NULL = none): enters every hash chain
- *   recompute_first  recovery's N (0: none; block-wise methods only): see the top of this file
- * Errors: LA_ERR_INVALID_ARG (empty document, empty tail, documents under RECOMPUTE/PREFIX),
+ *   recovery   N and R (NULL: none; block-wise methods only): see the top of this file
+ * Errors: LA_ERR_INVALID_ARG (empty document, empty tail, documents under RECOMPUTE/PREFIX,
+ * recovery outside the block-wise methods or out of range),
  * LA_ERR_TOO_LONG (total over INT32_MAX), LA_ERR_NO_SPACE (pool cannot hold the request;
  * every pin taken is released: the pool is as before apart from hit/miss counters),
  * LA_ERR_NO_MEMORY. *plan is written only on success; free with la_plan_release(). */
-la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, int32_t recompute_first,
+la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, const la_recovery *recovery,
                          const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
                          int32_t n_tail, la_plan *plan, la_err *err);
 
@@ -148,13 +169,21 @@ int32_t la_plan_doc_k_pos(la_method method, const la_plan_doc *doc, int32_t i);
 int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc,
                          int32_t n_visible, la_attn_block *out);
 
-/* Recovery. Leading blocks of doc with a per-request copy (copy_ids[0:n] >= 0); the pool
- * slot and the RoPE position of K (as the document's cached K is stored) of recomputed
- * token i < n_recompute; and the attention view of document d's recomputed tokens when
- * the first n_visible of them have K/V: documents 0..d-1 as the tail sees them, then d's
- * copies (out must hold la_plan_recompute_view_size entries; returns the count). */
+/* Recovery. Leading blocks of doc with a per-request copy (copy_ids[0:n] >= 0; every block
+ * under BLOCK and under R > 0); the pool slot and the RoPE position of K (as the
+ * document's cached K is stored) of document token i in its copy; and the attention view
+ * of document d's recomputed tokens up to token n_visible - 1: documents 0..d-1 as the tail
+ * sees them, then d's copies (out must hold la_plan_recompute_view_size entries; returns
+ * the count). */
 int32_t la_plan_doc_copies(const la_plan *plan, const la_plan_doc *doc);
 int64_t la_plan_recompute_slot(const la_plan *plan, const la_plan_doc *doc, int32_t i);
+/* Token index of document doc's k-th recomputed token (k < n_recompute). */
+int32_t la_plan_recompute_row(const la_plan_doc *doc, int32_t k);
+/* Selected recovery: document d recomputes rows[0:n] (ascending token indices < L_d, taken
+ * over: freed with the plan); plan->doc_tokens_recomputed is updated. Only for a plan with
+ * R > 0 and d >= 1 (their blocks all have copies). Errors: LA_ERR_INVALID_ARG (nothing is
+ * taken: the caller frees rows). */
+la_status la_plan_set_recompute(la_plan *plan, int32_t d, int32_t *rows, int32_t n, la_err *err);
 int32_t la_plan_recompute_k_pos(const la_plan *plan, const la_plan_doc *doc, int32_t i);
 int32_t la_plan_recompute_view_size(const la_plan *plan, int32_t d, int32_t n_visible);
 int32_t la_plan_recompute_view(const la_plan *plan, int32_t d, int32_t n_visible, la_attn_block *out);

@@ -115,6 +115,9 @@ static const la_api_field k_fields[] = {
     {"method", B, IMPL, "lazyattn", NULL, NULL, "recompute, prefix, block, mepic, lazy, block-ref"},
     {"recompute_first", B, IMPL, "lazyattn", NULL, NULL,
      "recovery: each later document's first N tokens recomputed in context (block-wise methods)"},
+    {"recompute_ratio", B, IMPL, "lazyattn", NULL, NULL,
+     "selected recovery: the fraction of later documents' tokens whose layer-1 values change most, "
+     "recomputed in context (a probe picks them; block-wise methods)"},
     /* ---- SGLang */
     {"json_schema", B, IMPL, "SGLang", NULL, NULL, "a schema (object or JSON text), as guided_json"},
     {"regex", B, REFU, "SGLang", NULL, NULL, "regex grammars are not supported"},

@@ -130,6 +130,13 @@ static la_status parse_method_salt(ctx *c, const cJSON *root, la_api_request *r)
                     "'recompute_first' applies to the block-wise methods (lazy, block, mepic, block-ref): "
                     "%s computes every document in context already.", la_method_name(m));
     r->params.recompute_first = (int32_t)n_first;
+    float ratio = -1.0f;
+    LA_TRY(get_number(c, root, "recompute_ratio", 0.0, false, 1.0, &ratio));
+    if (ratio > 0.0f && m != LA_METHOD_COUNT && !la_method_is_blockwise(m))
+        return fail(c, LA_ERR_INVALID_ARG, "recompute_ratio", "invalid_value",
+                    "'recompute_ratio' applies to the block-wise methods (lazy, block, mepic, block-ref): "
+                    "%s computes every document in context already.", la_method_name(m));
+    r->params.recompute_ratio = ratio;
     return LA_OK;
 }
 

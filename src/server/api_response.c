@@ -53,6 +53,7 @@ static void add_extension(cJSON *o, const la_api_reply *r, const la_request_stat
     cJSON_AddNumberToObject(x, "doc_tokens_disk", (double)st->doc_tokens_disk);
     cJSON_AddNumberToObject(x, "doc_tokens_shared", (double)st->doc_tokens_shared);
     cJSON_AddNumberToObject(x, "doc_tokens_recomputed", (double)st->doc_tokens_recomputed);
+    cJSON_AddNumberToObject(x, "doc_tokens_probed", (double)st->doc_tokens_probed);
 }
 
 static cJSON *envelope(const la_api_reply *r, bool chunk) {

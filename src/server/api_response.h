@@ -7,7 +7,8 @@
  *   "lazyattn": {"method", "ttft_ms", "tpot_ms", "queue_ms", "e2e_ms", "doc_tokens",
  *                "doc_tokens_reused", "doc_tokens_computed", "prefix_tokens_reused",
  *                "preemptions", "doc_tokens_host", "doc_tokens_disk", "doc_tokens_shared",
- *                "doc_tokens_recomputed" (recovery, kv/plan.h)}
+ *                "doc_tokens_recomputed" (recovery, kv/plan.h), "doc_tokens_probed" (selected
+ *                recovery's probe)}
  *   (doc_tokens_host / _disk / _shared: of doc_tokens_reused, the tokens this request's own
  *   document jobs loaded from that store tier; cached_tokens counts them too)
  *   logprobs, chat         {"content": [{"token", "logprob", "bytes", "top_logprobs":

@@ -241,7 +241,7 @@ static void free_docs(docset *d) {
  * recovery's N (-1: the engine's default, off). */
 static void generate_rf(la_engine *e, la_method m, const docset *d, const int32_t *order, const int32_t *q,
                         int32_t nq, int32_t recompute_first, la_test_gen *g) {
-    la_test_generate_docs(e, m, d->ids, d->len, d->n, order, q, nq, NULL, recompute_first, N_GEN, g);
+    la_test_generate_docs(e, m, d->ids, d->len, d->n, order, q, nq, NULL, recompute_first, -1.0f, N_GEN, g);
 }
 
 static void generate(la_engine *e, la_method m, const docset *d, const int32_t *order, const int32_t *q,
@@ -410,6 +410,61 @@ Test(cuda_forward, recovery_equals_block_ref_and_the_cpu_on_gpu) {
     free_docs(&d);
     la_engine_destroy(eg);
     la_engine_destroy(ec);
+}
+
+/* Selected recovery (kv/plan.h) on the GPU: the probe (la_forward_probe: layer 0 without
+ * K/V writes, then cuda kv_deviation) and the recompute of non-contiguous rows. R = 1
+ * recomputes every later document token: lazy, mepic and block equal full recompute on the
+ * GPU. R = 0.25 recomputes round(R x later tokens), probes all of them, and changes the
+ * answer of plain lazy. (Which tokens a bf16 probe picks near a tie is not compared with the
+ * f32 CPU's: tests/engine/test_recovery.c checks the choice against transformers.) */
+Test(cuda_forward, selected_recovery_on_gpu) {
+    if (!la_test_have_gpu()) return;
+    la_engine *eg = gpu_engine("tiny-bf16-untied", LA_DEVICE_CUDA);
+    la_err err = {0};
+    const int32_t lens[5] = {17, 16, 200, 1, 48};
+    docset d = make_docs(5, lens);
+    int32_t q[6] = {7, 8, 9, 10, 11, 12}, order[5] = {2, 0, 4, 1, 3};
+    int64_t later = 0;
+    for (int32_t i = 1; i < 5; i++) later += d.len[order[i]];
+    int32_t all[512], n = 0;
+    for (int32_t i = 0; i < 5; i++) {
+        memcpy(all + n, d.ids[order[i]], sizeof(int32_t) * (size_t)d.len[order[i]]);
+        n += d.len[order[i]];
+    }
+    memcpy(all + n, q, sizeof q);
+    n += 6;
+    la_test_gen rc, plain, quarter;
+    la_test_generate_segs(eg, LA_METHOD_RECOMPUTE, NULL, 0, (la_segment){.ids = all, .n_ids = n}, NULL, -1, -1.0f,
+                          N_GEN, &rc);
+    cr_assert_eq(rc.status, LA_OK, "%s", rc.error);
+    const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK};
+    for (int k = 0; k < 3; k++) {
+        la_test_gen g;
+        la_test_generate_docs(eg, ms[k], d.ids, d.len, d.n, order, q, 6, NULL, 0, 1.0f, N_GEN, &g);
+        cr_assert_eq(g.status, LA_OK, "%s", g.error);
+        char what[96];
+        snprintf(what, sizeof what, "selected recovery R 1 %s vs recompute", la_method_name(ms[k]));
+        printf("%s: worst logit error / tolerance = %.3f\n", what, compare_gens(&g, &rc, what));
+        cr_assert_eq(g.stats.doc_tokens_recomputed, later, "%s", what);
+        cr_assert_eq(g.stats.doc_tokens_probed, later, "%s", what);
+        la_test_gen_free(&g);
+    }
+    la_test_generate_docs(eg, LA_METHOD_LAZY, d.ids, d.len, d.n, order, q, 6, NULL, 0, 0.0f, N_GEN, &plain);
+    la_test_generate_docs(eg, LA_METHOD_LAZY, d.ids, d.len, d.n, order, q, 6, NULL, 0, 0.25f, N_GEN, &quarter);
+    cr_assert_eq(quarter.status, LA_OK, "%s", quarter.error);
+    cr_assert_eq(quarter.stats.doc_tokens_recomputed, (int64_t)(0.25 * (double)later + 0.5));
+    cr_assert_eq(quarter.stats.doc_tokens_probed, later);
+    double moved = 0;
+    for (int32_t v = 0; v < plain.n_vocab; v++) {
+        double x = fabs((double)plain.logits[v] - quarter.logits[v]);
+        if (x > moved) moved = x;
+    }
+    cr_assert(moved > 1e-2, "R = 0.25 left plain lazy's first logits as they were (%.3g)", moved);
+    la_test_gen_free(&rc), la_test_gen_free(&plain), la_test_gen_free(&quarter);
+    free_docs(&d);
+    LA_CHECK_OK(la_engine_check(eg, &err), err);
+    la_engine_destroy(eg);
 }
 
 /* --random-weights on the GPU: the exact shape with weights made on the device. */

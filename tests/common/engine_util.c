@@ -65,7 +65,7 @@ void la_test_gen_free(la_test_gen *g) {
 
 void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const int32_t *len, int32_t n_docs,
                            const int32_t *order, const int32_t *q, int32_t nq, const char *salt,
-                           int32_t recompute_first, int32_t max_tokens, la_test_gen *g) {
+                           int32_t recompute_first, float recompute_ratio, int32_t max_tokens, la_test_gen *g) {
     la_segment segs[64];
     cr_assert(n_docs <= 64, "la_test_generate_docs: %d documents", n_docs);
     for (int32_t i = 0; i < n_docs; i++) {
@@ -73,11 +73,12 @@ void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const
         segs[i] = (la_segment){.ids = ids[k], .n_ids = len[k]};
     }
     la_test_generate_segs(e, m, segs, n_docs, (la_segment){.ids = q, .n_ids = nq}, salt, recompute_first,
-                          max_tokens, g);
+                          recompute_ratio, max_tokens, g);
 }
 
 void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
-                           const char *salt, int32_t recompute_first, int32_t max_tokens, la_test_gen *g) {
+                           const char *salt, int32_t recompute_first, float recompute_ratio, int32_t max_tokens,
+                           la_test_gen *g) {
     la_request_params rp;
     la_request_params_init(&rp);
     rp.docs = docs;
@@ -87,6 +88,7 @@ void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, in
     rp.method = m;
     rp.cache_salt = salt;
     rp.recompute_first = recompute_first;
+    rp.recompute_ratio = recompute_ratio;
     rp.return_logits = true;
     rp.sampling.max_tokens = max_tokens;
     rp.sampling.ignore_eos = true;

@@ -31,16 +31,17 @@ void la_test_gen_free(la_test_gen *g);
 
 /* la_test_generate of the method tests' request: documents as token ids (document order[i],
  * or i when order is NULL, in slot i; at most 64), then the question q[nq], no template,
- * method m, recompute_first (-1: the engine's default), cache salt (NULL: none), logits
+ * method m, recompute_first and recompute_ratio (negative: the engine's default), cache salt (NULL: none), logits
  * returned, ignore_eos, max_tokens tokens. */
 void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const int32_t *len, int32_t n_docs,
                            const int32_t *order, const int32_t *q, int32_t nq, const char *salt,
-                           int32_t recompute_first, int32_t max_tokens, la_test_gen *g);
+                           int32_t recompute_first, float recompute_ratio, int32_t max_tokens, la_test_gen *g);
 
 /* The same request with the documents and the question as segments (docs[n_docs]; n_docs 0:
  * none, the whole prompt inline). */
 void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
-                           const char *salt, int32_t recompute_first, int32_t max_tokens, la_test_gen *g);
+                           const char *salt, int32_t recompute_first, float recompute_ratio, int32_t max_tokens,
+                           la_test_gen *g);
 
 /* Event callback collecting into a la_test_gen (for tests that submit many at once). */
 void la_test_on_event(void *user, const la_event *ev);

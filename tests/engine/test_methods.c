@@ -45,7 +45,7 @@ static void free_docs(docset *d) {
 
 static void run(la_engine *e, la_method m, const docset *d, const int32_t *order,
                 const int32_t *q, int32_t nq, const char *salt, la_test_gen *g) {
-    la_test_generate_docs(e, m, d->ids, d->len, d->n, order, q, nq, salt, -1, N_GEN, g);
+    la_test_generate_docs(e, m, d->ids, d->len, d->n, order, q, nq, salt, -1, -1.0f, N_GEN, g);
 }
 
 static void assert_same(const la_test_gen *a, const la_test_gen *ref, const char *what) {

@@ -53,3 +53,36 @@ def test_refused_where_nothing_is_recovered(lazyattn_pkg, llm, server):
         "model": "rag-tiny", "messages": chat_item(Q)["messages"], "method": "recompute",
         "recompute_first": 4})
     assert status == 400 and body["error"]["param"] == "recompute_first", body
+
+
+def test_recompute_ratio_equals_the_server(lazyattn_pkg, llm, server):
+    """Selected recovery (recompute_ratio): Python and the server choose the same tokens (same
+    answer, same counts); round(R x the later documents' tokens) are recomputed and all of
+    them probed; the engine default equals the request's own; refused as recompute_first is."""
+    lp = lazyattn_pkg
+    item = chat_item(Q, reorder=lambda d: d[1:] + d[:1])
+    sp = lp.SamplingParams(max_tokens=16, logprobs=2)
+    out = llm.generate(item, sp, recompute_ratio=0.25)[0]
+    status, body = server.post("/v1/chat/completions", {
+        "model": "rag-tiny", "messages": item["messages"], "documents": item["documents"],
+        "max_tokens": 16, "logprobs": True, "top_logprobs": 2, "recompute_ratio": 0.25})
+    assert status == 200, body
+    assert out.text == body["choices"][0]["message"]["content"]
+    ext = body["lazyattn"]
+    assert out.doc_tokens_recomputed == ext["doc_tokens_recomputed"] > 0
+    assert out.doc_tokens_probed == ext["doc_tokens_probed"]
+    # the preamble is document 0: every later document's tokens are probed, the preamble's not
+    assert 0 < out.doc_tokens_probed < out.doc_tokens == ext["doc_tokens"]
+    assert out.doc_tokens_recomputed == int(0.25 * out.doc_tokens_probed + 0.5)
+    with lp.LLM(recompute_ratio=0.25) as other:
+        theirs = other.generate(item, sp)[0]
+        assert other.generate(item, sp, method="prefix")[0].doc_tokens_probed == 0
+    assert theirs.token_ids == out.token_ids
+    assert theirs.doc_tokens_recomputed == out.doc_tokens_recomputed
+    with pytest.raises(lp.InvalidArgumentError, match="block-wise methods"):
+        llm.generate(chat_item(Q), method="prefix", recompute_ratio=0.5)
+    with pytest.raises(lp.InvalidArgumentError):
+        llm.generate(chat_item(Q), recompute_ratio=1.5)
+    status, body = server.post("/v1/chat/completions", {
+        "model": "rag-tiny", "messages": chat_item(Q)["messages"], "recompute_ratio": 2})
+    assert status == 400 and body["error"]["param"] == "recompute_ratio", body

@@ -493,6 +493,20 @@ static void check_recompute_first(void) {
     cJSON_Delete(c), cJSON_Delete(p), cJSON_Delete(k);
 }
 
+/* selected recovery: every token of the documents after the first is probed and
+ * round(R x that count) recomputed, on chat and on completions with documents */
+static void check_recompute_ratio(void) {
+    cJSON *c = post("/v1/chat/completions", 200, "{" CHAT_Q ", \"max_tokens\": 2, \"recompute_ratio\": 0.5}");
+    cJSON *k = post("/v1/completions", 200,
+                    "{" COMP_P ", \"documents\": [\"one document\", \"and another one\"], \"recompute_ratio\": 1}");
+    const double probed = ts_num(c, "lazyattn", "doc_tokens_probed");
+    cr_assert_gt(probed, 0);
+    cr_assert_eq(ts_num(c, "lazyattn", "doc_tokens_recomputed"), (double)(int64_t)(0.5 * probed + 0.5));
+    cr_assert_gt(ts_num(k, "lazyattn", "doc_tokens_probed"), 0);
+    cr_assert_eq(ts_num(k, "lazyattn", "doc_tokens_recomputed"), ts_num(k, "lazyattn", "doc_tokens_probed"));
+    cJSON_Delete(c), cJSON_Delete(k);
+}
+
 typedef struct check {
     const char *name;
     unsigned apis;
@@ -516,6 +530,7 @@ static const check k_checks[] = {
     {"guided_json", 3, check_guided_json}, {"json_schema", 3, check_json_schema}, {"request_id", 3, check_request_id},
     {"add_special_tokens", 1, check_add_special_tokens}, {"cache_salt", 3, check_cache_salt},
     {"documents", 3, check_documents}, {"method", 3, check_method}, {"recompute_first", 3, check_recompute_first},
+    {"recompute_ratio", 3, check_recompute_ratio},
 };
 
 static const check *find_check(const la_api_field *f) {

@@ -7,7 +7,9 @@ For each tiny model (none named: all of make_models.MODELS) reads the checkpoint
 block cases of its oracle.json (tools/oracle/make_models.py) and writes
 tests/fixtures/models/<name>/recovery_oracle.json: for N in RECOVERY_N, the tail logits and
 the greedy continuation when the first min(N, L_d) tokens of every document d >= 1 are
-recomputed in context on top of the documents encoded alone.
+recomputed in context on top of the documents encoded alone; and for R in RECOVERY_R
+(selected recovery, src/kv/plan.h; n_first 0), the same when the round(R x sum_{d>=1} L_d)
+tokens of those documents whose layer-1 V moves most in context are recomputed instead.
 
 One HF forward computes it, eager attention, float32, with duplicated tokens and a 4-D mask:
 the sequence holds every document as encoded alone, each document's recomputed tokens again
@@ -15,7 +17,12 @@ right after it, then the tail. A document's copy sees itself causally (block-dia
 recomputed token of document d sits at S_d + i and sees the documents before it as the tail
 sees them (recomputed tokens where there are some, the alone copy past them) and its own
 recomputed tokens causally; the tail sees every document so and itself causally. Position ids
-are the logical positions (no padding). Sanity checks: N = 0 gives the block case's logits;
+are the logical positions (no padding). Selected recovery generalizes the recomputed tokens
+from a prefix to any set: a recomputed token sees its own document's final rows up to itself
+(recomputed copies where chosen, the alone rows elsewhere). The choice: each token's layer-1
+V from full causal attention (layer 0 in context; its K and V do not depend on context) minus
+its layer-1 V encoded alone, squared norm, largest first, ties to the earlier token; a case
+whose cut falls at a near-tie (relative gap < 1e-3) is left out. Sanity checks: N = 0 gives the block case's logits;
 N at least every document's length gives full causal attention; N > 0 differs from both on
 cases of three or more segments.
 """
@@ -28,13 +35,15 @@ import torch
 import make_models as mm
 
 RECOVERY_N = (1, 5, 16)
+RECOVERY_R = (0.25, 0.5)  # exact in f32, as the engine holds R
 GREEDY = 8
 COMMAND = "python3 tools/oracle/recovery_fixture.py"
 
 
 def layout(segs, n_first):
     """Token ids, position ids, and the allowed [n, n] matrix of the duplicated sequence;
-    also the index of the tail's first row."""
+    also the index of the tail's first row. n_first: N, or a list of each document's
+    recomputed token indices (ascending; document 0's empty)."""
     docs, tail = segs[:-1], segs[-1]
     ids, pos = [], []
     final = []          # per document: the row of each of its tokens as later tokens see it
@@ -46,14 +55,19 @@ def layout(segs, n_first):
             ids.append(t)
             pos.append(start + i)
             allowed_rows.append(set(alone[:i + 1]))
-        r = min(n_first, len(doc)) if d > 0 else 0
-        rec = list(range(len(ids), len(ids) + r))
+        if isinstance(n_first, int):
+            chosen = list(range(min(n_first, len(doc)))) if d > 0 else []
+        else:
+            chosen = list(n_first[d])
+        row_of = list(alone)  # document token -> the row later tokens see
+        for i in chosen:
+            row_of[i] = len(ids) + chosen.index(i)
         before = [row for f in final for row in f]
-        for i in range(r):
+        for i in chosen:
             ids.append(doc[i])
             pos.append(start + i)
-            allowed_rows.append(set(before) | set(rec[:i + 1]))
-        final.append(rec + alone[r:])
+            allowed_rows.append(set(before) | set(row_of[:i + 1]))
+        final.append(row_of)
         start += len(doc)
     t0 = len(ids)
     before = [row for f in final for row in f]
@@ -76,6 +90,43 @@ def recovery_logits(model, segs, n_first):
     out = model(input_ids=torch.tensor([ids]), attention_mask=mask[None, None],
                 position_ids=torch.tensor([pos]), use_cache=False)
     return out.logits[0, t0:].float()
+
+
+@torch.no_grad()
+def layer1_v(model, ids, mask=None, pos=None):
+    """Layer 1's V rows (v_proj of its input norm) of a forward over ids."""
+    kw = dict(input_ids=torch.tensor([ids]), output_hidden_states=True, use_cache=False)
+    if mask is not None:
+        kw.update(attention_mask=mask[None, None], position_ids=torch.tensor([pos]))
+    h = model(**kw).hidden_states[1][0]
+    layer = model.model.layers[1]
+    return layer.self_attn.v_proj(layer.input_layernorm(h)).float()
+
+
+def select(model, segs, ratio):
+    """Selected recovery's choice: per document, its recomputed token indices; None when the
+    cut is a near-tie."""
+    docs = segs[:-1]
+    ids, pos, allowed, _ = layout(segs, 0)
+    mask = torch.zeros(allowed.shape, dtype=torch.float32)
+    mask.masked_fill_(~allowed, torch.finfo(torch.float32).min)
+    alone = layer1_v(model, ids, mask, pos)
+    ctx = layer1_v(model, [t for s in segs for t in s])
+    n0 = len(docs[0])
+    n_all = sum(len(d) for d in docs[1:])
+    dev = ((ctx[n0:n0 + n_all] - alone[n0:n0 + n_all]) ** 2).sum(-1).tolist()
+    k = max(1, int(ratio * n_all + 0.5))  # the engine's llround
+    order = sorted(range(n_all), key=lambda j: (-dev[j], j))
+    if k < n_all:
+        a, b = dev[order[k - 1]], dev[order[k]]
+        if a - b < 1e-3 * max(a, 1e-12):
+            return None
+    pick = set(order[:k])
+    out, at = [[]], 0
+    for d in docs[1:]:
+        out.append([i for i in range(len(d)) if at + i in pick])
+        at += len(d)
+    return out
 
 
 def greedy(model, segs, n_first, steps):
@@ -114,6 +165,21 @@ def make(name):
                 print(f"{name} {c['name']} N {n}: greedy margin {mg:.3g} too small, case left out")
                 continue
             cases.append({"name": c["name"], "n_first": n, "segments": segs, "logits": logits, "greedy": g})
+        if len(segs) < 3:
+            continue
+        for r in RECOVERY_R:
+            rows = select(model, segs, r)
+            if rows is None:
+                print(f"{name} {c['name']} R {r}: the choice's cut is a near-tie, case left out")
+                continue
+            logits = recovery_logits(model, segs, rows)
+            assert (logits - block).abs().max().item() > 1e-4, f"{name} {c['name']} R {r}: recovery changed nothing"
+            g, mg = greedy(model, segs, rows, GREEDY)
+            if mg < mm.MIN_MARGIN:
+                print(f"{name} {c['name']} R {r}: greedy margin {mg:.3g} too small, case left out")
+                continue
+            cases.append({"name": c["name"], "n_first": 0, "ratio": r, "rows": rows, "segments": segs,
+                          "logits": logits, "greedy": g})
     out = ["{"]
     head = {"command": COMMAND, "transformers_version": mm.transformers.__version__,
             "torch_version": torch.__version__, "model": name, "weights_dtype_on_disk": disk,
@@ -125,6 +191,9 @@ def make(name):
         out.append("    {")
         out.append(f'      "name": {mm.jstr(c["name"])},')
         out.append(f'      "n_first": {c["n_first"]},')
+        if "ratio" in c:
+            out.append(f'      "ratio": {c["ratio"]},')
+            out.append('      "rows": [' + ",".join(mm.jints(r) for r in c["rows"]) + "],")
         out.append('      "segments": [' + ",".join(mm.jints(s) for s in c["segments"]) + "],")
         out.append(f'      "logits": {mm.jrows(c["logits"][-1:], 8)},')
         out.append(f'      "greedy": {mm.jints(c["greedy"])}')

@@ -560,6 +560,38 @@ static la_status cpu_kv_read_slot(la_backend *be, int32_t layer, int64_t slot, f
     return LA_OK;
 }
 
+static la_status cpu_kv_deviation(la_backend *be, int32_t layer, const la_act *v, float *dev, la_err *err) {
+    cpu_backend *c = cpu(be);
+    const la_backend_shape *m = &c->base.shape;
+    const int32_t hd = m->head_dim, kvd = m->n_kv_heads * hd;
+    if (layer < 0 || layer >= m->n_layers || v->n_rows != c->batch.n_tokens || v->n_cols != kvd)
+        return la_err_set(err, LA_ERR_INTERNAL, "kv_deviation: layer %d, v [%lld, %lld] for %d rows", layer,
+                          (long long)v->n_rows, (long long)v->n_cols, c->batch.n_tokens);
+    float *row = malloc(sizeof(float) * (size_t)hd);
+    if (!row) return la_err_set(err, LA_ERR_NO_MEMORY, "kv_deviation: out of memory");
+    const float *vd = v->data;
+    for (int32_t t = 0; t < c->batch.n_tokens; t++) {
+        const int64_t slot = c->batch.slots[t];
+        if (slot < 0 || slot >= c->n_blocks * c->block_size) {
+            free(row);
+            return la_err_set(err, LA_ERR_INTERNAL, "kv_deviation: slot %lld outside the pool", (long long)slot);
+        }
+        const int64_t blk = slot / c->block_size, off = slot % c->block_size;
+        double sum = 0.0;
+        for (int32_t h = 0; h < m->n_kv_heads; h++) {
+            c->kern->to_f32(row, (char *)kv_at(c, c->v_pool, layer, blk, h) + (size_t)(off * hd) * kv_es(c),
+                            c->pool_dtype, hd);
+            for (int32_t j = 0; j < hd; j++) {
+                const double d = (double)vd[(int64_t)t * kvd + h * hd + j] - row[j];
+                sum += d * d;
+            }
+        }
+        dev[t] = (float)sum;
+    }
+    free(row);
+    return LA_OK;
+}
+
 /* ============================================================ KV store copies ======== */
 
 /* One block of one layer, K or V, is contiguous in the pool ([n_kv][B][hd]); a record
@@ -645,6 +677,7 @@ static const la_backend_ops k_cpu_ops = {
     .to_host = cpu_to_host,
     .kv_copy_rotate = cpu_kv_copy_rotate,
     .kv_read_slot = cpu_kv_read_slot,
+    .kv_deviation = cpu_kv_deviation,
     .kv_export = cpu_kv_export,
     .kv_import = cpu_kv_import,
     .kv_copy_poll = cpu_kv_copy_poll,

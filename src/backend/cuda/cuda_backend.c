@@ -517,6 +517,27 @@ static la_status cuda_kv_read_slot(la_backend *be, int32_t layer, int64_t slot, 
     return LA_OK;
 }
 
+static la_status cuda_kv_deviation(la_backend *be, int32_t layer, const la_act *v, float *dev, la_err *err) {
+    cuda_backend *c = cu(be);
+    const la_backend_shape *m = &c->base.shape;
+    NEED_BATCH(c);
+    const int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim;
+    LA_TRY(check_pool_layer(c, layer, "kv_deviation", err));
+    if (v->n_rows != c->n_tokens || v->n_cols != kvd) return shape_error(err, "kv_deviation", v, c->n_tokens, kvd);
+    if (c->n_tokens == 0) return LA_OK;
+    LA_TRY(la_cu_flush_recorded(c, err));
+    LA_TRY(la_cu_flush_copies(c, err));
+    LA_TRY(la_cu_reserve_readback(c, (size_t)c->n_tokens, err));
+    la_cuda_kv_deviation_params p = {v->data, c->v_pool + (int64_t)layer * kv_slab_elems(c), c->d_slots, c->f32_dev,
+                                     c->n_tokens, m->n_kv_heads, m->head_dim, c->block_size};
+    LA_TRY(la_cuda_kv_deviation(&p, c->stream, err));
+    CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, (size_t)c->n_tokens * sizeof(float), cudaMemcpyDeviceToHost,
+                             c->stream), "kv_deviation copy");
+    CUDA_TRY(cudaStreamSynchronize(c->stream), "kv_deviation");
+    memcpy(dev, c->host_pinned, (size_t)c->n_tokens * sizeof(float));
+    return LA_OK;
+}
+
 /* Queue one recorded operation through its eager function (c->recording is false here). */
 la_status la_cu_run_op(cuda_backend *c, const op_rec *r, la_err *err) {
     la_backend *be = &c->base;
@@ -620,6 +641,7 @@ static const la_backend_ops k_cuda_ops = {
     .qkv_kv_write = cuda_qkv_kv_write,
     .kv_copy_rotate = la_cu_kv_copy_rotate,
     .kv_read_slot = cuda_kv_read_slot,
+    .kv_deviation = cuda_kv_deviation,
     .host_alloc = la_cu_host_alloc,
     .host_free = la_cu_host_free,
     .kv_export = la_cu_kv_export,

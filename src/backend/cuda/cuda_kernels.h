@@ -238,6 +238,18 @@ typedef struct la_cuda_qkv_kv_write_params {
 } la_cuda_qkv_kv_write_params;
 la_status la_cuda_qkv_kv_write(const la_cuda_qkv_kv_write_params *p, cudaStream_t stream, la_err *err);
 
+/* Selected recovery's probe (backend.h kv_deviation): dev[t] = sum_j (v[t][j] - V[slot_t][j])^2
+ * over the n_kv_heads x head_dim values of token t, f32 from bf16. One CTA per token.
+ * rope_kv.cu. */
+typedef struct la_cuda_kv_deviation_params {
+    const la_bf16_t *v;         /* [n_tokens, n_kv_heads * head_dim] */
+    const la_bf16_t *v_pool;    /* this layer's V slab */
+    const int64_t *slots;       /* [n_tokens] */
+    float *dev;                 /* [n_tokens] device */
+    int32_t n_tokens, n_kv_heads, head_dim, block_size;
+} la_cuda_kv_deviation_params;
+la_status la_cuda_kv_deviation(const la_cuda_kv_deviation_params *p, cudaStream_t stream, la_err *err);
+
 typedef struct la_cuda_copy_job {
     int32_t src_block, dst_block, n_valid, delta;
 } la_cuda_copy_job;

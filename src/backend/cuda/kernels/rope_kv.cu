@@ -24,6 +24,9 @@
  * kv_copy_rotate  grid (job, layer): copy slots [0, n_valid) of the source block to the
  *                 destination block, keys rotated by delta, values as they are. Bytes:
  *                 8 x n_valid x n_kv_heads x head_dim per job and layer.
+ * kv_deviation    one CTA per token: the squared distance of its V row from the pool's V at
+ *                 its slot (selected recovery's probe), f32 sums. Bytes: 4 x n_kv_heads x
+ *                 head_dim read per token.
  * Shapes: k, v [n_tokens, n_kv_heads * head_dim] bf16; pool slabs as cuda_kernels.h.
  */
 #include "backend/cuda/kernels/cuda_common.cuh"
@@ -125,6 +128,25 @@ __global__ void __launch_bounds__(256) kv_copy_rotate_kernel(const la_cuda_kv_co
     }
 }
 
+/* One CTA (128 threads) per token t: dev[t] = sum over its V values of (v - pool V)^2. */
+__global__ void __launch_bounds__(128) kv_deviation_kernel(const la_cuda_kv_deviation_params p) {
+    la_pdl_enter();
+    const int t = blockIdx.x, hd = p.head_dim, kvd = p.n_kv_heads * hd;
+    const int64_t slot = p.slots[t], blk = slot / p.block_size, off = slot - blk * p.block_size;
+    const la_bf16_t *v = p.v + (int64_t)t * kvd;
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < kvd; j += blockDim.x) {
+        const int h = j / hd, c = j - h * hd;
+        const float d = la_bf2f(v[j]) - la_bf2f(p.v_pool[((blk * p.n_kv_heads + h) * p.block_size + off) * hd + c]);
+        sum += d * d;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    __shared__ float part[4];
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) p.dev[t] = part[0] + part[1] + part[2] + part[3];
+}
+
 /* kv_write's geometry (both launchers): head_dim a multiple of 8, a KV head, a block size
  * and the RoPE table. LA_ERR_INTERNAL naming `what`. */
 la_status kv_write_check(const la_cuda_kv_write_params *p, const char *what, la_err *err) {
@@ -180,4 +202,12 @@ extern "C" la_status la_cuda_kv_copy_rotate(const la_cuda_kv_copy_params *p, cud
                           p->head_dim, p->n_layers);
     dim3 grid((unsigned)p->n_jobs, (unsigned)p->n_layers);
     return la_cuda_launch(kv_copy_rotate_kernel, grid, 256, 0, stream, *p, "kv_copy_rotate", err);
+}
+
+extern "C" la_status la_cuda_kv_deviation(const la_cuda_kv_deviation_params *p, cudaStream_t stream, la_err *err) {
+    if (p->n_tokens <= 0) return LA_OK;
+    if (p->n_kv_heads < 1 || p->head_dim < 1 || p->block_size < 1)
+        return la_err_set(err, LA_ERR_INTERNAL, "kv_deviation: bad geometry (head_dim %d, n_kv_heads %d)", p->head_dim,
+                          p->n_kv_heads);
+    return la_cuda_launch(kv_deviation_kernel, (unsigned)p->n_tokens, 128u, 0, stream, *p, "kv_deviation", err);
 }
