@@ -56,7 +56,7 @@ ENGINE_OPTIONS = {
     "cpu_kv": (0, 1),  # la_cpu_kv: 0 f32, 1 bf16
     "kv_io_threads": (0, 64),
     "kv_read": (0, 1),  # la_kv_read: 0 always, 1 auto
-    "recompute_ratio": float,
+    "recompute_ratio": (0.0, 1.0),  # a fraction: checked as a number in [0, 1]
 }
 
 
@@ -273,6 +273,8 @@ class LLM(_Closing):
                 if not rq._is_number(value):
                     raise rq.bad_type(name, value, "a number")
                 value = float(value)
+            elif isinstance(kind[0], float):
+                value = rq.get_number(name, value, kind[0], False, kind[1])
             else:
                 value = rq.get_int(name, value, *kind)
             setattr(o, name, value)

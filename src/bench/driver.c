@@ -13,6 +13,7 @@
 
 #include "base/err.h"
 #include "base/timer.h"
+#include "bench/method_spec.h"
 
 /* ---- samples ------------------------------------------------------------------------------ */
 
@@ -327,7 +328,7 @@ static char *chat_body(const run_ctx *c, const la_bench_item *it) {
     }
     cJSON_AddStringToObject(o, "method", la_method_name(c->t->method));
     if (c->t->recompute_first > 0) cJSON_AddNumberToObject(o, "recompute_first", c->t->recompute_first);
-    if (c->t->recompute_ratio > 0.0f) cJSON_AddNumberToObject(o, "recompute_ratio", c->t->recompute_ratio);
+    if (c->t->recompute_ratio > 0.0f) cJSON_AddNumberToObject(o, "recompute_ratio", la_method_spec_ratio_json(c->t->recompute_ratio));
     if (c->t->cache_salt) cJSON_AddStringToObject(o, "cache_salt", c->t->cache_salt);
     cJSON_AddNumberToObject(o, "max_tokens", c->t->max_tokens);
     cJSON_AddNumberToObject(o, "temperature", 0);

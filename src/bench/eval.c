@@ -286,7 +286,7 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
         cJSON_AddStringToObject(jo, "method", ev->methods[m].name);
         cJSON_AddStringToObject(jo, "engine_method", la_method_name(ev->methods[m].method));
         cJSON_AddNumberToObject(jo, "recompute_first", ev->methods[m].recompute_first);
-        cJSON_AddNumberToObject(jo, "recompute_ratio", ev->methods[m].recompute_ratio);
+        cJSON_AddNumberToObject(jo, "recompute_ratio", la_method_spec_ratio_json(ev->methods[m].recompute_ratio));
         cJSON_AddNumberToObject(jo, "doc_tokens_recomputed", (double)s.doc_tokens_recomputed);
         cJSON_AddNumberToObject(jo, "doc_tokens_probed", (double)s.doc_tokens_probed);
         cJSON_AddNumberToObject(jo, "exact_match_all_orders", s.em_all_orders_pct / 100);

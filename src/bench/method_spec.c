@@ -2,6 +2,7 @@
 #include "bench/method_spec.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,3 +62,5 @@ la_status la_method_spec_parse(const char *s, la_method_spec *out, la_err *err) 
     *out = spec;
     return LA_OK;
 }
+
+double la_method_spec_ratio_json(float ratio) { return (double)llround((double)ratio * 1e6) / 1e6; }

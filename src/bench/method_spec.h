@@ -26,6 +26,9 @@ typedef struct la_method_spec {
  * LA_ERR_INVALID_ARG with a message naming what is wrong. */
 la_status la_method_spec_parse(const char *s, la_method_spec *out, la_err *err);
 
+/* R as a JSON number: the float rounded to 6 decimals (0.2, not 0.20000000298). */
+double la_method_spec_ratio_json(float ratio);
+
 /* The spec of a plain method (no recovery). */
 la_method_spec la_method_spec_plain(la_method m);
 

@@ -228,7 +228,7 @@ cJSON *la_bench_summary_json(const la_bench_summary *s, const la_bench_sample *s
     if (s->method.recompute_first > 0 || s->method.recompute_ratio > 0.0f) { /* recovery (kv/plan.h) */
         cJSON_AddStringToObject(o, "engine_method", la_method_name(s->method.method));
         cJSON_AddNumberToObject(o, "recompute_first", s->method.recompute_first);
-        cJSON_AddNumberToObject(o, "recompute_ratio", s->method.recompute_ratio);
+        cJSON_AddNumberToObject(o, "recompute_ratio", la_method_spec_ratio_json(s->method.recompute_ratio));
     }
     cJSON_AddNumberToObject(o, "requests", s->n_requests);
     cJSON_AddNumberToObject(o, "requests_ok", s->n_ok);

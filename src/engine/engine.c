@@ -380,9 +380,11 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
     if (s == LA_OK) {
         int64_t need = la_scheduler_blocks_needed(e, r);
         if (need > e->kv_blocks)
-            s = la_err_set(err, LA_ERR_TOO_LONG,
-                           "request needs %lld KV blocks but the pool holds %lld", (long long)need,
-                           (long long)e->kv_blocks);
+            s = la_err_set(err, LA_ERR_TOO_LONG, "request needs %lld KV blocks but the pool holds %lld%s",
+                           (long long)need, (long long)e->kv_blocks,
+                           r->recompute_ratio > 0.0f || r->recompute_first > 0
+                               ? " (recovery's per-request copies of the documents' blocks included)"
+                               : "");
     }
     if (s == LA_OK && e->tok) s = la_detok_create(e->tok, !p->keep_special_tokens, &r->detok, err);
     if (s != LA_OK) {

@@ -32,8 +32,9 @@ la_status la_forward_argmax(la_backend *be, const la_batch *batch, int32_t *ids,
 
 /* Selected recovery's probe (kv/plan.h; CacheBlend, EuroSys 2025 §4): layer 0 of batch's
  * rows in context (their attention over the batch's blocks, no K/V written: the pool already
- * holds what they would write, since layer 0's K and V depend on the token alone and the
- * cached documents were stored at the rows' own slots), then layer 1's V, and each row's
+ * holds what they would write, since layer 0's K and V depend on the token alone, up to the
+ * RoPE rotation that each method's block view accounts for, and the rows' slots hold their
+ * own tokens' cached K/V), then layer 1's V, and each row's
  * squared distance from the V the pool holds at its slot (backend kv_deviation: how much
  * context changes the token's layer-1 value). Rows are independent (nothing is written), so
  * a caller may cut a document's rows over several calls.

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "base/log.h"
 #include "engine/forward.h"
 #include "kv/plan.h"
 
@@ -56,10 +55,11 @@ static la_status probe_run(la_engine *e, probe_batch *b, float *dev, la_err *err
     return s;
 }
 
-/* The deviation of every token of documents 1..n-1, in order (dev[n_all]). */
-static la_status probe_all(la_engine *e, const la_request *r, float *dev, la_err *err) {
+/* Probe tokens [from, to) of documents 1..n-1 (flat index, document order) into dev[from..to),
+ * in forwards of at most max_batch_tokens rows. */
+static la_status probe_range(la_engine *e, const la_request *r, int64_t from, int64_t to, float *dev, la_err *err) {
     const la_plan *pl = &r->plan;
-    const int32_t cap = e->opts.max_batch_tokens;
+    const int32_t cap = (int32_t)(to - from < e->opts.max_batch_tokens ? to - from : e->opts.max_batch_tokens);
     probe_batch b = {0};
     b.tokens = malloc(sizeof(int32_t) * (size_t)cap);
     b.pos = malloc(sizeof(int32_t) * (size_t)cap);
@@ -69,12 +69,13 @@ static la_status probe_all(la_engine *e, const la_request *r, float *dev, la_err
     la_status s = LA_OK;
     if (!b.tokens || !b.pos || !b.k_pos || !b.slots || !b.seqs)
         s = la_err_set(err, LA_ERR_NO_MEMORY, "recovery probe: out of memory");
-    int64_t done = 0; /* rows whose deviation is in dev */
-    for (int32_t d = 1; s == LA_OK && d < pl->n_docs; d++)
-        for (int32_t i0 = 0; s == LA_OK && i0 < pl->docs[d].n_tokens;) {
-            const int32_t room = cap - b.n, left = pl->docs[d].n_tokens - i0;
-            const int32_t i1 = i0 + (left < room ? left : room);
-            s = probe_add(&b, r, d, i0, i1, err);
+    int64_t at = 0, done = from; /* at: flat index of document d's token 0 */
+    for (int32_t d = 1; s == LA_OK && d < pl->n_docs && at < to; at += pl->docs[d++].n_tokens) {
+        const int32_t L = pl->docs[d].n_tokens;
+        for (int64_t i0 = from > at ? from - at : 0; s == LA_OK && i0 < L && at + i0 < to;) {
+            const int64_t room = cap - b.n, left = (L < to - at ? L : to - at) - i0;
+            const int32_t i1 = (int32_t)(i0 + (left < room ? left : room));
+            s = probe_add(&b, r, d, (int32_t)i0, i1, err);
             i0 = i1;
             if (s == LA_OK && b.n == cap) {
                 const int32_t n = b.n;
@@ -82,6 +83,7 @@ static la_status probe_all(la_engine *e, const la_request *r, float *dev, la_err
                 done += n;
             }
         }
+    }
     if (s == LA_OK) s = probe_run(e, &b, dev + done, err);
     probe_batch_free(&b);
     return s;
@@ -101,65 +103,71 @@ static int by_deviation(const void *pa, const void *pb) {
     return (a->at > b->at) - (a->at < b->at);
 }
 
-/* Choose from dev and write each document's rows into the plan. */
+/* Choose from dev and write each document's rows into the plan: every document's list is
+ * made before the first is given to the plan. */
 static la_status choose(la_request *r, const float *dev, int64_t n_all, la_err *err) {
     la_plan *pl = &r->plan;
     bool *pick = calloc((size_t)n_all, sizeof(bool));
     cand *c = malloc(sizeof(cand) * (size_t)n_all);
-    if (!pick || !c) {
-        free(pick), free(c);
-        return la_err_set(err, LA_ERR_NO_MEMORY, "recovery: out of memory");
-    }
+    int32_t **rows = calloc((size_t)pl->n_docs, sizeof(int32_t *));
+    int32_t *n_rows = calloc((size_t)pl->n_docs, sizeof(int32_t));
+    la_status s = LA_OK;
+    if (!pick || !c || !rows || !n_rows) s = la_err_set(err, LA_ERR_NO_MEMORY, "recovery: out of memory");
     int64_t n_cand = 0, at = 0;
-    for (int32_t d = 1; d < pl->n_docs; d++)
+    for (int32_t d = 1; s == LA_OK && d < pl->n_docs; d++)
         for (int32_t i = 0; i < pl->docs[d].n_tokens; i++, at++) {
             if (i < r->recompute_first) pick[at] = true; /* the first N, always */
             else c[n_cand++] = (cand){dev[at], at};
         }
-    int64_t k = llround((double)r->recompute_ratio * (double)n_all);
-    if (k < 1) k = 1;
-    if (k > n_cand) k = n_cand;
-    qsort(c, (size_t)n_cand, sizeof(cand), by_deviation);
-    for (int64_t j = 0; j < k; j++) pick[c[j].at] = true;
-    free(c);
-    la_status s = LA_OK;
+    if (s == LA_OK) {
+        int64_t k = llround((double)r->recompute_ratio * (double)n_all);
+        if (k < 1) k = 1;
+        if (k > n_cand) k = n_cand;
+        qsort(c, (size_t)n_cand, sizeof(cand), by_deviation);
+        for (int64_t j = 0; j < k; j++) pick[c[j].at] = true;
+    }
     at = 0;
-    for (int32_t d = 1; s == LA_OK && d < pl->n_docs; d++) {
+    for (int32_t d = 1; s == LA_OK && d < pl->n_docs; at += pl->docs[d++].n_tokens) {
         const int32_t L = pl->docs[d].n_tokens;
-        int32_t n = 0;
-        for (int32_t i = 0; i < L; i++) n += pick[at + i];
-        int32_t *rows = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-        if (!rows) {
+        for (int32_t i = 0; i < L; i++) n_rows[d] += pick[at + i];
+        if (!(rows[d] = malloc(sizeof(int32_t) * (size_t)(n_rows[d] > 0 ? n_rows[d] : 1)))) {
             s = la_err_set(err, LA_ERR_NO_MEMORY, "recovery: out of memory");
             break;
         }
-        n = 0;
-        for (int32_t i = 0; i < L; i++)
-            if (pick[at + i]) rows[n++] = i;
-        s = la_plan_set_recompute(pl, d, rows, n, err);
-        if (s != LA_OK) free(rows);
-        at += L;
+        for (int32_t i = 0, k = 0; i < L; i++)
+            if (pick[at + i]) rows[d][k++] = i;
     }
-    free(pick);
+    for (int32_t d = 1; s == LA_OK && d < pl->n_docs; d++) {
+        s = la_plan_set_recompute(pl, d, rows[d], n_rows[d], err);
+        if (s == LA_OK) rows[d] = NULL; /* the plan's now */
+    }
+    for (int32_t d = 0; rows && d < pl->n_docs; d++) free(rows[d]);
+    free(rows), free(n_rows), free(pick), free(c);
     return s;
 }
 
-la_status la_recovery_select(la_engine *e, la_request *r) {
+la_status la_recovery_probe_step(la_engine *e, la_request *r, int64_t budget, int64_t *used, la_err *err) {
     la_plan *pl = &r->plan;
+    *used = 0;
     int64_t n_all = 0;
     for (int32_t d = 1; d < pl->n_docs; d++) n_all += pl->docs[d].n_tokens;
-    if (n_all == 0 || !(r->recompute_ratio > 0.0f)) return LA_OK;
-    la_err err = {0};
-    float *dev = malloc(sizeof(float) * (size_t)n_all);
-    la_status s = dev ? probe_all(e, r, dev, &err) : la_err_set(&err, LA_ERR_NO_MEMORY, "recovery: out of memory");
-    if (s == LA_OK) s = choose(r, dev, n_all, &err);
-    free(dev);
-    if (s != LA_OK) {
-        la_log("recovery: the probe of request %llu failed (%s); it recomputes its first %d tokens per document only",
-               (unsigned long long)r->id, err.msg, (int)r->recompute_first);
-        return s;
+    if (n_all == 0 || !(r->recompute_ratio > 0.0f)) {
+        r->probed = true;
+        return LA_OK;
     }
-    if (r->stats.n_preemptions == 0) {
+    if (!r->probe_dev && !(r->probe_dev = malloc(sizeof(float) * (size_t)n_all)))
+        return la_err_set(err, LA_ERR_NO_MEMORY, "recovery: out of memory");
+    const int64_t n_layers = e->be->shape.n_layers > 0 ? e->be->shape.n_layers : 1;
+    const int64_t left = n_all - r->probe_done, take = left < budget * n_layers ? left : budget * n_layers;
+    LA_TRY(probe_range(e, r, r->probe_done, r->probe_done + take, r->probe_dev, err));
+    r->probe_done += take;
+    *used = (take + n_layers - 1) / n_layers;
+    if (r->probe_done < n_all) return LA_OK;
+    LA_TRY(choose(r, r->probe_dev, n_all, err));
+    free(r->probe_dev);
+    r->probe_dev = NULL;
+    r->probed = true;
+    if (r->stats.doc_tokens_probed == 0) { /* the first probe that completes (a preempted request probes again) */
         r->stats.doc_tokens_probed = n_all;
         r->stats.doc_tokens_recomputed = pl->doc_tokens_recomputed;
     }

@@ -24,6 +24,7 @@ void la_request_free(la_request *r) {
     free(r->allow_mask);
     free(r->json_schema);
     la_grammar_matcher_destroy(r->gm);
+    free(r->probe_dev);
     free(r);
 }
 

@@ -78,6 +78,8 @@ typedef struct la_request {
     int32_t rc_doc;     /* recovery: the document being recomputed (plan.n_docs: all done) */
     int32_t rc_done;    /* of which the first rc_done tokens have K/V */
     bool probed;        /* selected recovery: the probe chose the plan's recomputed tokens */
+    float *probe_dev;   /* selected recovery: the deviations probed so far (engine/recovery.h) */
+    int64_t probe_done; /* of the later documents' tokens (flat), how many are probed */
     int32_t n_generated;
 
     /* output */

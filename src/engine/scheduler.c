@@ -138,6 +138,9 @@ static la_status admit(la_engine *e, la_request *r, la_err *err) {
     r->n_computed = r->plan.n_tail_cached;
     r->copies_done = false;
     r->probed = !(r->recompute_ratio > 0.0f);
+    free(r->probe_dev); /* a preempted request probes its new plan again */
+    r->probe_dev = NULL;
+    r->probe_done = 0;
     r->rc_doc = 0;
     r->rc_done = 0;
     next_recompute(r);
@@ -368,14 +371,25 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
         budget -= n;
     }
     /* 3. tail prefill of requests whose documents are ready */
-    for (la_request *r = e->running_head; r && budget > 0; r = r->next) {
+    for (la_request *r = e->running_head, *next; r && budget > 0; r = next) {
+        next = r->next;
         if (r->state != LA_REQ_PREFILL || !la_plan_docs_ready(&r->plan, e->pool)) continue;
         if (!r->copies_done) LA_TRY(make_copies(e, r, err));
-        if (!r->probed) { /* selected recovery: the probe picks the tokens (engine/recovery.h) */
-            (void)la_recovery_select(e, r);
-            r->probed = true;
-            r->rc_doc = 0, r->rc_done = 0;
-            next_recompute(r);
+        if (!r->probed) { /* selected recovery: the probe picks the tokens, over steps (engine/recovery.h) */
+            la_err perr = {0};
+            int64_t used = 0;
+            la_status ps = la_recovery_probe_step(e, r, budget, &used, &perr);
+            budget -= used;
+            if (ps != LA_OK) { /* this request fails alone; nothing of it is packed yet */
+                la_request_list_remove(&e->running_head, &e->running_tail, r);
+                la_request_finish(e, r, LA_FINISH_ERROR, ps, perr.msg);
+                continue;
+            }
+            if (r->probed) { /* the plan's recomputed tokens are the probe's now */
+                r->rc_doc = 0, r->rc_done = 0;
+                next_recompute(r);
+            }
+            if (!r->probed || budget <= 0) continue;
         }
         /* recovery first: the tail reads the recomputed tokens. Document by document in
          * order (each reads the ones before it), all of them may go in one step: at every

@@ -270,6 +270,7 @@ la_status la_plan_fork(const la_plan *src, la_kv_pool *pool, int32_t n_filled, l
         la_plan_doc *dd = &p.docs[d];
         *dd = *sd;
         dd->recompute_rows = NULL; /* read by the prefill only, which is over: not forked */
+        dd->n_recompute = 0;
         dd->block_ids = malloc(sizeof(int32_t) * (size_t)sd->n_blocks);
         dd->copy_ids = sd->copy_ids ? malloc(sizeof(int32_t) * (size_t)sd->n_blocks) : NULL;
         ok = dd->block_ids && (!sd->copy_ids || dd->copy_ids);

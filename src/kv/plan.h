@@ -29,7 +29,7 @@
  * are; the question chain's seed covers N.
  *
  * Selected recovery (recompute_ratio R > 0; CacheBlend, Yao et al., EuroSys 2025): of the
- * tokens of documents d >= 1 past their first N, the ceil(R x sum_{d>=1} L_d) whose layer-1
+ * tokens of documents d >= 1 past their first N, the round(R x sum_{d>=1} L_d) (at least 1) whose layer-1
  * V deviates most from the cached V are recomputed as well (ties: the earlier token). The
  * deviation comes from a probe (engine/forward.h la_forward_probe) after the plan is made:
  * layer 0 in context, then layer 1's V. Every block of those documents gets a copy at

@@ -239,7 +239,7 @@ Test(cuda_kernels, block_size_not_a_multiple_of_16_is_unsupported) {
 
 /* ============================================================ tests: KV ============= */
 
-Test(cuda_kernels, kv_write_and_copy_rotate_match_cpu) {
+Test(cuda_kernels, kv_write_copy_rotate_and_deviation_match_cpu) {
     la_test_synth s;
     la_test_synth_init(&s, 256, 8, 2, 128, 256, 100, 2);
     la_test_pair p;
@@ -288,6 +288,31 @@ Test(cuda_kernels, kv_write_and_copy_rotate_match_cpu) {
     }
     printf("%-48s max |gpu - cpu| over K slots = %.3g (tolerance %.3g)\n", "kv_copy_rotate + kv_read_slot", worst,
            KV_TOL_REL * 2.0);
+    /* kv_deviation (selected recovery's probe) at the batch's slots: the rows just written are
+     * at distance 0 (the right slot is read), other rows at the CPU's distance (bf16 rounding) */
+    la_act v2[2];
+    la_test_act_pair(&p, b.n, kvd, v2);
+    la_test_random_pair(&p, v2, -1.f, 1.f);
+    float *dev[2][2];
+    for (int i = 0; i < 2; i++) {
+        LA_CHECK_OK(p.be[i]->ops->batch_begin(p.be[i], &batch, &err), err);
+        for (int w = 0; w < 2; w++) {
+            dev[i][w] = malloc(sizeof(float) * (size_t)b.n);
+            LA_CHECK_OK(p.be[i]->ops->kv_deviation(p.be[i], 1, w ? &v2[i] : &v[i], dev[i][w], &err), err);
+        }
+    }
+    double worst_dev = 0;
+    for (int32_t t = 0; t < b.n; t++) {
+        cr_assert(dev[0][0][t] == 0 && dev[1][0][t] == 0, "row %d: the written V is at distance %g (cpu) / %g (gpu)",
+                  t, dev[0][0][t], dev[1][0][t]);
+        const double rel = fabs((double)dev[1][1][t] - dev[0][1][t]) / fmax(dev[0][1][t], 1e-6);
+        cr_assert(dev[0][1][t] > 1.0 && rel <= 2e-2, "row %d: distance gpu %g, cpu %g", t, dev[1][1][t], dev[0][1][t]);
+        worst_dev = fmax(worst_dev, rel);
+    }
+    printf("%-48s max relative |gpu - cpu| = %.3g (tolerance 2e-2)\n", "kv_deviation", worst_dev);
+    for (int i = 0; i < 2; i++)
+        for (int w = 0; w < 2; w++) free(dev[i][w]);
+    la_test_act_pair_free(&p, v2);
     for (int i = 0; i < 2; i++) {
         free(kr[i]);
         free(vr[i]);

@@ -80,6 +80,32 @@ Test(cli_eval, recovery_specs_report_their_counts_and_agreement) {
     free(err);
 }
 
+/* selected recovery's spec: R 0.25 in the JSON, every later document token probed, round(R x
+ * probed) per question recomputed (so between R x probed - n/2 and R x probed + n/2 over n
+ * questions), and the EM over every order beside order 0's */
+Test(cli_eval, selected_recovery_spec_reports_probe_and_recompute) {
+    char *err = NULL;
+    cJSON *j = NULL;
+    int st = eval("--methods lazy,lazy+c25,lazy+r2+c25 --limit 6 --orders 2 --max-tokens 8", &err, &j);
+    cr_assert_eq(st, 0, "eval exited %d: %s", st, err);
+    const cJSON *ms = cJSON_GetObjectItem(j, "methods");
+    const cJSON *c = cJSON_GetArrayItem(ms, 1), *rc = cJSON_GetArrayItem(ms, 2);
+    cr_assert_str_eq(cJSON_GetObjectItem(c, "method")->valuestring, "lazy+c25");
+    cr_assert_eq(num(c, "recompute_ratio"), 0.25);
+    cr_assert_eq(num(rc, "recompute_first"), 2);
+    const double probed = num(c, "doc_tokens_probed"), recomputed = num(c, "doc_tokens_recomputed");
+    cr_assert(probed > 0 && num(rc, "doc_tokens_probed") == probed, "%g", probed);
+    cr_assert(recomputed >= 0.25 * probed - 3 && recomputed <= 0.25 * probed + 3, "%g of %g", recomputed, probed);
+    cr_assert_gt(num(rc, "doc_tokens_recomputed"), recomputed); /* the first 2 of each document beside */
+    cr_assert_eq(num(cJSON_GetArrayItem(ms, 0), "doc_tokens_probed"), 0);
+    for (int m = 0; m < 3; m++) {
+        const double all = num(cJSON_GetArrayItem(ms, m), "exact_match_all_orders");
+        cr_assert(all >= 0 && all <= 1, "%g", all);
+    }
+    cJSON_Delete(j);
+    free(err);
+}
+
 Test(cli_eval, bad_specs_are_refused_with_the_reason) {
     const char *cases[][2] = {
         {"--methods prefix+r4", "recovery applies to the block-wise methods"},
@@ -88,6 +114,10 @@ Test(cli_eval, bad_specs_are_refused_with_the_reason) {
         {"--methods lazy+r-2", "after '+' comes rN"},
         {"--methods lazy,lazy", "'lazy' is listed twice"},
         {"--methods lazy+r8,lazy+r8", "'lazy+r8' is listed twice"},
+        {"--methods lazy+c0", "or cP"},
+        {"--methods lazy+c101", "or cP"},
+        {"--methods lazy+c20+c30", "each at most once"},
+        {"--methods prefix+c20", "recovery applies to the block-wise methods"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *err = NULL;

@@ -128,8 +128,11 @@ __global__ void __launch_bounds__(256) kv_copy_rotate_kernel(const la_cuda_kv_co
     }
 }
 
-/* One CTA (128 threads) per token t: dev[t] = sum over its V values of (v - pool V)^2. */
-__global__ void __launch_bounds__(128) kv_deviation_kernel(const la_cuda_kv_deviation_params p) {
+/* One CTA of KV_DEV_THREADS threads per token t: dev[t] = sum over its V values of (v - pool V)^2. */
+constexpr int KV_DEV_THREADS = 128;
+static_assert(KV_DEV_THREADS % 32 == 0 && KV_DEV_THREADS <= 1024, "whole warps");
+
+__global__ void __launch_bounds__(KV_DEV_THREADS) kv_deviation_kernel(const la_cuda_kv_deviation_params p) {
     la_pdl_enter();
     const int t = blockIdx.x, hd = p.head_dim, kvd = p.n_kv_heads * hd;
     const int64_t slot = p.slots[t], blk = slot / p.block_size, off = slot - blk * p.block_size;
@@ -141,10 +144,14 @@ __global__ void __launch_bounds__(128) kv_deviation_kernel(const la_cuda_kv_devi
         sum += d * d;
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    __shared__ float part[4];
+    __shared__ float part[KV_DEV_THREADS / 32];
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = sum;
     __syncthreads();
-    if (threadIdx.x == 0) p.dev[t] = part[0] + part[1] + part[2] + part[3];
+    if (threadIdx.x == 0) {
+        float total = 0.0f;
+        for (int w = 0; w < KV_DEV_THREADS / 32; w++) total += part[w];
+        p.dev[t] = total;
+    }
 }
 
 /* kv_write's geometry (both launchers): head_dim a multiple of 8, a KV head, a block size
@@ -209,5 +216,6 @@ extern "C" la_status la_cuda_kv_deviation(const la_cuda_kv_deviation_params *p, 
     if (p->n_kv_heads < 1 || p->head_dim < 1 || p->block_size < 1)
         return la_err_set(err, LA_ERR_INTERNAL, "kv_deviation: bad geometry (head_dim %d, n_kv_heads %d)", p->head_dim,
                           p->n_kv_heads);
-    return la_cuda_launch(kv_deviation_kernel, (unsigned)p->n_tokens, 128u, 0, stream, *p, "kv_deviation", err);
+    return la_cuda_launch(kv_deviation_kernel, (unsigned)p->n_tokens, (unsigned)KV_DEV_THREADS, 0, stream, *p,
+                          "kv_deviation", err);
 }
