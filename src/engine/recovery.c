@@ -59,6 +59,7 @@ static la_status probe_run(la_engine *e, probe_batch *b, float *dev, la_err *err
  * in forwards of at most max_batch_tokens rows. */
 static la_status probe_range(la_engine *e, const la_request *r, int64_t from, int64_t to, float *dev, la_err *err) {
     const la_plan *pl = &r->plan;
+    if (to <= from) return LA_OK;
     const int32_t cap = (int32_t)(to - from < e->opts.max_batch_tokens ? to - from : e->opts.max_batch_tokens);
     probe_batch b = {0};
     b.tokens = malloc(sizeof(int32_t) * (size_t)cap);
