@@ -116,6 +116,8 @@ struct la_doc_store {
      * READ_DECAY: the store's counters are totals since start, which one new read hardly
      * moves), the reads skipped and the skips since the tier's last read (every
      * READ_PROBE_EVERY-th skip reads anyway, so a tier that became faster is measured again);
+     * the reads since the prefill rate is unknown with a tier's known (every LEARN_EVERY-th
+     * is computed, so a process that only reads learns what computing costs);
      * LA_KV_PREFILL_TOKENS_PER_S pins the prefill rate (> 0) */
     la_step_fit fit;
     double prefill_pinned;
@@ -123,9 +125,11 @@ struct la_doc_store {
     double seen_s[LA_KV_TIER_COUNT], recent_bytes[LA_KV_TIER_COUNT], recent_s[LA_KV_TIER_COUNT];
     int64_t reads_skipped[LA_KV_TIER_COUNT];
     int32_t skips_since_read[LA_KV_TIER_COUNT];
+    int32_t reads_unmeasured;
 };
 
 #define READ_PROBE_EVERY 64
+#define LEARN_EVERY 8
 #define READ_DECAY 0.8
 
 #define MAX_PENDING_PUTS 65536
@@ -665,10 +669,17 @@ static bool read_or_compute(la_doc_store *d, const la_doc_job *j, la_kv_tier_id 
         if (o->load == LA_JOB_LOADING) bytes_in_flight += (double)o->doc.n_blocks * (double)d->block_bytes;
         else if (o->load == LA_JOB_COMPUTE) tokens_pending += o->doc.n_tokens - o->from - o->n_done;
     }
-    bool read = la_doc_store_read_pays((double)j->doc.n_blocks * (double)d->block_bytes, bytes_in_flight,
-                                       tier_read_rate(d, &st, t), la_kv_store_io_threads(d->store),
-                                       j->doc.n_tokens - j->from, tokens_pending, prefill_rate(d));
+    const double tier_rate = tier_read_rate(d, &st, t), compute_rate = prefill_rate(d);
+    bool read = la_doc_store_read_pays((double)j->doc.n_blocks * (double)d->block_bytes, bytes_in_flight, tier_rate,
+                                       la_kv_store_io_threads(d->store), j->doc.n_tokens - j->from, tokens_pending,
+                                       compute_rate);
     if (!read && ++d->skips_since_read[t] >= READ_PROBE_EVERY) read = true; /* measure the tier again */
+    /* a process that only reads never times a document's compute (its steps are questions and
+     * decode rows of about one size): compute one now and then to learn the prefill rate */
+    if (read && tier_rate > 0 && compute_rate <= 0 && ++d->reads_unmeasured >= LEARN_EVERY) {
+        read = false;
+        d->reads_unmeasured = 0;
+    }
     if (read) {
         d->skips_since_read[t] = 0;
     } else {
@@ -682,6 +693,8 @@ bool la_doc_store_times_steps(const la_doc_store *d) {
     return d->store && d->e->opts.kv_read == LA_KV_READ_AUTO && d->prefill_pinned <= 0 &&
            (la_kv_store_has_tier(d->store, LA_KV_TIER_DISK) || la_kv_store_has_tier(d->store, LA_KV_TIER_SHARED));
 }
+
+bool la_doc_store_prefill_unknown(const la_doc_store *d) { return prefill_rate(d) <= 0; }
 
 void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms) { la_step_fit_add(&d->fit, (double)n_rows, ms); }
 

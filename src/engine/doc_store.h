@@ -85,6 +85,10 @@ double la_step_fit_tokens_per_s(const la_step_fit *f);
  * disk or shared tier and no pinned rate (on CUDA the engine then waits for every 8th step,
  * before and after it, which it otherwise would not: engine.c). */
 bool la_doc_store_times_steps(const la_doc_store *d);
+
+/* Whether no prefill rate is known yet (no fit, nothing pinned): the engine then also times
+ * every step that computes a document (the steps the fit learns most from). */
+bool la_doc_store_prefill_unknown(const la_doc_store *d);
 /* A step's forward ran n_rows rows (tokens: prefill, document and decode) in ms, on the
  * device: what la_doc_store_read_pays's prefill rate is fitted to (the extra ms a row
  * costs). */

@@ -463,6 +463,13 @@ static void run_resets(la_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Whether step b computes document rows (a document job). */
+static bool packs_documents(const la_batch_builder *b) {
+    for (int64_t i = 0; i < b->n_packed; i++)
+        if (b->packed[i].kind == LA_SEQ_JOB) return true;
+    return false;
+}
+
 la_status la_engine_step(la_engine *e, la_err *err) {
     pthread_mutex_lock(&e->step_mu);
     la_status s = step_locked(e, err);
@@ -499,10 +506,12 @@ static la_status step_locked(la_engine *e, la_err *err) {
          * backend whose operations are asynchronous (CUDA: ops->synchronize) has this step
          * start behind whatever is queued (earlier steps, KV copies) and, without logit rows,
          * return before it ran: every STEP_SAMPLE-th step is timed, waited for before and
-         * after; the others keep their overlap. A synchronous backend's steps are all timed. */
+         * after, and, while no rate is known, every step that computes a document; the others
+         * keep their overlap. A synchronous backend's steps are all timed. */
         la_status (*sync)(la_backend *, la_err *) = e->be->ops->synchronize;
         bool timed = s == LA_OK && la_doc_store_times_steps(e->docs) &&
-                     (!sync || ++e->timing_steps % STEP_SAMPLE == 0);
+                     (!sync || ++e->timing_steps % STEP_SAMPLE == 0 ||
+                      (la_doc_store_prefill_unknown(e->docs) && packs_documents(&b)));
         if (timed && sync) s = sync(e->be, err);
         double t0 = la_now_ms();
         if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);

@@ -716,6 +716,42 @@ Test(kv_store_engine, auto_fits_a_prefill_rate_from_the_engines_steps) {
     la_test_rm_tree(dir);
 }
 
+/* A restart under auto that only reads (its own steps are 6-token questions and decode rows:
+ * no slope to fit) computes one document in LEARN_EVERY (8) of those it could read once the
+ * disk's rate is known, and so learns a prefill rate; the answers are bitwise a computing
+ * process's. */
+Test(kv_store_engine, auto_learns_the_prefill_rate_in_a_process_that_only_reads) {
+    char *dir = la_test_tmpdir();
+    enum { N_SETS = 5 };
+    docset d[N_SETS];
+    la_test_gen ref[N_SETS];
+    la_engine *x = make((eng_opts){.kv_dir = dir});
+    for (int i = 0; i < N_SETS; i++) {
+        make_docs(&d[i], 40 + (uint64_t)i, 4);
+        ask(x, &d[i], NULL, NULL, &ref[i]);
+    }
+    la_engine_store_flush(x);
+    la_engine_destroy(x);
+    la_engine *z = make((eng_opts){.kv_dir = dir, .read = LA_KV_READ_AUTO});
+    int64_t read = 0, computed = 0;
+    for (int i = 0; i < N_SETS; i++) {
+        la_test_gen g;
+        ask(z, &d[i], NULL, NULL, &g);
+        read += g.stats.doc_tokens_disk;
+        computed += g.stats.doc_tokens_computed;
+        assert_bitwise(&g, &ref[i], "read or computed");
+        la_test_gen_free(&g), la_test_gen_free(&ref[i]);
+    }
+    la_engine_store_stats st = store_stats(z);
+    cr_assert(read > 0, "nothing read");
+    cr_assert(st.reads_skipped[LA_KV_TIER_KIND_DISK] >= 1 && computed > 0,
+              "no document computed to learn the prefill rate (%lld skipped)",
+              (long long)st.reads_skipped[LA_KV_TIER_KIND_DISK]);
+    cr_assert(st.prefill_tokens_per_s > 0, "no prefill rate learned");
+    la_engine_destroy(z);
+    la_test_rm_tree(dir);
+}
+
 /* A restart on a disk tier whose reads take a second each (LA_KV_DISK_READ_DELAY_MS) and a
  * prefill rate pinned at 2000 tokens/s (LA_KV_PREFILL_TOKENS_PER_S: the choice does not hang
  * on this machine's timing; la_step_fit has its own test): the first documents it finds are
