@@ -247,35 +247,23 @@ la_status la_forward_probe(la_backend *be, const la_batch *batch, float *dev, la
         memset(dev, 0, sizeof(float) * (size_t)batch->n_tokens);
         return LA_OK;
     }
-    const la_backend_shape *m = &be->shape;
-    const int64_t n = batch->n_tokens, qd = (int64_t)m->n_heads * m->head_dim;
-    const int64_t kvd = (int64_t)m->n_kv_heads * m->head_dim;
-    la_act x = {0}, h = {0}, q = {0}, o = {0}, gate = {0}, up = {0}, v = {0};
-    la_act *all[] = {&x, &h, &q, &o, &gate, &up, &v};
-    la_status s = LA_OK;
-    const struct {
-        la_act *act;
-        int64_t cols;
-    } plan[] = {{&x, m->hidden_size}, {&h, m->hidden_size}, {&q, qd}, {&o, qd},
-                {&gate, m->intermediate_size}, {&up, m->intermediate_size}, {&v, kvd}};
-    for (size_t i = 0; s == LA_OK && i < sizeof plan / sizeof plan[0]; i++)
-        s = op->act_alloc(be, n, plan[i].cols, plan[i].act, err);
+    fwd_acts a = {0}; /* no logit rows: the last layer's logit-row activations have none */
+    la_status s = alloc_acts(be, batch, (fwd_tail){false, false}, &a, err);
     if (s == LA_OK) s = op->batch_begin(be, batch, err);
-    if (s == LA_OK) s = op->embed(be, &x, err);
-    if (s == LA_OK) s = op->rmsnorm(be, &x, LA_W_ATTN_NORM, 0, &h, err);
+    if (s == LA_OK) s = op->embed(be, &a.x, err);
+    if (s == LA_OK) s = op->rmsnorm(be, &a.x, LA_W_ATTN_NORM, 0, &a.h, err);
     /* layer 0: the query alone (its K and V are the cached ones), attention, MLP */
-    if (s == LA_OK) s = op->matmul(be, &h, LA_W_Q, 0, &q, err);
-    if (s == LA_OK) s = head_norm(be, &q, LA_W_Q_NORM, 0, err);
-    if (s == LA_OK) s = op->attention(be, 0, &q, &o, err);
-    if (s == LA_OK) s = op->matmul(be, &o, LA_W_O, 0, &h, err);
-    if (s == LA_OK) s = add_rmsnorm(be, &x, &h, LA_W_MLP_NORM, 0, &h, err);
-    if (s == LA_OK) s = gate_up_swiglu(be, &h, 0, &gate, &up, err);
-    if (s == LA_OK) s = op->matmul(be, &gate, LA_W_DOWN, 0, &h, err);
-    if (s == LA_OK) s = add_rmsnorm(be, &x, &h, LA_W_ATTN_NORM, 1, &h, err);
+    if (s == LA_OK) s = op->matmul(be, &a.h, LA_W_Q, 0, &a.q, err);
+    if (s == LA_OK) s = head_norm(be, &a.q, LA_W_Q_NORM, 0, err);
+    if (s == LA_OK) s = op->attention(be, 0, &a.q, &a.o, err);
+    if (s == LA_OK) s = op->matmul(be, &a.o, LA_W_O, 0, &a.h, err);
+    if (s == LA_OK) s = add_rmsnorm(be, &a.x, &a.h, LA_W_MLP_NORM, 0, &a.h, err);
+    if (s == LA_OK) s = gate_up_swiglu(be, &a.h, 0, &a.gate, &a.up, err);
+    if (s == LA_OK) s = op->matmul(be, &a.gate, LA_W_DOWN, 0, &a.h, err);
+    if (s == LA_OK) s = add_rmsnorm(be, &a.x, &a.h, LA_W_ATTN_NORM, 1, &a.h, err);
     /* layer 1's V in context against the cached one */
-    if (s == LA_OK) s = op->matmul(be, &h, LA_W_V, 1, &v, err);
-    if (s == LA_OK) s = op->kv_deviation(be, 1, &v, dev, err);
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]->data) op->act_free(be, all[i]);
+    if (s == LA_OK) s = op->matmul(be, &a.h, LA_W_V, 1, &a.v, err);
+    if (s == LA_OK) s = op->kv_deviation(be, 1, &a.v, dev, err);
+    free_acts(be, &a);
     return s;
 }
