@@ -209,7 +209,7 @@ void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
     const int32_t nq = ev->ds->n, orders = ev->orders;
     int64_t em = 0, n1 = 0, em1 = 0, n2 = 0, em2 = 0, agree = 0, stable = 0;
     double tt = 0, tw = 0;
-    int64_t rc = 0, pr = 0, em_all = 0, agree_all = 0;
+    int64_t rc = 0, pr = 0, em_later = 0, agree_later = 0;
     for (int32_t q = 0; q < nq; q++) {
         const la_rag_question *Q = &ev->ds->q[q];
         const la_eval_answer *a = &ans[((size_t)m * orders) * nq + q];
@@ -221,23 +221,21 @@ void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
         const char *first = ans[q].text ? ans[q].text : "";
         agree += strcmp(first, text) == 0;
         int same = 1;
-        for (int32_t o = 1; o < orders; o++) {
-            const char *t2 = ans[((size_t)m * orders + o) * nq + q].text;
-            same &= strcmp(t2 ? t2 : "", text) == 0;
+        for (int32_t o = 1; o < orders; o++) { /* the later orders: the first method's answer in the same order */
+            const la_eval_answer *ao = &ans[((size_t)m * orders + o) * nq + q];
+            const char *t = ao->text ? ao->text : "", *f = ans[(size_t)o * nq + q].text;
+            same &= strcmp(t, text) == 0;
+            tw += ao->stats.ttft_ms;
+            em_later += la_rag_answer_matches(t, Q->answers, Q->n_answers);
+            agree_later += strcmp(t, f ? f : "") == 0;
         }
         stable += same;
         tt += a->stats.ttft_ms;
         rc += a->stats.doc_tokens_recomputed;
         pr += a->stats.doc_tokens_probed;
-        for (int32_t o = 1; o < orders; o++) tw += ans[((size_t)m * orders + o) * nq + q].stats.ttft_ms;
-        for (int32_t o = 0; o < orders; o++) {
-            const char *t = ans[((size_t)m * orders + o) * nq + q].text, *f = ans[(size_t)o * nq + q].text;
-            em_all += la_rag_answer_matches(t ? t : "", Q->answers, Q->n_answers);
-            agree_all += strcmp(t ? t : "", f ? f : "") == 0;
-        }
     }
-    out->em_all_orders_pct = 100.0 * em_all / ((double)nq * orders);
-    out->same_as_first_all_orders = agree_all;
+    out->em_all_orders_pct = 100.0 * (double)(em + em_later) / ((double)nq * orders);
+    out->same_as_first_all_orders = agree + agree_later;
     out->doc_tokens_probed = pr;
     out->em_pct = 100.0 * em / nq;
     out->em_1hop_pct = n1 ? 100.0 * em1 / n1 : -1;
