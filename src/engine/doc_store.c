@@ -35,6 +35,7 @@
 #include "base/hash_map.h"
 #include "base/log.h"
 #include "base/timer.h"
+#include "engine/read_choice.h"
 #include "kv/block_hash.h"
 #include "kv/store/secret.h"
 #include "kv/store/store.h"
@@ -111,26 +112,8 @@ struct la_doc_store {
     int32_t n_pending;
     int64_t cap_pending;
 
-    /* kv_read AUTO (la_doc_store_read_pays): the steps' fit (la_step_fit); by tier the
-     * reads' recent rate (bytes and I/O seconds since the last look, summed with decay
-     * READ_DECAY: the store's counters are totals since start, which one new read hardly
-     * moves), the reads skipped and the skips since the tier's last read (every
-     * READ_PROBE_EVERY-th skip reads anyway, so a tier that became faster is measured again);
-     * the reads since the prefill rate is unknown with a tier's known (every LEARN_EVERY-th
-     * is computed, so a process that only reads learns what computing costs);
-     * LA_KV_PREFILL_TOKENS_PER_S pins the prefill rate (> 0) */
-    la_step_fit fit;
-    double prefill_pinned;
-    int64_t seen_bytes[LA_KV_TIER_COUNT];
-    double seen_s[LA_KV_TIER_COUNT], recent_bytes[LA_KV_TIER_COUNT], recent_s[LA_KV_TIER_COUNT];
-    int64_t reads_skipped[LA_KV_TIER_COUNT];
-    int32_t skips_since_read[LA_KV_TIER_COUNT];
-    int32_t reads_unmeasured;
+    la_read_choice rc; /* kv_read AUTO's choice (engine/read_choice.h) */
 };
-
-#define READ_PROBE_EVERY 64
-#define LEARN_EVERY 8
-#define READ_DECAY 0.8
 
 #define MAX_PENDING_PUTS 65536
 
@@ -480,13 +463,7 @@ la_status la_doc_store_create(la_engine *e, la_doc_store **out, la_err *err) {
                                     .n_layers = bs->n_layers, .n_kv_heads = bs->n_kv_heads,
                                     .head_dim = bs->head_dim};
     d->block_bytes = la_kv_record_block_bytes(&d->shape);
-    const char *pin = getenv("LA_KV_PREFILL_TOKENS_PER_S"); /* a test hook and a benchmark switch */
-    if (pin && *pin) {
-        char *end = NULL;
-        double v = strtod(pin, &end);
-        if (*end == '\0' && v > 0 && v < 1e12) d->prefill_pinned = v;
-        else la_log("LA_KV_PREFILL_TOKENS_PER_S='%s' is not tokens per second in (0, 1e12): the rate is measured", pin);
-    }
+    la_read_choice_init(&d->rc);
     bool stable = false;
     la_status s = make_key(e, &d->hc.key, &stable, err);
     /* the model fingerprint: what records of another checkpoint can never match */
@@ -615,48 +592,6 @@ static la_kv_format format_of(la_method m) {
 
 /* ============================================================ read or compute ======= */
 
-bool la_doc_store_read_pays(double bytes, double bytes_in_flight, double read_bytes_per_s, int32_t n_io_threads,
-                            double tokens, double tokens_pending, double prefill_tokens_per_s) {
-    if (read_bytes_per_s <= 0 || prefill_tokens_per_s <= 0) return true; /* nothing measured yet: read */
-    double t_read = (bytes_in_flight / (n_io_threads > 0 ? n_io_threads : 1) + bytes) / read_bytes_per_s;
-    double t_compute = (tokens_pending + tokens) / prefill_tokens_per_s;
-    return t_read <= LA_DOC_STORE_READ_MARGIN * t_compute;
-}
-
-void la_step_fit_add(la_step_fit *f, double rows, double ms) {
-    if (rows < 1 || !(ms > 0)) return;
-    f->sw = LA_STEP_FIT_DECAY * f->sw + 1;
-    f->sx = LA_STEP_FIT_DECAY * f->sx + rows;
-    f->sy = LA_STEP_FIT_DECAY * f->sy + ms;
-    f->sxx = LA_STEP_FIT_DECAY * f->sxx + rows * rows;
-    f->sxy = LA_STEP_FIT_DECAY * f->sxy + rows * ms;
-}
-
-double la_step_fit_tokens_per_s(const la_step_fit *f) {
-    double var = f->sw * f->sxx - f->sx * f->sx; /* sw^2 x the variance of the step sizes */
-    if (f->sw < 2 || var <= f->sw * f->sw * 64.0) return 0; /* sizes within ~8 rows of each other */
-    double b = (f->sw * f->sxy - f->sx * f->sy) / var;
-    return b > 0 ? 1000.0 / b : 0;
-}
-
-static double prefill_rate(const la_doc_store *d) {
-    return d->prefill_pinned > 0 ? d->prefill_pinned : la_step_fit_tokens_per_s(&d->fit);
-}
-
-/* Tier t's recent read rate, bytes per second per I/O thread (0: no read yet), its new
- * bytes and seconds folded in. */
-static double tier_read_rate(la_doc_store *d, const la_kv_store_stats *st, la_kv_tier_id t) {
-    const la_kv_tier_stats *a = &st->tier[t];
-    double db = (double)(a->bytes_read - d->seen_bytes[t]), ds = a->read_s - d->seen_s[t];
-    if (ds > 0) {
-        d->recent_bytes[t] = READ_DECAY * d->recent_bytes[t] + db;
-        d->recent_s[t] = READ_DECAY * d->recent_s[t] + ds;
-        d->seen_bytes[t] = a->bytes_read;
-        d->seen_s[t] = a->read_s;
-    }
-    return d->recent_bytes[t] > 0 && d->recent_s[t] > 0 ? d->recent_bytes[t] / d->recent_s[t] : 0;
-}
-
 /* kv_read AUTO: whether j's document, which tier t holds, is read (else computed). The
  * host tier is always read. */
 static bool read_or_compute(la_doc_store *d, const la_doc_job *j, la_kv_tier_id t) {
@@ -669,34 +604,23 @@ static bool read_or_compute(la_doc_store *d, const la_doc_job *j, la_kv_tier_id 
         if (o->load == LA_JOB_LOADING) bytes_in_flight += (double)o->doc.n_blocks * (double)d->block_bytes;
         else if (o->load == LA_JOB_COMPUTE) tokens_pending += o->doc.n_tokens - o->from - o->n_done;
     }
-    const double tier_rate = tier_read_rate(d, &st, t), compute_rate = prefill_rate(d);
-    bool read = la_doc_store_read_pays((double)j->doc.n_blocks * (double)d->block_bytes, bytes_in_flight, tier_rate,
-                                       la_kv_store_io_threads(d->store), j->doc.n_tokens - j->from, tokens_pending,
-                                       compute_rate);
-    if (!read && ++d->skips_since_read[t] >= READ_PROBE_EVERY) read = true; /* measure the tier again */
-    /* a process that only reads never times a document's compute (its steps are questions and
-     * decode rows of about one size): compute one now and then to learn the prefill rate */
-    if (read && tier_rate > 0 && compute_rate <= 0 && ++d->reads_unmeasured >= LEARN_EVERY) {
-        read = false;
-        d->reads_unmeasured = 0;
-    }
-    if (read) {
-        d->skips_since_read[t] = 0;
-    } else {
-        d->reads_skipped[t]++;
-        la_kv_store_touch(d->store, t, j->key); /* used: as recently as a read would make it */
-    }
+    bool read = la_read_choice_decide(&d->rc, t, la_read_choice_tier_rate(&d->rc, &st.tier[t], t),
+                                      (double)j->doc.n_blocks * (double)d->block_bytes, bytes_in_flight,
+                                      la_kv_store_io_threads(d->store), j->doc.n_tokens - j->from, tokens_pending);
+    if (!read) la_kv_store_touch(d->store, t, j->key); /* used: as recently as a read would make it */
     return read;
 }
 
 bool la_doc_store_times_steps(const la_doc_store *d) {
-    return d->store && d->e->opts.kv_read == LA_KV_READ_AUTO && d->prefill_pinned <= 0 &&
+    return d->store && d->e->opts.kv_read == LA_KV_READ_AUTO && d->rc.prefill_pinned <= 0 &&
            (la_kv_store_has_tier(d->store, LA_KV_TIER_DISK) || la_kv_store_has_tier(d->store, LA_KV_TIER_SHARED));
 }
 
-bool la_doc_store_prefill_unknown(const la_doc_store *d) { return prefill_rate(d) <= 0; }
+bool la_doc_store_prefill_unknown(const la_doc_store *d) { return la_read_choice_prefill_rate(&d->rc) <= 0; }
 
-void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms) { la_step_fit_add(&d->fit, (double)n_rows, ms); }
+void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms) {
+    la_step_fit_add(&d->rc.fit, (double)n_rows, ms);
+}
 
 void la_doc_store_job_start(la_doc_store *d, la_doc_job *j, la_request *r) {
     j->load = LA_JOB_COMPUTE;
@@ -873,8 +797,8 @@ void la_doc_store_get_stats(la_doc_store *d, la_engine_store_stats *out) {
     out->promotions = st.promotions;
     out->lookups_dropped = st.lookups_dropped;
     for (int t = 0; t < LA_KV_TIER_COUNT; t++) {
-        out->reads_skipped[t] = d->reads_skipped[t];
-        out->read_bytes_per_s[t] = tier_read_rate(d, &st, (la_kv_tier_id)t);
+        out->reads_skipped[t] = d->rc.reads_skipped[t];
+        out->read_bytes_per_s[t] = la_read_choice_tier_rate(&d->rc, &st.tier[t], (la_kv_tier_id)t);
     }
-    out->prefill_tokens_per_s = prefill_rate(d);
+    out->prefill_tokens_per_s = la_read_choice_prefill_rate(&d->rc);
 }

@@ -57,30 +57,6 @@ void la_doc_store_step_end(la_doc_store *d);
  * documents. */
 int32_t la_doc_store_where(la_doc_store *d, la_method m, const char *salt, const int32_t *tokens, int32_t n,
                            uint64_t *hashes, la_hash128 *key);
-/* kv_read AUTO's choice for a document a lower tier holds: read it when the read is
- * estimated to finish no later than LA_DOC_STORE_READ_MARGIN x the time computing it would
- * take. Estimates: read (bytes_in_flight / n_io_threads + bytes) / read_bytes_per_s, the
- * reads queued before it shared by the I/O threads and the record itself read by one;
- * compute (tokens_pending + tokens) / prefill_tokens_per_s, the document tokens queued
- * before it first. bytes: the record's (blocks x block bytes); read_bytes_per_s: the
- * tier's recent reads', per I/O thread; prefill_tokens_per_s: la_step_fit's. A rate not
- * measured yet (<= 0): read. Pure (the tests call it with chosen numbers). */
-#define LA_DOC_STORE_READ_MARGIN 1.5
-bool la_doc_store_read_pays(double bytes, double bytes_in_flight, double read_bytes_per_s, int32_t n_io_threads,
-                            double tokens, double tokens_pending, double prefill_tokens_per_s);
-/* What a row adds to a step's time: ms = a + b x rows fitted by least squares over the
- * steps added, each weighted LA_STEP_FIT_DECAY^age (a document's rows ride in steps that
- * run anyway, so b, not one step's rows per ms, is what computing it costs). */
-typedef struct la_step_fit {
-    double sw, sx, sy, sxx, sxy; /* decayed sums of 1, rows, ms, rows^2, rows x ms */
-} la_step_fit;
-#define LA_STEP_FIT_DECAY 0.98
-/* One step of rows (>= 1) that ran in ms (> 0; others are ignored). */
-void la_step_fit_add(la_step_fit *f, double rows, double ms);
-/* 1000 / b, tokens per second; 0 while unknown: fewer than 2 steps, step sizes within ~8
- * rows of each other (no slope to see), or b <= 0. */
-double la_step_fit_tokens_per_s(const la_step_fit *f);
-
 /* Whether the engine should time its steps for la_doc_store_note_step: kv_read AUTO with a
  * disk or shared tier and no pinned rate (on CUDA the engine then waits for every 8th step,
  * before and after it, which it otherwise would not: engine.c). */
@@ -90,8 +66,8 @@ bool la_doc_store_times_steps(const la_doc_store *d);
  * every step that computes a document (the steps the fit learns most from). */
 bool la_doc_store_prefill_unknown(const la_doc_store *d);
 /* A step's forward ran n_rows rows (tokens: prefill, document and decode) in ms, on the
- * device: what la_doc_store_read_pays's prefill rate is fitted to (the extra ms a row
- * costs). */
+ * device: what kv_read AUTO's prefill rate is fitted to (engine/read_choice.h: the extra ms
+ * a row costs). */
 void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms);
 /* Wait for every queued write. */
 void la_doc_store_flush(la_doc_store *d);

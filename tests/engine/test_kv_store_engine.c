@@ -25,6 +25,7 @@
 #include "common/engine_util.h"
 #include "common/test_util.h"
 #include "engine/doc_store.h"
+#include "engine/read_choice.h"
 #include "engine/sampling.h"
 #include "kv/store/record.h"
 
@@ -631,26 +632,26 @@ Test(kv_store_engine, a_salted_record_is_not_found_under_another_salt) {
 
 Test(kv_store_engine, read_pays_weighs_the_read_against_the_compute) {
     /* nothing measured yet: read */
-    cr_assert(la_doc_store_read_pays(1e8, 0, 0, 2, 780, 0, 40e3));
-    cr_assert(la_doc_store_read_pays(1e8, 0, 0.74e9, 2, 780, 0, 0));
+    cr_assert(la_read_pays(1e8, 0, 0, 2, 780, 0, 40e3));
+    cr_assert(la_read_pays(1e8, 0, 0.74e9, 2, 780, 0, 0));
     /* the H200's 8B shape (README "Document KV store"): a 780-token document is 100 MB of KV;
      * the disk read 0.74 GB/s a thread: 135 ms; computed at 40K tokens/s: 19.5 ms */
-    cr_assert(!la_doc_store_read_pays(1e8, 0, 0.74e9, 2, 780, 0, 40e3));
+    cr_assert(!la_read_pays(1e8, 0, 0.74e9, 2, 780, 0, 40e3));
     /* the host tier's memory speed: 10 ms, read */
-    cr_assert(la_doc_store_read_pays(1e8, 0, 10e9, 2, 780, 0, 40e3));
+    cr_assert(la_read_pays(1e8, 0, 10e9, 2, 780, 0, 40e3));
     /* the queues: 1 GB of reads ahead on 2 threads (0.81 s) against 100K tokens to compute
      * ahead (2.5 s), then against 10K (0.27 s) */
-    cr_assert(la_doc_store_read_pays(1e8, 1e9, 0.74e9, 2, 780, 100e3, 40e3));
-    cr_assert(!la_doc_store_read_pays(1e8, 1e9, 0.74e9, 2, 780, 10e3, 40e3));
-    /* the margin: a read up to LA_DOC_STORE_READ_MARGIN x the compute time is still a read */
+    cr_assert(la_read_pays(1e8, 1e9, 0.74e9, 2, 780, 100e3, 40e3));
+    cr_assert(!la_read_pays(1e8, 1e9, 0.74e9, 2, 780, 10e3, 40e3));
+    /* the margin: a read up to LA_READ_CHOICE_MARGIN x the compute time is still a read */
     double t_compute = 1000.0 / 10e3; /* 1000 tokens at 10K tokens/s: 0.1 s */
-    double at_margin = LA_DOC_STORE_READ_MARGIN * t_compute * 1e9; /* bytes read at 1 GB/s, 1 thread */
-    cr_assert(la_doc_store_read_pays(at_margin * 0.9, 0, 1e9, 1, 1000, 0, 10e3));
-    cr_assert(!la_doc_store_read_pays(at_margin * 1.01, 0, 1e9, 1, 1000, 0, 10e3));
+    double at_margin = LA_READ_CHOICE_MARGIN * t_compute * 1e9; /* bytes read at 1 GB/s, 1 thread */
+    cr_assert(la_read_pays(at_margin * 0.9, 0, 1e9, 1, 1000, 0, 10e3));
+    cr_assert(!la_read_pays(at_margin * 1.01, 0, 1e9, 1, 1000, 0, 10e3));
     /* more I/O threads share the reads queued ahead, not one record's own read */
-    cr_assert(!la_doc_store_read_pays(at_margin * 1.01, 0, 1e9, 8, 1000, 0, 10e3));
-    cr_assert(!la_doc_store_read_pays(at_margin * 0.5, at_margin, 1e9, 1, 1000, 0, 10e3));
-    cr_assert(la_doc_store_read_pays(at_margin * 0.5, at_margin, 1e9, 2, 1000, 0, 10e3));
+    cr_assert(!la_read_pays(at_margin * 1.01, 0, 1e9, 8, 1000, 0, 10e3));
+    cr_assert(!la_read_pays(at_margin * 0.5, at_margin, 1e9, 1, 1000, 0, 10e3));
+    cr_assert(la_read_pays(at_margin * 0.5, at_margin, 1e9, 2, 1000, 0, 10e3));
 }
 
 /* The prefill rate: the slope of ms = a + b x rows over the steps, not one step's rows / ms. */
