@@ -232,7 +232,9 @@ Test(recovery, zero_is_plain_lazy_and_the_cache_is_never_written) {
 }
 
 /* A step budget of 8 tokens: the recomputed tokens go over several steps, document by
- * document, and give what one step gives. */
+ * document, and give what one step gives, with N = 20 and with R = 0.3 (whose probe then
+ * takes several steps too, 8 x n_layers tokens a step). The cached documents are not
+ * written: plain lazy after selected recovery is plain lazy before it, bit for bit. */
 Test(recovery, chunked_over_steps_equals_one_step) {
     la_engine *big = engine(4096, 0), *small = engine(4096, 8);
     la_rng rng;
@@ -241,14 +243,27 @@ Test(recovery, chunked_over_steps_equals_one_step) {
     docset d;
     make_docs(&rng, &d, 4, lens);
     int32_t q[3] = {7, 8, 9}, order[4] = {3, 1, 0, 2};
+    la_test_gen before, after;
+    run_nr(small, LA_METHOD_LAZY, &d, order, q, 3, 0, 0.0f, &before);
+    cr_assert_eq(before.stats.doc_tokens_probed, 0);
     const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK};
-    for (int k = 0; k < 3; k++) {
-        la_test_gen a, b;
-        run(big, ms[k], &d, order, q, 3, 20, &a);
-        run(small, ms[k], &d, order, q, 3, 20, &b);
-        assert_same(&b, &a, la_method_name(ms[k]));
-        la_test_gen_free(&a), la_test_gen_free(&b);
-    }
+    for (int k = 0; k < 3; k++)
+        for (int r = 0; r < 2; r++) {
+            la_test_gen a, b;
+            const int32_t n_first = r ? 0 : 20;
+            const float ratio = r ? 0.3f : 0.0f;
+            run_nr(big, ms[k], &d, order, q, 3, n_first, ratio, &a);
+            run_nr(small, ms[k], &d, order, q, 3, n_first, ratio, &b);
+            char what[64];
+            snprintf(what, sizeof what, "%s, %s", la_method_name(ms[k]), r ? "R = 0.3" : "N = 20");
+            assert_same(&b, &a, what);
+            /* 18 + 5 + 20 (the later documents, N = 20); round(0.3 x (33 + 18 + 5)) */
+            cr_assert_eq(b.stats.doc_tokens_recomputed, r ? 17 : 43, "%s", what);
+            la_test_gen_free(&a), la_test_gen_free(&b);
+        }
+    run_nr(small, LA_METHOD_LAZY, &d, order, q, 3, 0, 0.0f, &after);
+    assert_bitwise(&after, &before, "plain lazy after selected recovery");
+    la_test_gen_free(&before), la_test_gen_free(&after);
     free_docs(&d);
     la_engine_destroy(big);
     la_engine_destroy(small);
@@ -430,37 +445,6 @@ Test(recovery, ratio_methods_agree_and_count) {
     LA_CHECK_OK(la_engine_check(half, &err), err);
     LA_CHECK_OK(la_engine_check(quarter, &err), err);
     la_engine_destroy(half), la_engine_destroy(quarter), la_engine_destroy(plain);
-}
-
-/* A step budget of 8 tokens: the probe goes in pieces of 8 rows and the chosen tokens over
- * several steps; the answer is one step's. The cached documents are not written: plain lazy
- * after it is plain lazy before it, bit for bit. */
-Test(recovery, ratio_chunked_equals_one_step_and_the_cache_is_never_written) {
-    la_engine *big = engine_r(4096, 0, 0.3f), *small = engine_r(4096, 8, 0.3f);
-    la_rng rng;
-    la_rng_seed(&rng, 23);
-    const int32_t lens[4] = {18, 33, 5, 27};
-    docset d;
-    make_docs(&rng, &d, 4, lens);
-    int32_t q[3] = {7, 8, 9}, order[4] = {3, 1, 0, 2};
-    la_test_gen before, after;
-    run_nr(small, LA_METHOD_LAZY, &d, order, q, 3, 0, 0.0f, &before); /* R given as 0 by the request */
-    cr_assert_eq(before.stats.doc_tokens_probed, 0);
-    const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_MEPIC, LA_METHOD_BLOCK};
-    for (int k = 0; k < 3; k++) {
-        la_test_gen a, b;
-        run(big, ms[k], &d, order, q, 3, -1, &a);
-        run(small, ms[k], &d, order, q, 3, -1, &b);
-        assert_same(&b, &a, la_method_name(ms[k]));
-        cr_assert_eq(b.stats.doc_tokens_recomputed, 17, "%s", la_method_name(ms[k])); /* round(0.3 x 56) */
-        la_test_gen_free(&a), la_test_gen_free(&b);
-    }
-    run_nr(small, LA_METHOD_LAZY, &d, order, q, 3, 0, 0.0f, &after);
-    assert_bitwise(&after, &before, "plain lazy after selected recovery");
-    la_test_gen_free(&before), la_test_gen_free(&after);
-    free_docs(&d);
-    la_engine_destroy(big);
-    la_engine_destroy(small);
 }
 
 /* R outside [0, 1], R under recompute / prefix, and an engine default outside [0, 1] are
