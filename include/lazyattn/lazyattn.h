@@ -151,6 +151,9 @@ typedef struct la_engine_options {
      * recomputed too, chosen by a probe of layers 0-1 over those documents; the default of
      * requests under lazy, block, mepic and block-ref. In [0, 1]; 0: off. */
     float recompute_ratio;
+    /* What cached documents are computed after (la_doc_context): the default of requests
+     * under lazy, block and mepic. ALONE (0, the default) or PREAMBLE. */
+    la_doc_context doc_context;
 } la_engine_options;
 
 /* Defaults for every field (device CPU, block_size 16, method lazy, ...). struct_size: the
@@ -309,6 +312,10 @@ typedef struct la_request_params {
     /* Selected recovery's R (la_engine_options.recompute_ratio) for this request: in [0, 1]
      * under lazy, block, mepic and block-ref (0: off); negative: the engine's default */
     float recompute_ratio;
+    /* What this request's cached documents are computed after (la_doc_context) under lazy,
+     * block and mepic; LA_DOC_CONTEXT_COUNT: the engine's default (other methods: ALONE;
+     * PREAMBLE is refused there) */
+    la_doc_context doc_context;
 } la_request_params;
 
 /* Defaults: engine's method, add_special, greedy, top_p 1, max_tokens 16. struct_size: the

@@ -42,6 +42,27 @@ LA_API la_status la_method_parse(const char *s, la_method *out, la_err *err);
 /* Whether the method encodes documents block-diagonally (BLOCK, MEPIC, LAZY, BLOCK_REF). */
 LA_API bool la_method_is_blockwise(la_method m);
 
+/* What a cached document's K/V are computed after (lazy, block, mepic; README "Documents
+ * encoded after the preamble"; APE, arXiv 2502.05431, shares the prefix the same way).
+ *   ALONE     each document from position 0, seeing itself only (DESIGN.md §2): exact for
+ *             models fine-tuned for block attention
+ *   PREAMBLE  each document after document 0 (the preamble, or the first document when a
+ *             request has none): computed at positions P..P+L-1 seeing the P preamble tokens
+ *             and itself, then placed at its slot as ALONE's are (lazy's query de-rotation
+ *             by S_d - P); its cache key covers the preamble, so it is reused in any order
+ *             under the same preamble. Wins back most of what ALONE loses on models trained
+ *             only with full causal attention. */
+typedef enum la_doc_context {
+    LA_DOC_CONTEXT_ALONE = 0,
+    LA_DOC_CONTEXT_PREAMBLE,
+    LA_DOC_CONTEXT_COUNT
+} la_doc_context;
+
+/* "alone", "preamble". */
+LA_API const char *la_doc_context_name(la_doc_context c);
+/* Parse a doc context name. Errors: LA_ERR_INVALID_ARG naming the value and the choices. */
+LA_API la_status la_doc_context_parse(const char *s, la_doc_context *out, la_err *err);
+
 /* Where the model runs. */
 typedef enum la_device { LA_DEVICE_CPU = 0, LA_DEVICE_CUDA } la_device;
 

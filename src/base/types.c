@@ -29,6 +29,19 @@ bool la_method_is_blockwise(la_method m) {
            m == LA_METHOD_BLOCK_REF;
 }
 
+const char *la_doc_context_name(la_doc_context c) {
+    return c == LA_DOC_CONTEXT_ALONE ? "alone" : c == LA_DOC_CONTEXT_PREAMBLE ? "preamble" : "unknown";
+}
+
+la_status la_doc_context_parse(const char *s, la_doc_context *out, la_err *err) {
+    for (int c = 0; c < LA_DOC_CONTEXT_COUNT; c++)
+        if (!strcmp(s, la_doc_context_name((la_doc_context)c))) {
+            *out = (la_doc_context)c;
+            return LA_OK;
+        }
+    return la_err_set(err, LA_ERR_INVALID_ARG, "unknown doc context '%s' (choose alone, preamble)", s);
+}
+
 la_status la_device_parse(const char *s, la_device *out, la_err *err) {
     if (!strcmp(s, "cpu")) {
         *out = LA_DEVICE_CPU;

@@ -220,6 +220,7 @@ static void item_params(const run_ctx *c, const la_bench_item *it, la_chat_messa
     rp->method = c->t->method;
     rp->recompute_first = c->t->recompute_first;
     rp->recompute_ratio = c->t->recompute_ratio;
+    rp->doc_context = c->t->doc_context;
     rp->cache_salt = c->t->cache_salt;
     rp->sampling.max_tokens = c->t->max_tokens;
     rp->sampling.ignore_eos = c->t->ignore_eos;
@@ -329,6 +330,7 @@ static char *chat_body(const run_ctx *c, const la_bench_item *it) {
     cJSON_AddStringToObject(o, "method", la_method_name(c->t->method));
     if (c->t->recompute_first > 0) cJSON_AddNumberToObject(o, "recompute_first", c->t->recompute_first);
     if (c->t->recompute_ratio > 0.0f) cJSON_AddNumberToObject(o, "recompute_ratio", la_method_spec_ratio_json(c->t->recompute_ratio));
+    if (c->t->doc_context == LA_DOC_CONTEXT_PREAMBLE) cJSON_AddStringToObject(o, "doc_context", "preamble");
     if (c->t->cache_salt) cJSON_AddStringToObject(o, "cache_salt", c->t->cache_salt);
     cJSON_AddNumberToObject(o, "max_tokens", c->t->max_tokens);
     cJSON_AddNumberToObject(o, "temperature", 0);

@@ -71,6 +71,7 @@ typedef struct la_bench_target {
     la_method method;
     int32_t recompute_first;    /* recovery's N (kv/plan.h; 0: none) */
     float recompute_ratio;      /* selected recovery's R (kv/plan.h; 0: none) */
+    la_doc_context doc_context; /* what documents are computed after (la_doc_context) */
     const char *cache_salt;     /* separates this run's cache entries (may be NULL) */
     int32_t max_tokens;
     bool ignore_eos;

@@ -105,6 +105,7 @@ la_status la_eval_run(la_eval *ev, la_engine *e, const la_eval_hooks *hooks, la_
                     rp.method = ev->methods[m].method;
                     rp.recompute_first = ev->methods[m].recompute_first;
                     rp.recompute_ratio = ev->methods[m].recompute_ratio;
+                    rp.doc_context = ev->methods[m].doc_context;
                     rp.cache_salt = salt;
                     rp.sampling.max_tokens = ev->max_tokens;
                     if (ev->margins) rp.sampling.logprobs = true, rp.sampling.top_logprobs = 2;
@@ -285,6 +286,7 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
         cJSON_AddStringToObject(jo, "engine_method", la_method_name(ev->methods[m].method));
         cJSON_AddNumberToObject(jo, "recompute_first", ev->methods[m].recompute_first);
         cJSON_AddNumberToObject(jo, "recompute_ratio", la_method_spec_ratio_json(ev->methods[m].recompute_ratio));
+        cJSON_AddStringToObject(jo, "doc_context", la_doc_context_name(ev->methods[m].doc_context));
         cJSON_AddNumberToObject(jo, "doc_tokens_recomputed", (double)s.doc_tokens_recomputed);
         cJSON_AddNumberToObject(jo, "doc_tokens_probed", (double)s.doc_tokens_probed);
         cJSON_AddNumberToObject(jo, "exact_match_all_orders", s.em_all_orders_pct / 100);

@@ -33,11 +33,15 @@ static la_status parse_part(const char *s, const char *part, size_t n, la_method
         spec->recompute_ratio = (float)(v / 100.0);
         return LA_OK;
     }
+    if (!strcmp(buf, "pre") && spec->doc_context == LA_DOC_CONTEXT_ALONE) {
+        spec->doc_context = LA_DOC_CONTEXT_PREAMBLE;
+        return LA_OK;
+    }
 bad:
     return la_err_set(err, LA_ERR_INVALID_ARG,
-                      "'%s': after '+' comes rN, recovery's N (tokens recomputed per document, >= 1), or cP, "
-                      "selected recovery's percentage of tokens (0 < P <= 100), each at most once, as in lazy+r16, "
-                      "lazy+c15, lazy+r4+c15", s);
+                      "'%s': after '+' comes rN, recovery's N (tokens recomputed per document, >= 1), cP, "
+                      "selected recovery's percentage of tokens (0 < P <= 100), or pre (documents computed after "
+                      "the preamble), each at most once, as in lazy+r16, lazy+c15, lazy+r4+c15, lazy+pre+c15", s);
 }
 
 la_status la_method_spec_parse(const char *s, la_method_spec *out, la_err *err) {
@@ -57,6 +61,10 @@ la_status la_method_spec_parse(const char *s, la_method_spec *out, la_err *err) 
     if ((spec.recompute_first || spec.recompute_ratio > 0.0f) && !la_method_is_blockwise(spec.method))
         return la_err_set(err, LA_ERR_INVALID_ARG,
                           "'%s': recovery applies to the block-wise methods (lazy, block, mepic, block-ref)", s);
+    if (spec.doc_context == LA_DOC_CONTEXT_PREAMBLE && spec.method != LA_METHOD_LAZY &&
+        spec.method != LA_METHOD_BLOCK && spec.method != LA_METHOD_MEPIC)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "'%s': pre applies to the methods that cache documents (lazy, "
+                          "block, mepic)", s);
     if (strlen(s) >= sizeof spec.name) return la_err_set(err, LA_ERR_INVALID_ARG, "'%s': a name too long", s);
     snprintf(spec.name, sizeof spec.name, "%s", s);
     *out = spec;

@@ -225,10 +225,12 @@ static void add_dist(cJSON *o, const char *key, const la_bench_dist *d) {
 cJSON *la_bench_summary_json(const la_bench_summary *s, const la_bench_sample *samples, int32_t n) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "method", s->method.name);
-    if (s->method.recompute_first > 0 || s->method.recompute_ratio > 0.0f) { /* recovery (kv/plan.h) */
+    if (s->method.recompute_first > 0 || s->method.recompute_ratio > 0.0f ||
+        s->method.doc_context != LA_DOC_CONTEXT_ALONE) { /* recovery, doc context (kv/plan.h) */
         cJSON_AddStringToObject(o, "engine_method", la_method_name(s->method.method));
         cJSON_AddNumberToObject(o, "recompute_first", s->method.recompute_first);
         cJSON_AddNumberToObject(o, "recompute_ratio", la_method_spec_ratio_json(s->method.recompute_ratio));
+        cJSON_AddStringToObject(o, "doc_context", la_doc_context_name(s->method.doc_context));
     }
     cJSON_AddNumberToObject(o, "requests", s->n_requests);
     cJSON_AddNumberToObject(o, "requests_ok", s->n_ok);

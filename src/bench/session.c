@@ -39,6 +39,7 @@ static la_status run_method(la_bench_session *b, la_bench_point *p, int32_t pi, 
     snprintf(salt, sizeof salt, "lazyattn-bench:%s:%d:%s", b->nonce, pi, m.name);
     la_bench_target t = {.engine = e, .url = o->url ? &b->url : NULL, .method = m.method,
                          .recompute_first = m.recompute_first, .recompute_ratio = m.recompute_ratio,
+                         .doc_context = m.doc_context,
                          .cache_salt = o->cache_salt ? o->cache_salt : salt,
                          .max_tokens = o->max_tokens, .ignore_eos = o->ignore_eos, .timeout_s = o->timeout_s,
                          .raw = o->raw};
@@ -235,7 +236,7 @@ static la_status calibrate_rate(la_bench_session *b, la_engine *e, la_err *err) 
     la_bench_target t = {.engine = e, .url = b->o.url ? &b->url : NULL, .method = b->o.methods[0].method,
                          .recompute_first = b->o.methods[0].recompute_first,
                          .recompute_ratio = b->o.methods[0].recompute_ratio,
-                         .cache_salt = salt, .max_tokens = b->o.max_tokens, .ignore_eos = b->o.ignore_eos,
+                         .doc_context = b->o.methods[0].doc_context, .cache_salt = salt, .max_tokens = b->o.max_tokens, .ignore_eos = b->o.ignore_eos,
                          .timeout_s = b->o.timeout_s, .raw = b->o.raw};
     la_bench_load one = {.concurrency = 1};
     la_bench_sample *s = calloc((size_t)n + 1, sizeof(la_bench_sample));

@@ -51,6 +51,9 @@ static void usage(FILE *f) {
             "      --recompute-ratio R  selected recovery: also recompute the fraction R of the\n"
             "                         later documents' tokens whose layer-1 values change most\n"
             "                         in context (a probe of layers 0-1 picks them; 0: off)\n"
+            "      --doc-context C    alone | preamble: documents after the first are computed\n"
+            "                         alone (default) or after document 0, the preamble (lazy,\n"
+            "                         block, mepic; cached per preamble)\n"
             "  -n, --max-tokens N     tokens to generate (64)\n"
             "      --temperature T    0 = greedy (default)\n"
             "      --top-p P, --top-k K, --seed S, --stop STR (repeatable), --ignore-eos\n"
@@ -116,6 +119,7 @@ int la_cli_run(int argc, char **argv) {
         {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE},
         {"recompute-first", required_argument, 0, LA_CLI_OPT_RECOMPUTE_FIRST},
         {"recompute-ratio", required_argument, 0, LA_CLI_OPT_RECOMPUTE_RATIO},
+        {"doc-context", required_argument, 0, LA_CLI_OPT_DOC_CONTEXT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     la_engine_options eo;

@@ -68,6 +68,9 @@ static void usage(FILE *f) {
             "      --recompute-ratio R  selected recovery's default: the fraction R of the later\n"
             "                           documents' tokens whose layer-1 values change most in\n"
             "                           context, recomputed too (0: off; \"recompute_ratio\")\n"
+            "      --doc-context C      alone | preamble: documents after the first computed alone\n"
+            "                           (default) or after the preamble (lazy, block, mepic;\n"
+            "                           \"doc_context\"; /v1/documents refuses preamble)\n"
             "      --model-id NAME      model id in the API (the directory's name)\n"
             "      --log-requests       on stderr, a line when a request arrives and one when it ends\n"
             "                           (tokens, cache hits, queue, TTFT, TPOT, total ms)\n"
@@ -157,6 +160,7 @@ int la_cli_serve(int argc, char **argv) {
         {"chat-template", required_argument, 0, LA_CLI_OPT_CHAT_TEMPLATE},
         {"recompute-first", required_argument, 0, LA_CLI_OPT_RECOMPUTE_FIRST},
         {"recompute-ratio", required_argument, 0, LA_CLI_OPT_RECOMPUTE_RATIO},
+        {"doc-context", required_argument, 0, LA_CLI_OPT_DOC_CONTEXT},
         {"ignore-unknown-fields", no_argument, 0, 17},      {"api-key", required_argument, 0, 18},
         {"api-key-file", required_argument, 0, 19},         {"protect-metrics", no_argument, 0, 20},
         {"allowed-origins", required_argument, 0, 21},      {"ssl-certfile", required_argument, 0, 22},
@@ -273,6 +277,7 @@ int la_cli_serve(int argc, char **argv) {
     so.max_body_bytes = (size_t)body_bytes;
     so.max_docs = eo.max_docs;
     so.method = eo.method;
+    so.doc_context = eo.doc_context;
 
     /* SIGINT/SIGTERM write their number to a pipe the main thread reads: a handler works
      * whichever thread the signal lands on (libraries such as OpenBLAS start threads before

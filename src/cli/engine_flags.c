@@ -150,6 +150,12 @@ la_cli_flag la_cli_engine_flag(int c, const char *arg, la_engine_options *eo, la
                    arg);
         return LA_CLI_FLAG_BAD_VALUE;
     }
+    case LA_CLI_OPT_DOC_CONTEXT: {
+        la_err e;
+        if (la_doc_context_parse(arg, &eo->doc_context, &e) == LA_OK) return LA_CLI_FLAG_SET;
+        la_err_set(err, LA_ERR_INVALID_ARG, "--doc-context: %s", e.msg);
+        return LA_CLI_FLAG_BAD_VALUE;
+    }
     case LA_CLI_OPT_CPU_WEIGHTS: {
         static const char *const names[LA_CPU_WEIGHTS_COUNT] = {"auto", "f32", "bf16", "f16", "bf16-dot"};
         for (int i = 0; i < LA_CPU_WEIGHTS_COUNT; i++)

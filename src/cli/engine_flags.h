@@ -38,6 +38,7 @@ enum {
     LA_CLI_OPT_CPU_KV,          /* --cpu-kv f32|bf16 (the same commands) */
     LA_CLI_OPT_KV_READ,         /* --kv-read auto|always  when a lower tier's record is read */
     LA_CLI_OPT_RECOMPUTE_RATIO, /* --recompute-ratio R  selected recovery (run, serve) */
+    LA_CLI_OPT_DOC_CONTEXT,     /* --doc-context alone|preamble (run, serve) */
 };
 
 /* The --cpu-weights line of a command's --help. */

@@ -94,6 +94,7 @@ static void request_params_defaults(la_request_params *p) {
     p->sampling.n = 1;
     p->recompute_first = -1;
     p->recompute_ratio = -1.0f;
+    p->doc_context = LA_DOC_CONTEXT_COUNT;
 }
 
 /* The sized inits of include/lazyattn/abi.h: the defaults, cut to the caller's size. */
@@ -127,6 +128,8 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
         return la_err_set(err, LA_ERR_INVALID_ARG, "recompute_first=%d must be >= 0", (int)o->recompute_first);
     if (!(o->recompute_ratio >= 0.0f && o->recompute_ratio <= 1.0f))
         return la_err_set(err, LA_ERR_INVALID_ARG, "recompute_ratio=%g must be in [0, 1]", (double)o->recompute_ratio);
+    if ((unsigned)o->doc_context >= LA_DOC_CONTEXT_COUNT)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown doc_context %d", (int)o->doc_context);
     if ((unsigned)o->cpu_weights >= LA_CPU_WEIGHTS_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown cpu_weights %d", (int)o->cpu_weights);
     if ((unsigned)o->cpu_kv >= LA_CPU_KV_COUNT)
@@ -324,6 +327,15 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
         return la_err_set(err, LA_ERR_UNSUPPORTED, "recompute_ratio: the %s backend has no probe (kv_deviation)",
                           e->be->ops->name);
 
+    if ((unsigned)p->doc_context > LA_DOC_CONTEXT_COUNT)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "doc_context=%d is not a doc context", (int)p->doc_context);
+    const bool caches_docs = method == LA_METHOD_LAZY || method == LA_METHOD_BLOCK || method == LA_METHOD_MEPIC;
+    if (p->doc_context == LA_DOC_CONTEXT_PREAMBLE && !caches_docs)
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "doc_context preamble applies to the methods that cache documents (lazy, block, mepic): "
+                          "%s computes them %s", la_method_name(method),
+                          method == LA_METHOD_BLOCK_REF ? "fresh at their slots" : "in context already");
+
     LA_TRY(check_sampling_ids(e, &p->sampling, err));
     la_request *r = calloc(1, sizeof *r);
     if (!r) return la_err_set(err, LA_ERR_NO_MEMORY, "request: out of memory");
@@ -332,6 +344,8 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
     r->recompute_first = p->recompute_first >= 0 ? p->recompute_first
                          : la_method_is_blockwise(method) ? e->opts.recompute_first : 0;
     r->recompute_ratio = ratio;
+    r->doc_context = p->doc_context != LA_DOC_CONTEXT_COUNT ? p->doc_context
+                     : caches_docs ? e->opts.doc_context : LA_DOC_CONTEXT_ALONE;
     r->sampling = p->sampling;
     r->n_choices = p->sampling.n > 1 ? p->sampling.n : 1;
     r->orphan_from = 1;
@@ -660,7 +674,7 @@ la_status la_engine_reset_prefix_cache(la_engine *e, int64_t *n_dropped, la_err 
 la_status la_engine_check(la_engine *e, la_err *err) {
     int64_t pins = 0;
     for (la_request *r = e->running_head; r; r = r->next) pins += la_plan_pins(&r->plan);
-    for (la_doc_job *j = e->jobs_head; j; j = j->next) pins += j->doc.n_blocks;
+    for (la_doc_job *j = e->jobs_head; j; j = j->next) pins += j->doc.n_blocks + j->ctx.n_blocks;
     return la_kv_pool_check(e->pool, pins, err);
 }
 

@@ -22,6 +22,7 @@ typedef struct la_request {
     la_method method;
     int32_t recompute_first; /* recovery's N (kv/plan.h), resolved */
     float recompute_ratio;   /* selected recovery's R (kv/plan.h), resolved */
+    la_doc_context doc_context; /* what its cached documents are computed after, resolved */
     char *salt;
     la_sampling_params sampling; /* stop strings deep-copied below */
     char **stop;
@@ -111,6 +112,9 @@ struct la_kv_rec;
 typedef struct la_doc_job {
     la_method method;
     la_plan_doc doc;   /* block_ids owned by the job (copy) */
+    la_plan_doc ctx;   /* doc.enc_start > 0 (kv/plan.h "Documents after the preamble"): the
+                          request's document 0, block_ids owned and pinned by the job; the job
+                          runs once they are ready. Else n_blocks 0, block_ids NULL */
     int32_t *tokens;   /* [doc.n_tokens] owned */
     int32_t from;      /* first token to compute (n_reused * B) */
     int32_t n_done;    /* tokens computed (or loaded) from `from` */

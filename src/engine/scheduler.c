@@ -75,6 +75,20 @@ static la_status start_jobs(la_engine *e, la_request *r, la_err *err) {
         memcpy(tok, r->doc_ids[d], sizeof(int32_t) * (size_t)doc->n_tokens);
         j->tokens = tok;
         j->from = doc->n_reused * B;
+        if (doc->enc_start > 0) { /* computed after document 0: hold its blocks too */
+            const la_plan_doc *d0 = &r->plan.docs[0];
+            j->ctx = *d0;
+            j->ctx.copy_ids = NULL;
+            j->ctx.recompute_rows = NULL;
+            if (!(j->ctx.block_ids = malloc(sizeof(int32_t) * (size_t)d0->n_blocks))) {
+                free(j);
+                free(ids);
+                free(tok);
+                return la_err_set(err, LA_ERR_NO_MEMORY, "document job: out of memory");
+            }
+            memcpy(j->ctx.block_ids, d0->block_ids, sizeof(int32_t) * (size_t)d0->n_blocks);
+            for (int32_t b = 0; b < d0->n_blocks; b++) la_kv_pool_ref(e->pool, d0->block_ids[b]);
+        }
         for (int32_t b = 0; b < doc->n_blocks; b++) la_kv_pool_ref(e->pool, ids[b]);
         if (e->jobs_tail) e->jobs_tail->next = j;
         else e->jobs_head = j;
@@ -94,6 +108,8 @@ void la_doc_job_free(la_engine *e, la_doc_job *j, bool computed) {
         }
         la_kv_pool_unpin(e->pool, id);
     }
+    for (int32_t b = j->ctx.n_blocks - 1; b >= 0; b--) la_kv_pool_unpin(e->pool, j->ctx.block_ids[b]);
+    free(j->ctx.block_ids);
     free(j->doc.block_ids);
     free(j->tokens);
     free(j);
@@ -112,7 +128,7 @@ static la_status admit(la_engine *e, la_request *r, la_err *err) {
     if (!docs) return la_err_set(err, LA_ERR_NO_MEMORY, "admit: out of memory");
     for (int32_t d = 0; d < r->n_docs; d++) docs[d] = (la_plan_input_doc){r->doc_ids[d], r->doc_len[d]};
     const la_recovery rc = {r->recompute_first, r->recompute_ratio};
-    la_status s = la_plan_create(e->pool, r->method, r->salt, &rc, docs, r->n_docs, r->tail,
+    la_status s = la_plan_create(e->pool, r->method, r->salt, &rc, r->doc_context, docs, r->n_docs, r->tail,
                                  r->n_tail, &r->plan, err);
     free(docs);
     LA_TRY(s);
@@ -295,8 +311,8 @@ static la_status pack_job(la_batch_builder *b, la_engine *e, la_doc_job *j, int3
     for (int32_t i = from; i < from + n; i++)
         LA_TRY(add_row(b, j->tokens[i], la_plan_doc_pos(j->method, &j->doc, i),
                        la_plan_doc_k_pos(j->method, &j->doc, i), la_plan_doc_slot(B, &j->doc, i)));
-    LA_TRY(reserve_blocks(b, ceil_div(from + n, B)));
-    b->n_blocks += la_plan_doc_view(j->method, B, &j->doc, from + n, b->blocks + b->n_blocks);
+    LA_TRY(reserve_blocks(b, la_plan_doc_view_size(B, &j->doc, &j->ctx, from + n)));
+    b->n_blocks += la_plan_doc_view(j->method, B, &j->doc, &j->ctx, from + n, b->blocks + b->n_blocks);
     la_packed_seq ps = {.kind = LA_SEQ_JOB, .j = j, .n_rows = n};
     return add_seq(b, ps, row0, block0, false);
 }
@@ -320,7 +336,7 @@ static la_status pack_recompute(la_batch_builder *b, la_request *r, int32_t n) {
 }
 
 /* The per-request copies of r's document blocks, once: BLOCK copies every block and
- * re-rotates it by S_d; recovery copies the blocks it recomputes into, as they are. */
+ * re-rotates it by S_d - enc_start; recovery copies the blocks it recomputes into, as they are. */
 static la_status make_copies(la_engine *e, la_request *r, la_err *err) {
     int32_t B = e->opts.block_size;
     for (int32_t d = 0; d < r->plan.n_docs; d++) {
@@ -328,11 +344,18 @@ static la_status make_copies(la_engine *e, la_request *r, la_err *err) {
         for (int32_t b = 0; b < la_plan_doc_copies(&r->plan, doc); b++) {
             int32_t n_valid = doc->n_tokens - b * B < B ? doc->n_tokens - b * B : B;
             LA_TRY(e->be->ops->kv_copy_rotate(e->be, doc->block_ids[b], doc->copy_ids[b], n_valid,
-                                              r->method == LA_METHOD_BLOCK ? doc->start : 0, err));
+                                              r->method == LA_METHOD_BLOCK ? la_plan_doc_delta(doc) : 0, err));
         }
     }
     r->copies_done = true;
     return LA_OK;
+}
+
+/* Whether a job computed after document 0 can run: document 0's blocks are ready. */
+static bool job_ctx_ready(const la_engine *e, const la_doc_job *j) {
+    for (int32_t b = 0; b < j->ctx.n_blocks; b++)
+        if (!la_kv_pool_is_ready(e->pool, j->ctx.block_ids[b])) return false;
+    return true;
 }
 
 /* The preemption victim: the newest running request. Decode rows are packed from the
@@ -363,7 +386,7 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
     }
     /* 2. document jobs (not those a store tier serves) */
     for (la_doc_job *j = e->jobs_head; j && budget > 0; j = j->next) {
-        if (j->load != LA_JOB_COMPUTE) continue;
+        if (j->load != LA_JOB_COMPUTE || !job_ctx_ready(e, j)) continue;
         int32_t left = j->doc.n_tokens - j->from - j->n_done;
         int32_t n = left < budget ? left : (int32_t)budget;
         if (n <= 0) continue;
@@ -458,6 +481,22 @@ void la_scheduler_refresh_stats(la_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Whether block id is neither ready, nor indexed, nor some job's to compute: it will never
+ * be ready. */
+static bool block_stranded(const la_engine *e, int32_t id) {
+    if (la_kv_pool_is_ready(e->pool, id) || la_kv_pool_is_indexed(e->pool, id)) return false;
+    for (la_doc_job *j = e->jobs_head; j; j = j->next)
+        for (int32_t q = 0; q < j->doc.n_blocks; q++)
+            if (j->doc.block_ids[q] == id) return false;
+    return true;
+}
+
+static bool job_ctx_stranded(const la_engine *e, const la_doc_job *j) {
+    for (int32_t b = 0; b < j->ctx.n_blocks; b++)
+        if (block_stranded(e, j->ctx.block_ids[b])) return true;
+    return false;
+}
+
 /* After a failed forward: fail every request and job of the step (their blocks may hold
  * partial data), keep everything else. */
 void la_scheduler_fail_step(la_engine *e, la_batch_builder *b, const la_err *err) {
@@ -475,6 +514,24 @@ void la_scheduler_fail_step(la_engine *e, la_batch_builder *b, const la_err *err
                 }
         }
     }
+    /* jobs waiting on a document 0 that will now never be ready (its job was dropped),
+     * until none is left: their blocks will never be ready either */
+    for (bool dropped = true; dropped;) {
+        dropped = false;
+        la_doc_job *prev = NULL;
+        for (la_doc_job *j = e->jobs_head, *next; j; j = next) {
+            next = j->next;
+            if (!job_ctx_stranded(e, j)) {
+                prev = j;
+                continue;
+            }
+            if (prev) prev->next = next;
+            else e->jobs_head = next;
+            if (e->jobs_tail == j) e->jobs_tail = prev;
+            la_doc_job_free(e, j, false);
+            dropped = true;
+        }
+    }
     /* requests of the step, and requests waiting on documents that will now never be
      * ready (their jobs were dropped above) */
     for (la_request *r = e->running_head, *next; r; r = next) {
@@ -483,15 +540,8 @@ void la_scheduler_fail_step(la_engine *e, la_batch_builder *b, const la_err *err
         for (int64_t i = 0; i < b->n_packed; i++) in_step |= b->packed[i].r == r;
         bool stranded = false;
         for (int32_t d = 0; d < r->plan.n_docs && !stranded; d++)
-            for (int32_t k = 0; k < r->plan.docs[d].n_blocks; k++) {
-                int32_t id = r->plan.docs[d].block_ids[k];
-                if (!la_kv_pool_is_ready(e->pool, id) && !la_kv_pool_is_indexed(e->pool, id)) {
-                    bool owned = false;
-                    for (la_doc_job *j = e->jobs_head; j && !owned; j = j->next)
-                        for (int32_t q = 0; q < j->doc.n_blocks; q++) owned |= j->doc.block_ids[q] == id;
-                    if (!owned) stranded = true;
-                }
-            }
+            for (int32_t k = 0; k < r->plan.docs[d].n_blocks && !stranded; k++)
+                stranded = block_stranded(e, r->plan.docs[d].block_ids[k]);
         if (in_step || stranded) {
             la_request_list_remove(&e->running_head, &e->running_tail, r);
             la_request_finish(e, r, LA_FINISH_ERROR, err->code, err->msg);

@@ -36,11 +36,30 @@ static void field_u32(la_hasher *h, la_hash_kind kind, uint32_t v) {
     la_hash_field(h, kind, &v, sizeof v);
 }
 
+/* DOC (a document's last block hash, its length): 20 bytes. */
+static void field_doc(la_hasher *h, la_hash128 last_hash, int32_t n_tokens) {
+    uint8_t buf[20];
+    memcpy(buf, &last_hash.lo, 8);
+    memcpy(buf + 8, &last_hash.hi, 8);
+    memcpy(buf + 16, &n_tokens, 4);
+    la_hash_field(h, LA_HASH_DOC, buf, sizeof buf);
+}
+
 la_hash128 la_hash_doc_seed(const la_hash_ctx *ctx, la_kv_format format, const char *salt) {
     la_hasher h;
     seed_start(&h, ctx, "doc");
     field_u32(&h, LA_HASH_FORMAT, (uint32_t)format);
     field_str(&h, LA_HASH_SALT, salt);
+    return la_hasher_digest(&h);
+}
+
+la_hash128 la_hash_doc_seed_after(const la_hash_ctx *ctx, la_kv_format format, const char *salt,
+                                  la_hash128 preamble_last_hash, int32_t preamble_tokens) {
+    la_hasher h;
+    seed_start(&h, ctx, "doc");
+    field_u32(&h, LA_HASH_FORMAT, (uint32_t)format);
+    field_str(&h, LA_HASH_SALT, salt);
+    field_doc(&h, preamble_last_hash, preamble_tokens);
     return la_hasher_digest(&h);
 }
 
@@ -58,17 +77,7 @@ la_hash128 la_hash_tail_seed(const la_hash_ctx *ctx, la_kv_format format, const 
     seed_start(&h, ctx, "tail");
     field_u32(&h, LA_HASH_FORMAT, (uint32_t)format);
     field_str(&h, LA_HASH_SALT, salt);
-    for (int32_t d = 0; d < n_docs; d++) {
-        struct {
-            uint64_t lo, hi;
-            int32_t n;
-        } doc = {last_hash[d].lo, last_hash[d].hi, n_tokens[d]};
-        uint8_t buf[20];
-        memcpy(buf, &doc.lo, 8);
-        memcpy(buf + 8, &doc.hi, 8);
-        memcpy(buf + 16, &doc.n, 4);
-        la_hash_field(&h, LA_HASH_DOC, buf, sizeof buf);
-    }
+    for (int32_t d = 0; d < n_docs; d++) field_doc(&h, last_hash[d], n_tokens[d]);
     if (recompute_first > 0) field_u32(&h, LA_HASH_RECOMPUTE, (uint32_t)recompute_first);
     if (recompute_ratio > 0.0f) {
         uint32_t bits;

@@ -9,6 +9,10 @@
  *                    block_i   = H(PARENT block_{i-1}, TOKENS t[iB:(i+1)B])  (last may be short)
  *                    It does not depend on what precedes the document, so a document has the
  *                    same hashes in every slot of every prompt.
+ *   after preamble   seed_doc' = H(SEED "doc", FORMAT f, SALT s, DOC (last hash of doc 0, L_0)):
+ *                    the seed of documents d >= 1 computed after document 0 (la_doc_context
+ *                    PREAMBLE); the same in every slot under the same preamble, never equal
+ *                    to a document's chain computed alone or after another preamble.
  *   question chain   seed_tail = H(SEED "tail", FORMAT f, SALT s,
  *                                  DOC (last hash of doc 0, L_0), DOC (..., L_1), ...)
  *                    then full blocks of question + generated tokens as above. Because every
@@ -70,6 +74,11 @@ void la_hash_field(la_hasher *h, la_hash_kind kind, const void *data, uint32_t l
 /* Seed of a document chain. salt may be NULL (no salt: the field is still written, empty,
  * which differs from every non-empty salt). */
 la_hash128 la_hash_doc_seed(const la_hash_ctx *ctx, la_kv_format format, const char *salt);
+
+/* Seed of a document chain computed after a preamble of preamble_tokens tokens whose last
+ * block hashes to preamble_last_hash (kv/plan.h "Documents after the preamble"). */
+la_hash128 la_hash_doc_seed_after(const la_hash_ctx *ctx, la_kv_format format, const char *salt,
+                                  la_hash128 preamble_last_hash, int32_t preamble_tokens);
 
 /* Seed of the prefix chain. */
 la_hash128 la_hash_prefix_seed(const la_hash_ctx *ctx, const char *salt);

@@ -153,12 +153,16 @@ static la_status lookup_tail(la_plan *plan, la_kv_pool *pool, const int32_t *tai
 }
 
 la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, const la_recovery *recovery,
-                         const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
+                         la_doc_context doc_context, const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
                          int32_t n_tail, la_plan *out, la_err *err) {
     const int32_t recompute_first = recovery ? recovery->first : 0;
     const float recompute_ratio = recovery ? recovery->ratio : 0.0f;
     if ((unsigned)method >= LA_METHOD_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "plan: unknown method %d", (int)method);
+    if ((unsigned)doc_context >= LA_DOC_CONTEXT_COUNT ||
+        (doc_context == LA_DOC_CONTEXT_PREAMBLE && !caches_docs(method)))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "plan: doc_context %d under %s (preamble: lazy, block, mepic)",
+                          (int)doc_context, la_method_name(method));
     if (n_tail < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "plan: the prompt after the documents is empty");
     if (n_docs < 0 || (n_docs > 0 && !la_method_is_blockwise(method)))
         return la_err_set(err, LA_ERR_INVALID_ARG,
@@ -191,6 +195,7 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, c
     plan.block_size = B;
     plan.recompute_first = recompute_first;
     plan.recompute_ratio = recompute_ratio;
+    plan.doc_context = doc_context == LA_DOC_CONTEXT_PREAMBLE && n_docs >= 2 ? doc_context : LA_DOC_CONTEXT_ALONE;
     size_t nd = (size_t)(n_docs > 0 ? n_docs : 1);
     /* hashes of every document block, then the tail's full blocks */
     la_hash128 *hashes = malloc(sizeof(la_hash128) * (size_t)(doc_blocks + n_tail / B + 1));
@@ -209,10 +214,15 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, c
         la_plan_doc *doc = &plan.docs[d];
         doc->n_tokens = docs[d].n_tokens;
         doc->start = start;
+        const bool after = d > 0 && plan.doc_context == LA_DOC_CONTEXT_PREAMBLE;
+        doc->enc_start = after ? plan.docs[0].n_tokens : 0;
         doc->n_recompute = d > 0 ? min_i32(recompute_first, doc->n_tokens) : 0;
         plan.doc_tokens_recomputed += doc->n_recompute;
         plan.n_docs = d + 1; /* release() must see it even if lookup_doc fails */
-        s = lookup_doc(&plan, pool, doc_seed, &docs[d], doc, hashes + h0, err);
+        const la_hash128 seed = after ? la_hash_doc_seed_after(la_kv_pool_hash_ctx(pool), fmt, salt,
+                                                               plan.docs[0].last_hash, plan.docs[0].n_tokens)
+                                      : doc_seed;
+        s = lookup_doc(&plan, pool, seed, &docs[d], doc, hashes + h0, err);
         last[d] = doc->last_hash;
         lens[d] = doc->n_tokens;
         start += doc->n_tokens;
@@ -355,24 +365,36 @@ int64_t la_plan_doc_slot(int32_t block_size, const la_plan_doc *doc, int32_t i) 
 }
 
 int32_t la_plan_doc_pos(la_method method, const la_plan_doc *doc, int32_t i) {
-    return method == LA_METHOD_BLOCK_REF ? doc->start + i : i;
+    return method == LA_METHOD_BLOCK_REF ? doc->start + i : doc->enc_start + i;
 }
+
+int32_t la_plan_doc_delta(const la_plan_doc *doc) { return doc->start - doc->enc_start; }
 
 int32_t la_plan_doc_k_pos(la_method method, const la_plan_doc *doc, int32_t i) {
     return method == LA_METHOD_MEPIC ? LA_POS_UNROTATED : la_plan_doc_pos(method, doc, i);
 }
 
-int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc,
+int32_t la_plan_doc_view_size(int32_t block_size, const la_plan_doc *doc, const la_plan_doc *ctx,
+                              int32_t n_visible) {
+    return ceil_div(n_visible, block_size) + (doc->enc_start > 0 && ctx ? ctx->n_blocks : 0);
+}
+
+int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc, const la_plan_doc *ctx,
                          int32_t n_visible, la_attn_block *out) {
-    int32_t B = block_size, n = ceil_div(n_visible, B);
+    int32_t B = block_size, k = 0;
+    const bool mepic = method == LA_METHOD_MEPIC;
+    if (doc->enc_start > 0 && ctx) /* document 0 at 0..P-1, as it was computed */
+        for (int32_t b = 0; b < ctx->n_blocks; b++)
+            out[k++] = (la_attn_block){.block_id = ctx->block_ids[b], .n_valid = min_i32(B, ctx->n_tokens - b * B),
+                                       .pos0 = b * B, .k_rope = mepic};
     int32_t base = la_plan_doc_pos(method, doc, 0);
-    for (int32_t b = 0; b < n; b++)
-        out[b] = (la_attn_block){.block_id = doc->block_ids[b],
-                                 .n_valid = min_i32(B, n_visible - b * B),
-                                 .pos0 = base + b * B,
-                                 .q_delta = 0,
-                                 .k_rope = method == LA_METHOD_MEPIC};
-    return n;
+    for (int32_t b = 0; b < ceil_div(n_visible, B); b++)
+        out[k++] = (la_attn_block){.block_id = doc->block_ids[b],
+                                   .n_valid = min_i32(B, n_visible - b * B),
+                                   .pos0 = base + b * B,
+                                   .q_delta = 0,
+                                   .k_rope = mepic};
+    return k;
 }
 
 /* Block b of doc as a later token sees it: its per-request copy where it has one. */
@@ -382,7 +404,7 @@ static la_attn_block doc_block_view(const la_plan *plan, const la_plan_doc *doc,
                          .n_valid = n_valid,
                          .pos0 = doc->start + b * B};
     switch (plan->method) {
-    case LA_METHOD_LAZY: blk.q_delta = doc->start; break; /* Δ_d = S_d */
+    case LA_METHOD_LAZY: blk.q_delta = la_plan_doc_delta(doc); break; /* Δ_d = S_d - enc_start */
     case LA_METHOD_MEPIC: blk.k_rope = 1; break;           /* rotate at S_d + i */
     default: break; /* BLOCK: the R(S_d + i) copy; BLOCK_REF: absolute */
     }
@@ -421,7 +443,7 @@ int64_t la_plan_recompute_slot(const la_plan *plan, const la_plan_doc *doc, int3
 
 int32_t la_plan_recompute_k_pos(const la_plan *plan, const la_plan_doc *doc, int32_t i) {
     switch (plan->method) {
-    case LA_METHOD_LAZY: return i;
+    case LA_METHOD_LAZY: return doc->enc_start + i;
     case LA_METHOD_MEPIC: return LA_POS_UNROTATED;
     default: return doc->start + i; /* BLOCK's copies are re-rotated; BLOCK_REF is absolute */
     }

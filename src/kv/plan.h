@@ -40,6 +40,17 @@
  * (CacheBlend's selective recompute). Without a probe (R = 0) the chosen tokens are the
  * first N and recompute_rows stays NULL.
  *
+ * Documents after the preamble (doc_context PREAMBLE, lazy / block / mepic, n_docs >= 2; README
+ * "Documents encoded after the preamble"): document d >= 1 is computed at positions P + i
+ * (enc_start = P = L_0), attending to document 0's blocks and causally to itself, and its
+ * chain seed covers document 0's last hash and length (kv/block_hash.h), so it is reused in
+ * any slot under the same preamble. K is stored as computed (lazy, block: R(P + i) k; mepic
+ * unrotated); the tail sees it moved by S_d - P: lazy's Δ_d = S_d - P, block's copy
+ * re-rotated by S_d - P, mepic rotates at S_d + i as before. A document job waits until
+ * document 0's blocks are ready. Recovery on top recomputes at S_d + i as above and stores
+ * K as the cached K (lazy: R(P + i) k). block-ref has no such mode (its documents are fresh
+ * at their slots). Document 0 and, under ALONE, every document: enc_start 0.
+ *
  * Worked example (DESIGN.md §3, pinned in tests/kv/test_plan.c): B = 8, lengths
  * [6, 15, 8, 2] -> blocks per document [1, 2, 1, 1] (padded lengths [8, 16, 8, 8]);
  * S = [0, 6, 21, 29]; T = 31, so question token 0 sits at logical position 31; the last
@@ -69,6 +80,8 @@
 typedef struct la_plan_doc {
     int32_t n_tokens;      /* L_d */
     int32_t start;         /* S_d, logical position of token 0 */
+    int32_t enc_start;     /* position token 0 is computed at (P after the preamble, else 0;
+                              BLOCK_REF computes at S_d whatever this says) */
     int32_t n_blocks;      /* ceil(L_d / B) */
     int32_t *block_ids;    /* [n_blocks] pinned by the plan */
     int32_t n_reused;      /* leading blocks found in the index (ready or in flight) */
@@ -93,6 +106,7 @@ typedef struct la_plan {
     int32_t block_size;
     int32_t recompute_first;   /* N of recovery (0: none) */
     float recompute_ratio;     /* R of recovery (0: none) */
+    la_doc_context doc_context; /* PREAMBLE only where it applies (cached methods, 2+ docs) */
     int32_t n_docs;
     la_plan_doc *docs;
     int32_t tail_start;        /* T: logical position of tail token 0 */
@@ -123,13 +137,15 @@ typedef struct la_plan_input_doc {
  *   tail       [n_tail] prompt tokens after the documents (n_tail >= 1)
  *   salt       cache salt (NULL = none): enters every hash chain
  *   recovery   N and R (NULL: none; block-wise methods only): see the top of this file
+ *   doc_context  ALONE, or PREAMBLE (lazy, block, mepic): documents d >= 1 computed after
+ *              document 0 (top of this file); with fewer than 2 documents it changes nothing
  * Errors: LA_ERR_INVALID_ARG (empty document, empty tail, documents under RECOMPUTE/PREFIX,
- * recovery outside the block-wise methods or out of range),
+ * recovery outside the block-wise methods or out of range, PREAMBLE under another method),
  * LA_ERR_TOO_LONG (total over INT32_MAX), LA_ERR_NO_SPACE (pool cannot hold the request;
  * every pin taken is released: the pool is as before apart from hit/miss counters),
  * LA_ERR_NO_MEMORY. *plan is written only on success; free with la_plan_release(). */
 la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, const la_recovery *recovery,
-                         const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
+                         la_doc_context doc_context, const la_plan_input_doc *docs, int32_t n_docs, const int32_t *tail,
                          int32_t n_tail, la_plan *plan, la_err *err);
 
 /* Fork a plan for another sequence of the same request (n > 1 choices) whose first
@@ -158,15 +174,20 @@ la_status la_plan_reserve_tail(la_plan *plan, la_kv_pool *pool, int32_t n_tail, 
 /* Pool slot of tail token t (< n_tail_blocks * B). */
 int64_t la_plan_tail_slot(const la_plan *plan, int32_t t);
 
-/* Document helpers, usable without the plan (a document job keeps a copy of its doc):
- * pool slot of token i; logical position of token i as the document is computed (local
- * i, or S_d + i for BLOCK_REF); the RoPE position its K is stored at (LA_POS_UNROTATED
- * for MEPIC); and the attention view while computing its first n_visible tokens (own
- * blocks only; writes ceil(n_visible / B) entries, returns the count). */
+/* Document helpers, usable without the plan (a document job keeps a copy of its doc and
+ * of document 0): pool slot of token i; position of token i as the document is computed
+ * (enc_start + i, or S_d + i for BLOCK_REF); the RoPE position its K is stored at
+ * (LA_POS_UNROTATED for MEPIC); how far it moves from there to its slot (S_d - enc_start);
+ * and the attention view while computing its first n_visible tokens: document 0's blocks
+ * when doc->enc_start > 0 (ctx: document 0; NULL otherwise), then its own
+ * (la_plan_doc_view_size entries; returns the count). */
 int64_t la_plan_doc_slot(int32_t block_size, const la_plan_doc *doc, int32_t i);
 int32_t la_plan_doc_pos(la_method method, const la_plan_doc *doc, int32_t i);
 int32_t la_plan_doc_k_pos(la_method method, const la_plan_doc *doc, int32_t i);
-int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc,
+int32_t la_plan_doc_delta(const la_plan_doc *doc);
+int32_t la_plan_doc_view_size(int32_t block_size, const la_plan_doc *doc, const la_plan_doc *ctx,
+                              int32_t n_visible);
+int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc *doc, const la_plan_doc *ctx,
                          int32_t n_visible, la_attn_block *out);
 
 /* Recovery. Leading blocks of doc with a per-request copy (copy_ids[0:n] >= 0; every block

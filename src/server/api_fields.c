@@ -118,6 +118,8 @@ static const la_api_field k_fields[] = {
     {"recompute_ratio", B, IMPL, "lazyattn", NULL, NULL,
      "selected recovery: the fraction of later documents' tokens whose layer-1 values change most, "
      "recomputed in context (a probe picks them; block-wise methods)"},
+    {"doc_context", B, IMPL, "lazyattn", NULL, NULL,
+     "alone or preamble: what cached documents after the first are computed after (lazy, block, mepic)"},
     /* ---- SGLang */
     {"json_schema", B, IMPL, "SGLang", NULL, NULL, "a schema (object or JSON text), as guided_json"},
     {"regex", B, REFU, "SGLang", NULL, NULL, "regex grammars are not supported"},

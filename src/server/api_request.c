@@ -137,6 +137,18 @@ static la_status parse_method_salt(ctx *c, const cJSON *root, la_api_request *r)
                     "'recompute_ratio' applies to the block-wise methods (lazy, block, mepic, block-ref): "
                     "%s computes every document in context already.", la_method_name(m));
     r->params.recompute_ratio = ratio;
+    const char *dc = NULL;
+    LA_TRY(get_string(c, root, "doc_context", &dc));
+    if (dc) {
+        la_err e;
+        if (la_doc_context_parse(dc, &r->params.doc_context, &e) != LA_OK)
+            return fail(c, LA_ERR_INVALID_ARG, "doc_context", "invalid_value", "%s", e.msg);
+        if (r->params.doc_context == LA_DOC_CONTEXT_PREAMBLE && m != LA_METHOD_COUNT && m != LA_METHOD_LAZY &&
+            m != LA_METHOD_BLOCK && m != LA_METHOD_MEPIC)
+            return fail(c, LA_ERR_INVALID_ARG, "doc_context", "invalid_value",
+                        "'doc_context' preamble applies to the methods that cache documents (lazy, block, mepic), "
+                        "not %s.", la_method_name(m));
+    }
     return LA_OK;
 }
 

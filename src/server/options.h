@@ -18,6 +18,9 @@ typedef struct la_server_options {
                                         engine's model name */
     la_method method;                /* method of requests that name none: pass the engine's
                                         default (LA_METHOD_LAZY) so responses report it */
+    la_doc_context doc_context;      /* the engine's default doc context (la_engine_options):
+                                        /v1/documents refuses PREAMBLE (its documents are
+                                        keyed by a preamble a pre-warm does not have) */
     la_chat_format chat_format;      /* chat rendering; AUTO: from the model's chat_template */
     size_t max_body_bytes;           /* larger request bodies get 413 (16 MiB) */
     int32_t max_docs;                /* documents per request; the engine's max_docs (128) */

@@ -227,6 +227,15 @@ enum MHD_Result la_server_handle_documents(la_server *s, struct MHD_Connection *
         la_api_request_fini(&ar);
         return la_server_send_status(s, conn, route, LA_ERR_INVALID_ARG, msg, "method", "invalid_value");
     }
+    if ((ar.params.doc_context == LA_DOC_CONTEXT_COUNT ? s->opts.doc_context : ar.params.doc_context) ==
+        LA_DOC_CONTEXT_PREAMBLE) {
+        la_api_request_fini(&ar);
+        return la_server_send_status(s, conn, route, LA_ERR_UNSUPPORTED,
+                                     "Documents computed after the preamble (doc_context preamble) are cached "
+                                     "under the preamble of the requests that use them: send those requests "
+                                     "instead of pre-warming.",
+                                     "doc_context", "invalid_value");
+    }
     int32_t n = ar.params.n_docs;
     prewarm *pw = calloc(1, sizeof *pw);
     la_call **calls = calloc((size_t)n + 1, sizeof *calls);

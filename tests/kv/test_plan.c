@@ -39,7 +39,7 @@ Test(plan, worked_example_of_design_section_3) {
     int32_t tail[3] = {1, 2, 3};
     la_plan pl;
     la_err err = {0};
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, docs, 4, tail, 3, &pl, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 4, tail, 3, &pl, &err), err);
     int32_t want_blocks[4] = {1, 2, 1, 1}, want_S[4] = {0, 6, 21, 29}, want_pad[4] = {2, 1, 0, 6};
     for (int d = 0; d < 4; d++) {
         cr_assert_eq(pl.docs[d].n_blocks, want_blocks[d]);
@@ -65,12 +65,12 @@ Test(plan, worked_example_of_design_section_3) {
     cr_assert_eq(view[5].q_delta, 0);
     /* mepic: same positions, keys rotated in the kernel, no Δ */
     la_plan pm;
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_MEPIC, NULL, NULL, docs, 4, tail, 3, &pm, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_MEPIC, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 4, tail, 3, &pm, &err), err);
     la_plan_tail_view(&pm, 3, view);
     for (int i = 0; i < 5; i++) cr_assert(view[i].q_delta == 0 && view[i].k_rope == 1);
     /* document computation sees local positions, not S_d */
     la_attn_block dv[2];
-    cr_assert_eq(la_plan_doc_view(LA_METHOD_LAZY, 8, &pl.docs[1], 15, dv), 2);
+    cr_assert_eq(la_plan_doc_view(LA_METHOD_LAZY, 8, &pl.docs[1], NULL, 15, dv), 2);
     cr_assert_eq(dv[1].pos0, 8);
     cr_assert_eq(la_plan_doc_pos(LA_METHOD_LAZY, &pl.docs[1], 14), 14);
     cr_assert_eq(la_plan_doc_k_pos(LA_METHOD_MEPIC, &pm.docs[1], 14), LA_POS_UNROTATED);
@@ -89,7 +89,7 @@ Test(plan, a_document_ending_on_a_block_boundary_masks_nothing) {
     int32_t tail[1] = {7};
     la_plan pl;
     la_err err = {0};
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, docs, 2, tail, 1, &pl, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, 1, &pl, &err), err);
     la_attn_block view[8];
     int32_t n = la_plan_tail_view(&pl, 1, view);
     cr_assert_eq(n, 4);
@@ -110,7 +110,7 @@ Test(plan, reordered_documents_are_reused_fully_by_lazy_and_only_up_to_the_chang
     for (int m = 0; m < 3; m++) {
         la_method method = (la_method[]){LA_METHOD_LAZY, LA_METHOD_BLOCK, LA_METHOD_MEPIC}[m];
         la_plan a, b;
-        LA_CHECK_OK(la_plan_create(pool, method, NULL, NULL, docs, 3, tail, 5, &a, &err), err);
+        LA_CHECK_OK(la_plan_create(pool, method, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 3, tail, 5, &a, &err), err);
         /* block and lazy store documents the same way (K at local positions) and share them */
         int64_t want = method == LA_METHOD_BLOCK ? 79 : 0;
         cr_assert_eq(a.doc_tokens_reused, want, "%s first request", la_method_name(method));
@@ -118,7 +118,7 @@ Test(plan, reordered_documents_are_reused_fully_by_lazy_and_only_up_to_the_chang
         mark_computed(&a, pool, tail, 5);
         la_plan_release(&a, pool);
         la_plan_input_doc re[3] = {docs[2], docs[0], docs[1]};
-        LA_CHECK_OK(la_plan_create(pool, method, NULL, NULL, re, 3, tail, 5, &b, &err), err);
+        LA_CHECK_OK(la_plan_create(pool, method, NULL, NULL, LA_DOC_CONTEXT_ALONE, re, 3, tail, 5, &b, &err), err);
         cr_assert_eq(b.doc_tokens_reused, 79, "%s reuses every document token", la_method_name(method));
         cr_assert_eq(b.doc_tokens_computed, 0);
         for (int d = 0; d < 3; d++) cr_assert(!b.docs[d].compute);
@@ -136,14 +136,14 @@ Test(plan, reordered_documents_are_reused_fully_by_lazy_and_only_up_to_the_chang
         for (int i = 0; i < lens[order[k]]; i++) p2[n++] = st[order[k]][i];
     for (int i = 0; i < 5; i++) p2[n++] = tail[i];
     la_plan a, b;
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, NULL, 0, p1, 84, &a, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, LA_DOC_CONTEXT_ALONE, NULL, 0, p1, 84, &a, &err), err);
     mark_computed(&a, pool, p1, 84);
     la_plan_release(&a, pool);
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, NULL, 0, p2, 84, &b, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, LA_DOC_CONTEXT_ALONE, NULL, 0, p2, 84, &b, &err), err);
     cr_assert_eq(b.tail_tokens_reused, 32);
     la_plan_release(&b, pool);
     /* the same prompt again reuses every full block but the last token's */
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, NULL, 0, p1, 84, &b, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, LA_DOC_CONTEXT_ALONE, NULL, 0, p1, 84, &b, &err), err);
     cr_assert_eq(b.tail_tokens_reused, 80);
     la_plan_release(&b, pool);
     LA_CHECK_OK(la_kv_pool_check(pool, 0, &err), err);
@@ -159,18 +159,18 @@ Test(plan, salt_separates_tenants_and_same_salt_shares) {
     int32_t tail[2] = {1, 2};
     la_err err = {0};
     la_plan a, b, c;
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, "tenant-a", NULL, docs, 2, tail, 2, &a, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, "tenant-a", NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, 2, &a, &err), err);
     mark_computed(&a, pool, tail, 2);
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, "tenant-b", NULL, docs, 2, tail, 2, &b, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, "tenant-b", NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, 2, &b, &err), err);
     cr_assert_eq(b.doc_tokens_reused, 0, "another salt never shares a cached block");
     for (int d = 0; d < 2; d++)
         for (int k = 0; k < b.docs[d].n_blocks; k++)
             for (int e2 = 0; e2 < 2; e2++)
                 for (int k2 = 0; k2 < a.docs[e2].n_blocks; k2++)
                     cr_assert_neq(b.docs[d].block_ids[k], a.docs[e2].block_ids[k2]);
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, "tenant-a", NULL, docs, 2, tail, 2, &c, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, "tenant-a", NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, 2, &c, &err), err);
     cr_assert_eq(c.doc_tokens_reused, 53, "the same salt shares");
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, docs, 2, tail, 2, &(la_plan){0}, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, 2, &(la_plan){0}, &err), err);
     la_plan_release(&a, pool);
     la_plan_release(&b, pool);
     la_plan_release(&c, pool);
@@ -189,9 +189,9 @@ Test(plan, one_32_token_document_does_not_alias_two_16_token_documents) {
     for (int i = 0; i < 40; i++) tail[i] = 7 + i;
     la_err err = {0};
     la_plan a, b;
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, a_docs, 1, tail, 40, &a, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, a_docs, 1, tail, 40, &a, &err), err);
     mark_computed(&a, pool, tail, 40);
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, b_docs, 2, tail, 40, &b, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, b_docs, 2, tail, 40, &b, &err), err);
     /* The first 16 tokens encoded alone are the same computation either way: shared. */
     cr_assert_eq(b.docs[0].n_reused, 1);
     /* The second half differs (alone vs after the first half): not shared. */
@@ -213,7 +213,7 @@ Test(plan, offsets_past_100000_tokens_do_not_overflow) {
     int32_t tail[3] = {1, 2, 3};
     la_plan pl;
     la_err err = {0};
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, docs, n_docs, tail, 3, &pl, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, n_docs, tail, 3, &pl, &err), err);
     cr_assert_eq(pl.tail_start, n_docs * L);
     cr_assert_eq(pl.docs[19].start, 19 * L);
     int32_t nv = la_plan_view_size(&pl, 3);
@@ -241,7 +241,7 @@ Test(plan, no_space_releases_every_pin) {
     int32_t tail[1] = {1};
     la_plan pl = {0};
     la_err err = {0};
-    cr_assert_eq(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, docs, 2, tail, 1, &pl, &err), LA_ERR_NO_SPACE);
+    cr_assert_eq(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, 1, &pl, &err), LA_ERR_NO_SPACE);
     LA_CHECK_OK(la_kv_pool_check(pool, 0, &err), err);
     cr_assert_eq(la_kv_pool_get_stats(pool).n_free, 4);
     for (int d = 0; d < 2; d++) free(st[d]);
@@ -255,10 +255,10 @@ Test(plan, documents_need_a_blockwise_method_and_tokens) {
     la_plan_input_doc docs[1] = {{one, 1}}, empty[1] = {{one, 0}};
     la_plan pl;
     la_err err = {0};
-    cr_assert_eq(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, docs, 1, one, 1, &pl, &err), LA_ERR_INVALID_ARG);
-    cr_assert_eq(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, empty, 1, one, 1, &pl, &err), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 1, one, 1, &pl, &err), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, empty, 1, one, 1, &pl, &err), LA_ERR_INVALID_ARG);
     cr_assert(strstr(err.msg, "document 0 is empty") != NULL, "%s", err.msg);
-    cr_assert_eq(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, docs, 1, one, 0, &pl, &err), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 1, one, 0, &pl, &err), LA_ERR_INVALID_ARG);
     LA_CHECK_OK(la_kv_pool_check(pool, 0, &err), err);
     la_kv_pool_destroy(pool);
 }
@@ -270,10 +270,10 @@ Test(plan, prefix_reuse_of_a_prompt_longer_than_eight_blocks) {
     for (int i = 0; i < 300; i++) prompt[i] = i;
     la_err err = {0};
     la_plan a, b;
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, NULL, 0, prompt, 300, &a, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, LA_DOC_CONTEXT_ALONE, NULL, 0, prompt, 300, &a, &err), err);
     mark_computed(&a, pool, prompt, 300);
     la_plan_release(&a, pool);
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, NULL, 0, prompt, 300, &b, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_PREFIX, NULL, NULL, LA_DOC_CONTEXT_ALONE, NULL, 0, prompt, 300, &b, &err), err);
     cr_assert_eq(b.tail_tokens_reused, 288);
     cr_assert_eq(b.n_tail_blocks, 19);
     la_plan_release(&b, pool);
@@ -294,7 +294,7 @@ Test(plan, a_document_repeated_in_one_request_is_computed_once) {
         int32_t tail[3] = {1, 2, 3};
         la_plan pl;
         la_err err = {0};
-        LA_CHECK_OK(la_plan_create(pool, methods[m], NULL, NULL, docs, 3, tail, 3, &pl, &err), err);
+        LA_CHECK_OK(la_plan_create(pool, methods[m], NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 3, tail, 3, &pl, &err), err);
         cr_assert(pl.docs[0].compute && pl.docs[1].compute);
         cr_assert(!pl.docs[2].compute, "%s: the repeat is not computed again", la_method_name(methods[m]));
         for (int b = 0; b < 3; b++) cr_assert_eq(pl.docs[2].block_ids[b], pl.docs[0].block_ids[b]);

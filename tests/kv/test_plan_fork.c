@@ -21,7 +21,7 @@ static void plan_with_docs(la_kv_pool *pool, la_method m, la_plan *pl, int32_t *
     for (int i = 0; i < 20; i++) d1[i] = 200 + i;
     la_plan_input_doc docs[2] = {{d0, 10}, {d1, 20}};
     la_err err = {0};
-    LA_CHECK_OK(la_plan_create(pool, m, NULL, NULL, docs, 2, tail, n_tail, pl, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, m, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, n_tail, pl, &err), err);
 }
 
 Test(plan_fork, shares_documents_and_full_tail_blocks_and_copies_the_partial_one) {
@@ -102,7 +102,7 @@ Test(plan_fork, drop_cached_frees_every_unpinned_indexed_block_only) {
     static int32_t other[8] = {9, 9, 9, 9, 9, 9, 9, 9};
     la_plan_input_doc docs[1] = {{other, 8}};
     la_err err = {0};
-    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, docs, 1, t2, 3, &b, &err), err); /* pinned */
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 1, t2, 3, &b, &err), err); /* pinned */
     la_kv_pool_stats st = la_kv_pool_get_stats(pool);
     cr_assert_eq(st.n_cached, 6);
     g_evicted = 0;

@@ -507,6 +507,27 @@ static void check_recompute_ratio(void) {
     cJSON_Delete(c), cJSON_Delete(k);
 }
 
+/* documents after the preamble (here BOS, document 0 of a completion): found again in any
+ * order under it, and not the copies computed alone */
+static void check_doc_context(void) {
+#define DC_DOCS(a, b) "\"documents\": [\"" a "\", \"" b "\"]"
+#define DC_X "the first of two documents here"
+#define DC_Y "a second document that follows"
+    cJSON *a = post("/v1/completions", 200, "{" COMP_P ", " DC_DOCS(DC_X, DC_Y) ", \"doc_context\": \"preamble\"}");
+    cJSON *b = post("/v1/completions", 200, "{" COMP_P ", " DC_DOCS(DC_Y, DC_X) ", \"doc_context\": \"preamble\"}");
+    cJSON *c = post("/v1/completions", 200, "{" COMP_P ", " DC_DOCS(DC_X, DC_Y) ", \"doc_context\": \"alone\"}");
+    cJSON *d = post("/v1/completions", 200, "{" COMP_P ", " DC_DOCS(DC_Y, DC_X) "}");
+#undef DC_DOCS
+#undef DC_X
+#undef DC_Y
+    const double n = ts_num(a, "lazyattn", "doc_tokens_computed");
+    cr_assert_gt(n, 0);
+    cr_assert_eq(ts_num(b, "lazyattn", "doc_tokens_computed"), 0, "reordered under the same preamble: all found");
+    cr_assert_eq(ts_num(c, "lazyattn", "doc_tokens_computed"), n, "alone: not the copies computed after the preamble");
+    cr_assert_eq(ts_num(d, "lazyattn", "doc_tokens_computed"), 0, "the default is alone: found");
+    cJSON_Delete(a), cJSON_Delete(b), cJSON_Delete(c), cJSON_Delete(d);
+}
+
 typedef struct check {
     const char *name;
     unsigned apis;
@@ -530,7 +551,7 @@ static const check k_checks[] = {
     {"guided_json", 3, check_guided_json}, {"json_schema", 3, check_json_schema}, {"request_id", 3, check_request_id},
     {"add_special_tokens", 1, check_add_special_tokens}, {"cache_salt", 3, check_cache_salt},
     {"documents", 3, check_documents}, {"method", 3, check_method}, {"recompute_first", 3, check_recompute_first},
-    {"recompute_ratio", 3, check_recompute_ratio},
+    {"recompute_ratio", 3, check_recompute_ratio}, {"doc_context", 3, check_doc_context},
 };
 
 static const check *find_check(const la_api_field *f) {
