@@ -63,6 +63,7 @@ class la_engine_options(Structure):
         ("kv_event_user", c_void_p), ("chat_template_file", c_char_p), ("kv_staging_bytes", c_int64),
         ("recompute_first", c_int32), ("cpu_weights", c_int), ("cpu_kv", c_int),
         ("kv_io_threads", c_int32), ("kv_read", c_int), ("recompute_ratio", c_float),
+        ("doc_context", c_int),
     ]
 
 
@@ -113,7 +114,7 @@ class la_request_params(Structure):
                 ("chat_format", c_int), ("method", c_int), ("cache_salt", c_char_p),
                 ("add_special", c_bool), ("return_logits", c_bool), ("keep_special_tokens", c_bool),
                 ("sampling", la_sampling_params), ("on_event", EVENT_FN), ("user", c_void_p),
-                ("recompute_first", c_int32), ("recompute_ratio", c_float)]
+                ("recompute_first", c_int32), ("recompute_ratio", c_float), ("doc_context", c_int)]
 
 
 class la_engine_tier_stats(Structure):

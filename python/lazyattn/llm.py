@@ -57,7 +57,9 @@ ENGINE_OPTIONS = {
     "kv_io_threads": (0, 64),
     "kv_read": (0, 1),  # la_kv_read: 0 always, 1 auto
     "recompute_ratio": (0.0, 1.0),  # a fraction: checked as a number in [0, 1]
+    "doc_context": (0, 1),  # la_doc_context: 0 alone, 1 preamble
 }
+_DOC_CONTEXTS = {"alone": 0, "preamble": 1}
 
 
 def _utf8(param, s):
@@ -232,7 +234,10 @@ class LLM(_Closing):
              reading and writing the disk and shared tiers; 0: 2), kv_read (0 always, the default; 1
              auto: a disk or shared-tier record is read only when that beats computing it),
              recompute_ratio (selected recovery's default R in [0, 1]: the fraction of the later
-             documents' tokens a probe of layers 0-1 finds most changed by context, recomputed)
+             documents' tokens a probe of layers 0-1 finds most changed by context, recomputed),
+             doc_context (0 alone, the default; 1 preamble: the documents after the first are
+             computed after document 0 and cached under it; README "Documents encoded after the
+             preamble"; a request's "doc_context": "alone" | "preamble" overrides)
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.
@@ -363,6 +368,12 @@ class LLM(_Closing):
         rr = item.get("recompute_ratio", recompute_ratio)
         if rr is not None:
             p.recompute_ratio = rq.get_number("recompute_ratio", rr, 0.0, False, 1.0)
+        dc = item.get("doc_context")
+        if dc is not None:
+            if dc not in _DOC_CONTEXTS:
+                raise InvalidArgumentError(f"'doc_context' must be 'alone' or 'preamble', not {dc!r}.",
+                                           param="doc_context")
+            p.doc_context = _DOC_CONTEXTS[dc]
         salt = rq.parse_cache_salt(item.get("cache_salt", cache_salt))
         if salt is not None:
             p.cache_salt = _utf8("cache_salt", salt)
@@ -517,7 +528,8 @@ class LLM(_Closing):
 
     # ---- normalizing what the caller gives ------------------------------------------------
 
-    _ITEM_KEYS = {"prompt", "messages", "documents", "method", "cache_salt", "recompute_first", "recompute_ratio"}
+    _ITEM_KEYS = {"prompt", "messages", "documents", "method", "cache_salt", "recompute_first", "recompute_ratio",
+                  "doc_context"}
 
     def _item(self, p, i):
         if isinstance(p, str):
@@ -527,7 +539,7 @@ class LLM(_Closing):
             if unknown:
                 raise InvalidArgumentError(f"prompts[{i}]: unknown field '{sorted(unknown)[0]}' (a prompt "
                                            "is {prompt | messages, documents?, method?, cache_salt?, recompute_first?, "
-                                           "recompute_ratio?})",
+                                           "recompute_ratio?, doc_context?})",
                                            param=f"prompts[{i}]")
             if ("prompt" in p) == ("messages" in p):
                 raise InvalidArgumentError(f"prompts[{i}]: give exactly one of 'prompt' and 'messages'",

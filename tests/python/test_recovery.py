@@ -86,3 +86,22 @@ def test_recompute_ratio_equals_the_server(lazyattn_pkg, llm, server):
     status, body = server.post("/v1/chat/completions", {
         "model": "rag-tiny", "messages": chat_item(Q)["messages"], "recompute_ratio": 2})
     assert status == 400 and body["error"]["param"] == "recompute_ratio", body
+
+
+def test_doc_context_preamble_equals_the_server(lazyattn_pkg, llm, server):
+    """A prompt's "doc_context": "preamble" gives the server's answer and counts; the engine
+    default LLM(doc_context=1) equals it; an unknown value is refused."""
+    lp = lazyattn_pkg
+    item = dict(chat_item(Q, reorder=lambda d: d[1:] + d[:1]), doc_context="preamble")
+    sp = lp.SamplingParams(max_tokens=16)
+    out = llm.generate(item, sp)[0]
+    status, body = server.post("/v1/chat/completions", {
+        "model": "rag-tiny", "messages": item["messages"], "documents": item["documents"],
+        "max_tokens": 16, "doc_context": "preamble"})
+    assert status == 200, body
+    assert out.text == body["choices"][0]["message"]["content"]
+    with lp.LLM(doc_context=1) as other:
+        theirs = other.generate({k: v for k, v in item.items() if k != "doc_context"}, sp)[0]
+    assert theirs.text == out.text
+    with pytest.raises(lp.InvalidArgumentError, match="doc_context"):
+        llm.generate(dict(item, doc_context="before"), sp)
