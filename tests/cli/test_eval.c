@@ -114,8 +114,8 @@ Test(cli_eval, bad_specs_are_refused_with_the_reason) {
         {"--methods lazy+r-2", "after '+' comes rN"},
         {"--methods lazy,lazy", "'lazy' is listed twice"},
         {"--methods lazy+r8,lazy+r8", "'lazy+r8' is listed twice"},
-        {"--methods lazy+c0", "or cP"},
-        {"--methods lazy+c101", "or cP"},
+        {"--methods lazy+c0", "cP, selected recovery"},
+        {"--methods lazy+c101", "cP, selected recovery"},
         {"--methods lazy+c20+c30", "each at most once"},
         {"--methods prefix+c20", "recovery applies to the block-wise methods"},
     };
