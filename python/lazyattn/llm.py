@@ -62,6 +62,13 @@ ENGINE_OPTIONS = {
 _DOC_CONTEXTS = {"alone": 0, "preamble": 1}
 
 
+def _doc_context(v):
+    """A request's doc_context ("alone" | "preamble", as the server's field) as la_doc_context."""
+    if rq.get_string("doc_context", v) not in _DOC_CONTEXTS:
+        raise InvalidArgumentError(f"'doc_context' must be 'alone' or 'preamble', not {v!r}.", param="doc_context")
+    return _DOC_CONTEXTS[v]
+
+
 def _utf8(param, s):
     """s as UTF-8 for the C library, whose strings end at NUL: a NUL inside is refused (a
     cache salt cut there would be another tenant's)."""
@@ -235,7 +242,7 @@ class LLM(_Closing):
              auto: a disk or shared-tier record is read only when that beats computing it),
              recompute_ratio (selected recovery's default R in [0, 1]: the fraction of the later
              documents' tokens a probe of layers 0-1 finds most changed by context, recomputed),
-             doc_context (0 alone, the default; 1 preamble: the documents after the first are
+             doc_context ("alone" or 0, the default; "preamble" or 1: the documents after the first are
              computed after document 0 and cached under it; README "Documents encoded after the
              preamble"; a request's "doc_context": "alone" | "preamble" overrides)
 
@@ -269,6 +276,8 @@ class LLM(_Closing):
                                        f"{', '.join(sorted(ENGINE_OPTIONS))})", param=name)
             if value is None:
                 continue
+            if name == "doc_context" and isinstance(value, str):
+                value = _doc_context(value)
             if kind is str:
                 value = _utf8(name, rq.get_string(name, value))
                 keep.append(value)
@@ -296,6 +305,7 @@ class LLM(_Closing):
         self.model_name = lib.la_engine_model_name(e).decode()
         self.device = lib.la_engine_device_name(e).decode()
         self.max_docs = o.max_docs
+        self._doc_context = o.doc_context
 
     # ---- lifetime ------------------------------------------------------------------------
 
@@ -337,7 +347,8 @@ class LLM(_Closing):
         r.keep.append(arr)
         return arr
 
-    def _build(self, source, item, sp, documents, method, cache_salt, recompute_first=None, recompute_ratio=None):
+    def _build(self, source, item, sp, documents, method, cache_salt, recompute_first=None, recompute_ratio=None,
+               doc_context=None):
         """A _Request from one normalized item {"prompt" | "messages", "documents", ...}."""
         chat = "messages" in item
         m = self._parse_method(item.get("method", method))
@@ -368,12 +379,9 @@ class LLM(_Closing):
         rr = item.get("recompute_ratio", recompute_ratio)
         if rr is not None:
             p.recompute_ratio = rq.get_number("recompute_ratio", rr, 0.0, False, 1.0)
-        dc = item.get("doc_context")
+        dc = item.get("doc_context", doc_context)
         if dc is not None:
-            if dc not in _DOC_CONTEXTS:
-                raise InvalidArgumentError(f"'doc_context' must be 'alone' or 'preamble', not {dc!r}.",
-                                           param="doc_context")
-            p.doc_context = _DOC_CONTEXTS[dc]
+            p.doc_context = _doc_context(dc)
         salt = rq.parse_cache_salt(item.get("cache_salt", cache_salt))
         if salt is not None:
             p.cache_salt = _utf8("cache_salt", salt)
@@ -547,7 +555,8 @@ class LLM(_Closing):
             return p
         raise rq.bad_type(f"prompts[{i}]", p, "a string or an object {prompt | messages, documents}")
 
-    def _requests(self, items, sampling_params, documents, method, cache_salt, recompute_first=None, recompute_ratio=None):
+    def _requests(self, items, sampling_params, documents, method, cache_salt, recompute_first=None, recompute_ratio=None,
+                  doc_context=None):
         if isinstance(sampling_params, (list, tuple)):
             if len(sampling_params) != len(items):
                 raise InvalidArgumentError(f"{len(sampling_params)} sampling_params for {len(items)} prompts",
@@ -555,39 +564,45 @@ class LLM(_Closing):
             sps = list(sampling_params)
         else:
             sps = [sampling_params] * len(items)
-        return [self._build(src, it, sp, documents, method, cache_salt, recompute_first, recompute_ratio) for src, it, sp in
+        return [self._build(src, it, sp, documents, method, cache_salt, recompute_first, recompute_ratio, doc_context)
+                for src, it, sp in
                 zip((s for s, _ in items), (it for _, it in items), sps)]
 
     # ---- the API -------------------------------------------------------------------------------
 
     def generate(self, prompts, sampling_params=None, documents=None, *, method=None, cache_salt=None,
-                 recompute_first=None, recompute_ratio=None):
+                 recompute_first=None, recompute_ratio=None, doc_context=None):
         """Complete prompts, batched together. prompts: a string, a dict {"prompt": text} or
         {"messages": [...]} with optional "documents", "method", "cache_salt", "recompute_first"
         (recovery: each later document's first N tokens recomputed in context),
         "recompute_ratio" (selected recovery: the fraction R of the later documents' tokens
-        whose layer-1 values change most in context, recomputed too), or a list of those. A "prompt" is raw text after the documents (as /v1/completions); "messages"
-        go through the model's chat template (as /v1/chat/completions and `lazyattn run`).
+        whose layer-1 values change most in context, recomputed too), "doc_context" ("alone" |
+        "preamble": the documents after the first computed after document 0; README "Documents
+        encoded after the preamble"), or a list of those; the keywords recompute_first,
+        recompute_ratio and doc_context apply to every prompt without its own. A "prompt" is
+        raw text after the documents (as /v1/completions); "messages" go through the model's chat template (as /v1/chat/completions and `lazyattn run`).
         documents: [str | {"title", "text"}] for every prompt without its own. sampling_params:
         one SamplingParams, or one per prompt. Returns a list of RequestOutput in prompt order;
         with SamplingParams(n=k), k of them per prompt (RequestOutput.index 0 .. k-1), as
         OpenAI's completions flatten the choices of several prompts."""
         plist = prompts if isinstance(prompts, (list, tuple)) else [prompts]
         items = [(p, self._item(p, i)) for i, p in enumerate(plist)]
-        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio))
+        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio,
+                                         doc_context))
 
     def chat(self, messages, sampling_params=None, documents=None, *, method=None, cache_salt=None,
-             recompute_first=None, recompute_ratio=None):
+             recompute_first=None, recompute_ratio=None, doc_context=None):
         """Answer a conversation ([{"role", "content"}]) or a list of conversations, through the
         chat template (with documents: the Block-FT RAG template). Returns a list of
         RequestOutput."""
         many = isinstance(messages, (list, tuple)) and messages and isinstance(messages[0], (list, tuple))
         convs = list(messages) if many else [messages]
         items = [(c, {"messages": c}) for c in convs]
-        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio))
+        return self._run(self._requests(items, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio,
+                                         doc_context))
 
     def stream(self, prompt, sampling_params=None, documents=None, *, method=None, cache_salt=None,
-               recompute_first=None, recompute_ratio=None):
+               recompute_first=None, recompute_ratio=None, doc_context=None):
         """An iterator of the text pieces of one request as the engine makes them. prompt: a
         string, a prompt dict as generate() takes, or a conversation [{"role", "content"}].
         Breaking out of the loop (or close()) cancels the request; .output holds the
@@ -596,16 +611,19 @@ class LLM(_Closing):
             item = {"messages": prompt}
         else:
             item = self._item(prompt, 0)
-        r = self._build(prompt, item, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio)
+        r = self._build(prompt, item, sampling_params, documents, method, cache_salt, recompute_first, recompute_ratio,
+                        doc_context)
         if len(r.choices) > 1:
             raise InvalidArgumentError("stream() makes one completion: use generate() for n > 1.", param="n")
         self._submit(r, [])
         return TextStream(self, r)
 
-    def prewarm(self, documents, *, method=None, cache_salt=None):
+    def prewarm(self, documents, *, method=None, cache_salt=None, doc_context=None):
         """Compute documents into the KV cache (POST /v1/documents): each becomes a request of
         its own (that document, the prompt "\\n", no BOS, one token), submitted together.
-        Returns, per document, {"index", "tokens", "cached", "cached_tokens"}."""
+        Documents are pre-warmed alone: under doc_context "preamble" (given, or the LLM's)
+        this is refused, as by the server. Returns, per document, {"index", "tokens",
+        "cached", "cached_tokens"}."""
         m = self._parse_method(method)
         mm = self._method if m == _capi.LA_METHOD_COUNT else m
         if documents is None:
@@ -617,10 +635,15 @@ class LLM(_Closing):
         if not self._lib.la_method_is_blockwise(mm) or name == "block-ref":
             raise InvalidArgumentError(f"Method '{name}' does not cache documents on their own; "
                                        "pre-warming needs lazy, block or mepic.", param="method")
+        dc = self._doc_context if doc_context is None else _doc_context(doc_context)
+        if dc == _DOC_CONTEXTS["preamble"]:
+            raise InvalidArgumentError("Documents computed after the preamble (doc_context preamble) are cached "
+                                       "under the preamble of the requests that use them: send those requests "
+                                       "instead of pre-warming.", param="doc_context")
         sp = rq.SamplingParams(max_tokens=1)
         reqs = []
         for i, d in enumerate(docs):
-            r = self._build(d, {"prompt": "\n"}, sp, [], method, cache_salt)
+            r = self._build(d, {"prompt": "\n", "doc_context": "alone"}, sp, [], method, cache_salt)
             r.params.docs, r.params.n_docs = self._segments(r, [d]), 1
             r.params.add_special = False
             reqs.append(r)

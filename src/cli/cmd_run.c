@@ -217,6 +217,7 @@ int la_cli_run(int argc, char **argv) {
     /* one request: the flag is its own (so --method prefix with it is refused, not ignored) */
     rp.recompute_first = eo.recompute_first > 0 ? eo.recompute_first : -1;
     rp.recompute_ratio = eo.recompute_ratio > 0.0f ? eo.recompute_ratio : -1.0f;
+    if (eo.doc_context == LA_DOC_CONTEXT_PREAMBLE) rp.doc_context = LA_DOC_CONTEXT_PREAMBLE;
     la_engine *e = NULL;
     la_status cs = la_engine_create(&eo, &e, &err);
     if (cs != LA_OK) {
@@ -264,7 +265,10 @@ int la_cli_run(int argc, char **argv) {
             if (isatty(fileno(stdout))) fputc('\n', stdout);
             if (stats) {
                 cJSON *j = cJSON_CreateObject();
-                cJSON_AddStringToObject(j, "method", la_method_name(rp.method == LA_METHOD_COUNT ? eo.method : rp.method));
+                const la_method m = rp.method == LA_METHOD_COUNT ? eo.method : rp.method;
+                cJSON_AddStringToObject(j, "method", la_method_name(m));
+                if (m == LA_METHOD_LAZY || m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC)
+                    cJSON_AddStringToObject(j, "doc_context", la_doc_context_name(eo.doc_context));
                 cJSON_AddNumberToObject(j, "prompt_tokens", o.stats.n_prompt_tokens);
                 cJSON_AddNumberToObject(j, "doc_tokens", o.stats.n_doc_tokens);
                 cJSON_AddNumberToObject(j, "doc_tokens_reused", (double)o.stats.doc_tokens_reused);

@@ -42,11 +42,33 @@ Test(run, usage_errors_exit_2) {
         "run " MODEL "-p x --cpu-kv f16",
         "run " MODEL "-p x --title a --doc ''", /* a document with a title and no text */
         "run " MODEL "-p x --doc b --doc ''",
+        "run " MODEL DOCS "-p x --method recompute --doc-context preamble", /* nothing cached alone */
+        "run " MODEL DOCS "-p x --method prefix --doc-context preamble",
+        "run " MODEL DOCS "-p x --method block-ref --doc-context preamble",
+        "run " MODEL "-p x --doc-context before",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         la_test_cli_result r = la_test_cli("", cases[i], NULL);
         cr_assert_eq(r.status, 2, "%s: exit %d, stderr %s", cases[i], r.status, r.err);
         cr_assert(strstr(r.err, "lazyattn run: "), "%s: one message: %s", cases[i], r.err);
+        la_test_cli_free(&r);
+    }
+}
+
+/* --doc-context preamble (README "Documents encoded after the preamble"): lazy, block and mepic
+ * answer from the right document with the documents computed after the preamble, and --stats
+ * says which context they were computed in. */
+Test(run, documents_computed_after_the_preamble_answer_alike) {
+    const char *methods[] = {"lazy", "block", "mepic"};
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+        char *args = NULL;
+        cr_assert(asprintf(&args, "run " MODEL DOCS "-p 'Where was Famtond Cuxirnca born?' --doc-context preamble "
+                                  "--stats --method %s", methods[i]) > 0);
+        la_test_cli_result r = la_test_cli("", args, NULL);
+        cr_assert_eq(r.status, 0, "%s: %s", methods[i], r.err);
+        cr_assert_str_eq(r.out, "Kramker", "%s", methods[i]);
+        cr_assert(strstr(r.err, "\"doc_context\":\"preamble\""), "%s: %s", methods[i], r.err);
+        free(args);
         la_test_cli_free(&r);
     }
 }

@@ -92,7 +92,8 @@ def test_doc_context_preamble_equals_the_server(lazyattn_pkg, llm, server):
     """A prompt's "doc_context": "preamble" gives the server's answer and counts; the engine
     default LLM(doc_context=1) equals it; an unknown value is refused."""
     lp = lazyattn_pkg
-    item = dict(chat_item(Q, reorder=lambda d: d[1:] + d[:1]), doc_context="preamble")
+    # a salt of its own: no copy computed alone by another test is found
+    item = dict(chat_item(Q, reorder=lambda d: d[1:] + d[:1]), doc_context="preamble", cache_salt="doc-context")
     sp = lp.SamplingParams(max_tokens=16)
     out = llm.generate(item, sp)[0]
     status, body = server.post("/v1/chat/completions", {
@@ -100,8 +101,24 @@ def test_doc_context_preamble_equals_the_server(lazyattn_pkg, llm, server):
         "max_tokens": 16, "doc_context": "preamble"})
     assert status == 200, body
     assert out.text == body["choices"][0]["message"]["content"]
-    with lp.LLM(doc_context=1) as other:
-        theirs = other.generate({k: v for k, v in item.items() if k != "doc_context"}, sp)[0]
-    assert theirs.text == out.text
+    plain = {k: v for k, v in item.items() if k != "doc_context"}
+    # the keyword applies to every prompt without its own; a prompt's own value wins
+    kw = llm.generate(plain, sp, doc_context="preamble")[0]
+    assert kw.text == out.text and kw.doc_tokens_reused == kw.doc_tokens, "every preamble-keyed copy found"
+    alone = llm.generate(dict(item, doc_context="alone"), sp, doc_context="preamble")[0]
+    assert 0 < alone.doc_tokens_reused < alone.doc_tokens, "alone finds document 0 only"
+    for default in (1, "preamble"):
+        with lp.LLM(doc_context=default) as other:
+            theirs = other.generate(plain, sp)[0]
+            assert theirs.text == out.text
+            with pytest.raises(lp.InvalidArgumentError, match="pre-warming"):
+                other.prewarm(item["documents"])
+            warm = other.prewarm(item["documents"][:1], doc_context="alone")
+            assert len(warm) == 1 and warm[0]["tokens"] > 0
     with pytest.raises(lp.InvalidArgumentError, match="doc_context"):
         llm.generate(dict(item, doc_context="before"), sp)
+    with pytest.raises(lp.InvalidArgumentError, match="doc_context"):
+        lp.LLM(doc_context="before")
+    for bad in (["preamble"], {"a": 1}, 1, True):
+        with pytest.raises(lp.InvalidTypeError, match="doc_context"):
+            llm.generate(dict(item, doc_context=bad), sp)
