@@ -328,9 +328,19 @@ static char *chat_body(const run_ctx *c, const la_bench_item *it) {
         cJSON_AddItemToArray(docs, x);
     }
     cJSON_AddStringToObject(o, "method", la_method_name(c->t->method));
-    if (c->t->recompute_first > 0) cJSON_AddNumberToObject(o, "recompute_first", c->t->recompute_first);
-    if (c->t->recompute_ratio > 0.0f) cJSON_AddNumberToObject(o, "recompute_ratio", la_method_spec_ratio_json(c->t->recompute_ratio));
-    if (c->t->doc_context == LA_DOC_CONTEXT_PREAMBLE) cJSON_AddStringToObject(o, "doc_context", "preamble");
+    /* the method spec's recovery and document context, explicit for the methods they apply to:
+     * a server's own defaults (serve --recompute-first, --doc-context) never change what a
+     * column measures */
+    const la_method m = c->t->method;
+    if (la_method_is_blockwise(m)) {
+        cJSON_AddNumberToObject(o, "recompute_first", c->t->recompute_first > 0 ? c->t->recompute_first : 0);
+        cJSON_AddNumberToObject(o, "recompute_ratio",
+                                c->t->recompute_ratio > 0.0f ? la_method_spec_ratio_json(c->t->recompute_ratio) : 0);
+    }
+    if (m == LA_METHOD_LAZY || m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC)
+        cJSON_AddStringToObject(o, "doc_context", la_doc_context_name(c->t->doc_context == LA_DOC_CONTEXT_PREAMBLE
+                                                                          ? LA_DOC_CONTEXT_PREAMBLE
+                                                                          : LA_DOC_CONTEXT_ALONE));
     if (c->t->cache_salt) cJSON_AddStringToObject(o, "cache_salt", c->t->cache_salt);
     cJSON_AddNumberToObject(o, "max_tokens", c->t->max_tokens);
     cJSON_AddNumberToObject(o, "temperature", 0);

@@ -362,8 +362,21 @@ static bool job_ctx_ready(const la_engine *e, const la_doc_job *j) {
  * oldest request on, so a victim other than the request asking is not packed yet. */
 static la_request *pick_victim(la_engine *e) { return e->running_tail; }
 
+static bool job_ctx_stranded(const la_engine *e, const la_doc_job *j);
+static void drop_stranded(la_engine *e, const la_batch_builder *b, const la_err *err);
+
 la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err) {
     int64_t budget = e->opts.max_batch_tokens;
+    /* 0. a job computing after a document 0 that will never be ready (a store load that fell
+     * back to computing after document 0's job failed) would wait forever: drop it */
+    for (la_doc_job *j = e->jobs_head; j; j = j->next)
+        if (j->load == LA_JOB_COMPUTE && !job_ctx_ready(e, j) && job_ctx_stranded(e, j)) {
+            la_err dead = {0};
+            la_err_set(&dead, LA_ERR_INTERNAL, "a document was to be computed after document 0 (doc_context "
+                                               "preamble), whose computation failed");
+            drop_stranded(e, NULL, &dead);
+            break;
+        }
     /* 1. decode rows */
     for (la_request *r = e->running_head; r && budget > 0;) {
         la_request *next = r->next;
@@ -497,6 +510,44 @@ static bool job_ctx_stranded(const la_engine *e, const la_doc_job *j) {
     return false;
 }
 
+/* Drops the jobs that can never run, compute jobs waiting on a document 0 that will never
+ * be ready (its job was dropped), until none is left (their blocks will never be ready
+ * either), then fails with err the requests of the step b (NULL: none) and the requests
+ * waiting on documents that will now never be ready. A job loading from a store tier is kept:
+ * its record was computed under that document 0 already; should it fall back to computing,
+ * the next step drops it here. */
+static void drop_stranded(la_engine *e, const la_batch_builder *b, const la_err *err) {
+    for (bool dropped = true; dropped;) {
+        dropped = false;
+        la_doc_job *prev = NULL;
+        for (la_doc_job *j = e->jobs_head, *next; j; j = next) {
+            next = j->next;
+            if (j->load != LA_JOB_COMPUTE || !job_ctx_stranded(e, j)) {
+                prev = j;
+                continue;
+            }
+            if (prev) prev->next = next;
+            else e->jobs_head = next;
+            if (e->jobs_tail == j) e->jobs_tail = prev;
+            la_doc_job_free(e, j, false);
+            dropped = true;
+        }
+    }
+    for (la_request *r = e->running_head, *next; r; r = next) {
+        next = r->next;
+        bool in_step = false;
+        for (int64_t i = 0; b && i < b->n_packed; i++) in_step |= b->packed[i].r == r;
+        bool stranded = false;
+        for (int32_t d = 0; d < r->plan.n_docs && !stranded; d++)
+            for (int32_t k = 0; k < r->plan.docs[d].n_blocks && !stranded; k++)
+                stranded = block_stranded(e, r->plan.docs[d].block_ids[k]);
+        if (in_step || stranded) {
+            la_request_list_remove(&e->running_head, &e->running_tail, r);
+            la_request_finish(e, r, LA_FINISH_ERROR, err->code, err->msg);
+        }
+    }
+}
+
 /* After a failed forward: fail every request and job of the step (their blocks may hold
  * partial data), keep everything else. */
 void la_scheduler_fail_step(la_engine *e, la_batch_builder *b, const la_err *err) {
@@ -514,39 +565,7 @@ void la_scheduler_fail_step(la_engine *e, la_batch_builder *b, const la_err *err
                 }
         }
     }
-    /* jobs waiting on a document 0 that will now never be ready (its job was dropped),
-     * until none is left: their blocks will never be ready either */
-    for (bool dropped = true; dropped;) {
-        dropped = false;
-        la_doc_job *prev = NULL;
-        for (la_doc_job *j = e->jobs_head, *next; j; j = next) {
-            next = j->next;
-            if (!job_ctx_stranded(e, j)) {
-                prev = j;
-                continue;
-            }
-            if (prev) prev->next = next;
-            else e->jobs_head = next;
-            if (e->jobs_tail == j) e->jobs_tail = prev;
-            la_doc_job_free(e, j, false);
-            dropped = true;
-        }
-    }
-    /* requests of the step, and requests waiting on documents that will now never be
-     * ready (their jobs were dropped above) */
-    for (la_request *r = e->running_head, *next; r; r = next) {
-        next = r->next;
-        bool in_step = false;
-        for (int64_t i = 0; i < b->n_packed; i++) in_step |= b->packed[i].r == r;
-        bool stranded = false;
-        for (int32_t d = 0; d < r->plan.n_docs && !stranded; d++)
-            for (int32_t k = 0; k < r->plan.docs[d].n_blocks && !stranded; k++)
-                stranded = block_stranded(e, r->plan.docs[d].block_ids[k]);
-        if (in_step || stranded) {
-            la_request_list_remove(&e->running_head, &e->running_tail, r);
-            la_request_finish(e, r, LA_FINISH_ERROR, err->code, err->msg);
-        }
-    }
+    drop_stranded(e, b, err);
 }
 
 /* Whether every logit row of the step is a greedy request that does not want its logits

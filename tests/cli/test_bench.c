@@ -156,7 +156,10 @@ Test(cli_bench, dataset_questions_are_scored_for_exact_match) {
 }
 
 Test(cli_bench, http_mode_reports_the_servers_reuse) {
-    static const char *const args[] = {"-m", MODEL, "--threads", "1", NULL};
+    /* the server's own recovery default must not reach the columns: bench sends every
+     * method's recompute_first and doc_context */
+    static const char *const args[] = {"-m", MODEL, "--threads", "1", "--recompute-first", "4",
+                                       "--doc-context", "preamble", NULL};
     la_serve_proc p;
     cr_assert(la_serve_start(&p, args) == 0, "serve did not start: %s", p.log);
     char *a = NULL;

@@ -9,7 +9,9 @@
  *     and come back, with the pool accounting exact after every step;
  *   - a record written under one salt is never found under another or none;
  *   - kv_read: a disk tier slower than computing is computed instead (auto), read anyway
- *     (always), with the same answers; the choice weighs the estimates as documented. */
+ *     (always), with the same answers; the choice weighs the estimates as documented;
+ *   - doc_context preamble: documents computed after a document 0 read from a slow disk wait
+ *     for it. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -88,6 +90,7 @@ static void make_docs(docset *d, uint64_t seed, int32_t n) {
 }
 
 static const int32_t k_question[6] = {11, 42, 7, 99, 3, 250};
+static la_doc_context g_doc_context = LA_DOC_CONTEXT_COUNT; /* ask()'s: the engine's default */
 
 /* One request over the documents in order[] (NULL: as given), stepping and checking the
  * pool's accounting after every step. */
@@ -105,6 +108,7 @@ static void ask(la_engine *e, const docset *d, const int32_t *order, const char 
     p.add_special = false;
     p.method = LA_METHOD_LAZY;
     p.cache_salt = salt;
+    p.doc_context = g_doc_context;
     p.return_logits = true;
     p.sampling.max_tokens = N_GEN;
     p.sampling.ignore_eos = true;
@@ -818,5 +822,41 @@ Test(kv_store_engine, a_disk_slower_than_computing_is_computed_instead) {
     unsetenv("LA_KV_DISK_READ_DELAY_MS");
     unsetenv("LA_KV_PREFILL_TOKENS_PER_S");
     la_test_gen_free(&yc[0]), la_test_gen_free(&yc[1]), la_test_gen_free(&ya), la_test_gen_free(&yb);
+    la_test_rm_tree(dir);
+}
+
+/* doc_context preamble after a restart: document 0 is read from a disk whose reads take
+ * 300 ms (LA_KV_DISK_READ_DELAY_MS) while the documents after it, on no disk, are computed
+ * after it: their jobs wait until document 0's blocks are ready (computed over the blocks
+ * still being read they would attend zeros or another document's K/V). The answers are
+ * bitwise those of a process that computed everything. */
+Test(kv_store_engine, documents_after_a_preamble_read_from_disk_wait_for_it) {
+    char *dir = la_test_tmpdir();
+    docset a, b; /* one document 0, two sets of documents after it */
+    make_docs(&a, 21, 4);
+    make_docs(&b, 22, 4);
+    b.len[0] = a.len[0];
+    memcpy(b.ids[0], a.ids[0], sizeof a.ids[0]);
+    g_doc_context = LA_DOC_CONTEXT_PREAMBLE;
+    la_engine *y = make((eng_opts){0});
+    la_test_gen ref;
+    ask(y, &b, NULL, NULL, &ref);
+    la_engine_destroy(y);
+    la_engine *x = make((eng_opts){.kv_dir = dir});
+    la_test_gen g;
+    ask(x, &a, NULL, NULL, &g), la_test_gen_free(&g); /* document 0 and a's, keyed by it, on disk */
+    la_engine_store_flush(x);
+    la_engine_destroy(x);
+
+    cr_assert_eq(setenv("LA_KV_DISK_READ_DELAY_MS", "300", 1), 0);
+    la_engine *z = make((eng_opts){.kv_dir = dir, .read = LA_KV_READ_ALWAYS});
+    ask(z, &b, NULL, NULL, &g);
+    unsetenv("LA_KV_DISK_READ_DELAY_MS");
+    cr_assert_eq(g.stats.doc_tokens_disk, b.len[0], "document 0 read from disk");
+    cr_assert_eq(g.stats.doc_tokens_computed, doc_tokens(&b) - b.len[0], "the others computed after it");
+    assert_bitwise(&g, &ref, "computed after a document 0 read from a slow disk");
+    la_test_gen_free(&g), la_test_gen_free(&ref);
+    la_engine_destroy(z);
+    g_doc_context = LA_DOC_CONTEXT_COUNT;
     la_test_rm_tree(dir);
 }

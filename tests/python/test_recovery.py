@@ -98,9 +98,10 @@ def test_doc_context_preamble_equals_the_server(lazyattn_pkg, llm, server):
     out = llm.generate(item, sp)[0]
     status, body = server.post("/v1/chat/completions", {
         "model": "rag-tiny", "messages": item["messages"], "documents": item["documents"],
-        "max_tokens": 16, "doc_context": "preamble"})
+        "max_tokens": 16, "doc_context": "preamble", "cache_salt": item["cache_salt"]})
     assert status == 200, body
     assert out.text == body["choices"][0]["message"]["content"]
+    assert out.doc_tokens_computed == body["lazyattn"]["doc_tokens_computed"] == out.doc_tokens > 0, "cold"
     plain = {k: v for k, v in item.items() if k != "doc_context"}
     # the keyword applies to every prompt without its own; a prompt's own value wins
     kw = llm.generate(plain, sp, doc_context="preamble")[0]
