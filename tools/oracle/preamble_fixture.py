@@ -34,6 +34,7 @@ from transformers import DynamicCache
 from transformers.models.llama.modeling_llama import rotate_half
 
 import make_models as mm
+from recovery_fixture import pick_rows
 
 RATIOS = (0.5,)
 GREEDY = 8
@@ -99,19 +100,7 @@ def select(model, segs, ratio):
     v_full = layer.self_attn.v_proj(layer.input_layernorm(h_full)).float()
     n0 = len(docs[0])
     dev = ((v_full[n0:] - v_pre[n0:]) ** 2).sum(-1).tolist()
-    n_all = len(dev)
-    k = max(1, int(ratio * n_all + 0.5))  # the engine's llround
-    order = sorted(range(n_all), key=lambda j: (-dev[j], j))
-    if k < n_all:
-        a, b = dev[order[k - 1]], dev[order[k]]
-        if a - b < 1e-3 * max(a, 1e-12):
-            return None
-    pick = set(order[:k])
-    out, at = [[]], 0
-    for d in docs[1:]:
-        out.append([i for i in range(len(d)) if at + i in pick])
-        at += len(d)
-    return out
+    return pick_rows(dev, docs, ratio)
 
 
 def greedy(model, segs, rows, steps):

@@ -115,6 +115,15 @@ def select(model, segs, ratio):
     n0 = len(docs[0])
     n_all = sum(len(d) for d in docs[1:])
     dev = ((ctx[n0:n0 + n_all] - alone[n0:n0 + n_all]) ** 2).sum(-1).tolist()
+    return pick_rows(dev, docs, ratio)
+
+
+def pick_rows(dev, docs, ratio):
+    """Selected recovery's choice from the later documents' tokens' distances dev (in order):
+    the round(ratio x n) largest, ties to the earlier token, as row lists per document
+    (document 0 none); None when the cut falls on a near tie (the f32 engine could pick
+    either side)."""
+    n_all = len(dev)
     k = max(1, int(ratio * n_all + 0.5))  # the engine's llround
     order = sorted(range(n_all), key=lambda j: (-dev[j], j))
     if k < n_all:
