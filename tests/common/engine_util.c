@@ -63,6 +63,17 @@ void la_test_gen_free(la_test_gen *g) {
     memset(g, 0, sizeof *g);
 }
 
+double la_test_gen_max_diff(const la_test_gen *a, const la_test_gen *b) {
+    double worst = 0;
+    for (int32_t i = 0; i < a->n_tokens && i < b->n_tokens; i++) {
+        size_t at;
+        double d = la_test_max_abs_diff(a->logits + (size_t)i * a->n_vocab, b->logits + (size_t)i * b->n_vocab,
+                                        (size_t)a->n_vocab, &at);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
 void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const int32_t *len, int32_t n_docs,
                            const int32_t *order, const int32_t *q, int32_t nq, const char *salt,
                            int32_t recompute_first, float recompute_ratio, int32_t max_tokens, la_test_gen *g) {

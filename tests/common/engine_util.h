@@ -29,6 +29,9 @@ la_engine *la_test_engine(const char *model_dir, int64_t kv_blocks, int32_t bloc
 void la_test_generate(la_engine *e, la_request_params *p, la_test_gen *g);
 void la_test_gen_free(la_test_gen *g);
 
+/* The largest |a - b| over the logits of the tokens both generated (f32; 0 when none). */
+double la_test_gen_max_diff(const la_test_gen *a, const la_test_gen *b);
+
 /* la_test_generate of the method tests' request: documents as token ids (document order[i],
  * or i when order is NULL, in slot i; at most 64), then the question q[nq], no template,
  * method m, recompute_first and recompute_ratio (negative: the engine's default), cache salt (NULL: none), logits

@@ -44,20 +44,9 @@ static const char *tiny_dir(void) {
     return g_dir;
 }
 
-static double max_diff(const la_test_gen *a, const la_test_gen *b) {
-    double worst = 0;
-    for (int32_t i = 0; i < a->n_tokens && i < b->n_tokens; i++) {
-        size_t at;
-        double d = la_test_max_abs_diff(a->logits + (size_t)i * a->n_vocab, b->logits + (size_t)i * b->n_vocab,
-                                        (size_t)a->n_vocab, &at);
-        if (d > worst) worst = d;
-    }
-    return worst;
-}
-
 static void assert_same(const la_test_gen *a, const la_test_gen *ref, const char *what) {
     cr_assert_eq(a->n_tokens, ref->n_tokens, "%s", what);
-    double d = max_diff(a, ref);
+    double d = la_test_gen_max_diff(a, ref);
     cr_assert(d <= LOGIT_TOL, "%s: logits differ by %.3g", what, d);
     for (int32_t i = 0; i < a->n_tokens; i++) cr_assert_eq(a->tokens[i], ref->tokens[i], "%s: token %d", what, i);
 }
@@ -178,7 +167,7 @@ Test(doc_context, methods_agree_and_documents_are_reused_in_any_order) {
             la_test_gen_free(&g);
         }
         run(alone, LA_METHOD_LAZY, ids, len, 5, orders[o], -1.0f, &al);
-        cr_assert(max_diff(&al, &lz) > 1e-3, "alone equals after the preamble: the option does nothing");
+        cr_assert(la_test_gen_max_diff(&al, &lz) > 1e-3, "alone equals after the preamble: the option does nothing");
         cr_assert_eq(al.stats.doc_tokens_computed, o == 0 ? 21 + 16 + 33 + 50 + 3 : 0,
                      "an engine of its own: computed once");
         la_test_gen_free(&lz), la_test_gen_free(&al);
@@ -298,12 +287,12 @@ Test(doc_context, bad_values_and_defaults) {
     cr_assert_eq(ref.status, LA_OK, "%s", ref.error);
     la_engine *al = engine_dc(tiny_dir(), LA_DOC_CONTEXT_ALONE, 0, 0.0f);
     la_test_generate_segs(al, LA_METHOD_LAZY, docs, 2, rp.prompt, NULL, -1, -1.0f, 3, &lz_alone);
-    cr_assert(max_diff(&ref, &lz_alone) <= LOGIT_TOL, "block-ref took the preamble default");
+    cr_assert(la_test_gen_max_diff(&ref, &lz_alone) <= LOGIT_TOL, "block-ref took the preamble default");
     /* one document: the same as alone */
     la_test_gen one_pre, one_alone;
     la_test_generate_segs(e, LA_METHOD_LAZY, docs, 1, rp.prompt, NULL, -1, -1.0f, 3, &one_pre);
     la_test_generate_segs(al, LA_METHOD_LAZY, docs, 1, rp.prompt, NULL, -1, -1.0f, 3, &one_alone);
-    cr_assert(max_diff(&one_pre, &one_alone) == 0.0, "one document changed");
+    cr_assert(la_test_gen_max_diff(&one_pre, &one_alone) == 0.0, "one document changed");
     la_test_gen_free(&ref), la_test_gen_free(&lz_alone), la_test_gen_free(&one_pre), la_test_gen_free(&one_alone);
     la_engine_destroy(e), la_engine_destroy(al);
 

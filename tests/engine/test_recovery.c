@@ -91,21 +91,10 @@ static void run_recompute(la_engine *e, const docset *d, const int32_t *order, c
     la_test_generate_segs(e, LA_METHOD_RECOMPUTE, NULL, 0, (la_segment){.ids = all, .n_ids = n}, NULL, -1, -1.0f, N_GEN, g);
 }
 
-static double max_diff(const la_test_gen *a, const la_test_gen *b) {
-    double worst = 0;
-    for (int32_t i = 0; i < a->n_tokens && i < b->n_tokens; i++) {
-        size_t at;
-        double d = la_test_max_abs_diff(a->logits + (size_t)i * a->n_vocab, b->logits + (size_t)i * b->n_vocab,
-                                        (size_t)a->n_vocab, &at);
-        if (d > worst) worst = d;
-    }
-    return worst;
-}
-
 static void assert_same(const la_test_gen *a, const la_test_gen *ref, const char *what) {
     cr_assert_eq(a->n_tokens, N_GEN, "%s", what);
     cr_assert_eq(ref->n_tokens, N_GEN, "%s", what);
-    double d = max_diff(a, ref);
+    double d = la_test_gen_max_diff(a, ref);
     cr_assert(d <= LOGIT_TOL, "%s: logits differ by %.3g", what, d);
     for (int32_t i = 0; i < N_GEN; i++) cr_assert_eq(a->tokens[i], ref->tokens[i], "%s: token %d", what, i);
 }
@@ -113,7 +102,7 @@ static void assert_same(const la_test_gen *a, const la_test_gen *ref, const char
 static void assert_bitwise(const la_test_gen *a, const la_test_gen *b, const char *what) {
     cr_assert_eq(a->n_tokens, b->n_tokens, "%s", what);
     cr_assert(memcmp(a->logits, b->logits, sizeof(float) * (size_t)a->n_tokens * (size_t)a->n_vocab) == 0,
-              "%s: logits differ (max %.3g)", what, max_diff(a, b));
+              "%s: logits differ (max %.3g)", what, la_test_gen_max_diff(a, b));
 }
 
 static int64_t expect_recomputed(const docset *d, const int32_t *order, int32_t n_first) {
@@ -189,7 +178,7 @@ Test(recovery, recomputing_every_document_token_equals_full_recompute) {
     /* and plain lazy is not (the block-diagonal encoding is a different model) */
     la_test_gen plain;
     run(e, LA_METHOD_LAZY, &d, order, q, 5, 0, &plain);
-    cr_assert(max_diff(&plain, &rc) > 1e-3, "plain lazy equals recompute: the test cannot tell");
+    cr_assert(la_test_gen_max_diff(&plain, &rc) > 1e-3, "plain lazy equals recompute: the test cannot tell");
     la_test_gen_free(&plain);
     la_test_gen_free(&rc);
     free_docs(&d);
@@ -217,7 +206,7 @@ Test(recovery, zero_is_plain_lazy_and_the_cache_is_never_written) {
     cr_assert_eq(zero.stats.doc_tokens_recomputed, 0);
     run(e, LA_METHOD_LAZY, &d, order, q, 40, 8, &rec1);
     cr_assert_eq(rec1.stats.prefix_tokens_reused, 0, "N = 8 must not read N = 0's question blocks");
-    cr_assert(max_diff(&rec1, &plain1) > 1e-4, "recovery changed nothing: the field is ignored");
+    cr_assert(la_test_gen_max_diff(&rec1, &plain1) > 1e-4, "recovery changed nothing: the field is ignored");
     run(e, LA_METHOD_LAZY, &d, order, q, 40, 8, &rec2);
     cr_assert_eq(rec2.stats.prefix_tokens_reused, 32, "N = 8's own question blocks are reused");
     assert_same(&rec2, &rec1, "N = 8 warm");
@@ -425,9 +414,9 @@ Test(recovery, ratio_methods_agree_and_count) {
     run_recompute(half, &d, order, q, 40, &rc);
     run(plain, LA_METHOD_LAZY, &d, order, q, 40, 0, &lz);
     run(plain, LA_METHOD_LAZY, &d, order, q, 40, 14, &first); /* 14 x 4 = 56 tokens */
-    cr_assert(max_diff(&ref, &rc) > 1e-4, "R = 0.5 equals full recompute: the test cannot tell");
-    cr_assert(max_diff(&ref, &lz) > 1e-4, "R = 0.5 equals plain lazy: the field is ignored");
-    cr_assert(max_diff(&ref, &first) > 1e-4, "R = 0.5 chose the first tokens");
+    cr_assert(la_test_gen_max_diff(&ref, &rc) > 1e-4, "R = 0.5 equals full recompute: the test cannot tell");
+    cr_assert(la_test_gen_max_diff(&ref, &lz) > 1e-4, "R = 0.5 equals plain lazy: the field is ignored");
+    cr_assert(la_test_gen_max_diff(&ref, &first) > 1e-4, "R = 0.5 chose the first tokens");
     /* warm: the question's blocks of R = 0.5 are its own */
     la_test_gen again, q25, mix;
     run(half, LA_METHOD_LAZY, &d, order, q, 40, -1, &again);
@@ -435,7 +424,7 @@ Test(recovery, ratio_methods_agree_and_count) {
     assert_same(&again, &ref, "R = 0.5 warm");
     run(quarter, LA_METHOD_LAZY, &d, order, q, 40, -1, &q25);
     cr_assert_eq(q25.stats.doc_tokens_recomputed, 28); /* round(27.5) */
-    cr_assert(max_diff(&q25, &ref) > 1e-4, "R = 0.25 equals R = 0.5");
+    cr_assert(la_test_gen_max_diff(&q25, &ref) > 1e-4, "R = 0.25 equals R = 0.5");
     run(quarter, LA_METHOD_LAZY, &d, order, q, 40, 4, &mix); /* first 4 of each, then 28 more */
     cr_assert_eq(mix.stats.doc_tokens_recomputed, 16 + 28);
     la_test_gen_free(&ref), la_test_gen_free(&rc), la_test_gen_free(&lz), la_test_gen_free(&first);
