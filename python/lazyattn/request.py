@@ -71,7 +71,7 @@ def get_number(param, v, lo, lo_open, hi):
         raise bad_type(param, v, "a number")
     d = float(v)
     if not (d > lo if lo_open else d >= lo) or d > hi:
-        raise bad_value(param, "Invalid value for '%s': %g is outside %s%g, %g]."
+        raise bad_value(param, "Invalid value for '%s': %.15g is outside %s%g, %g]."
                         % (param, d, "(" if lo_open else "[", lo, hi))
     return d
 

@@ -81,7 +81,7 @@ la_status la_api_get_number(la_api_ctx *c, const cJSON *o, const char *key, doub
     if (!cJSON_IsNumber(v)) return la_api_bad_type(c, key, v, "a number");
     double d = v->valuedouble;
     if (!(lo_open ? d > lo : d >= lo) || d > hi)
-        return la_api_fail(c, LA_ERR_INVALID_ARG, key, "invalid_value", "Invalid value for '%s': %g is outside %s%g, %g].",
+        return la_api_fail(c, LA_ERR_INVALID_ARG, key, "invalid_value", "Invalid value for '%s': %.15g is outside %s%g, %g].",
                            key, d, lo_open ? "(" : "[", lo, hi);
     *out = (float)d;
     return LA_OK;

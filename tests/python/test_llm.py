@@ -221,6 +221,7 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         (dict(kv_dir_bytes=1), lp.InvalidArgumentError, "kv_dir_bytes caps the disk tier: it needs kv_dir"),
         (dict(kv_read=2), lp.InvalidArgumentError, "is outside [0, 1]"),
         (dict(kv_read=1), lp.InvalidArgumentError, "kv_read says when disk and shared-tier records are read"),
+        (dict(recompute_ratio=1.0000001), lp.InvalidArgumentError, "1.0000001 is outside [0, 1]"),
     ]
     for kw, exc, message in cases:
         with pytest.raises(exc) as info:

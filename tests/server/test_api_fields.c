@@ -504,7 +504,11 @@ static void check_recompute_ratio(void) {
     cr_assert_eq(ts_num(c, "lazyattn", "doc_tokens_recomputed"), (double)(int64_t)(0.5 * probed + 0.5));
     cr_assert_gt(ts_num(k, "lazyattn", "doc_tokens_probed"), 0);
     cr_assert_eq(ts_num(k, "lazyattn", "doc_tokens_recomputed"), ts_num(k, "lazyattn", "doc_tokens_probed"));
-    cJSON_Delete(c), cJSON_Delete(k);
+    /* a value just past the range is named as sent, not rounded into it */
+    cJSON *e = post("/v1/chat/completions", 400, "{" CHAT_Q ", \"max_tokens\": 2, \"recompute_ratio\": 1.0000001}");
+    const char *msg = ts_str(e, "error", "message");
+    cr_assert(strstr(msg, "1.0000001 is outside [0, 1]"), "%s", msg);
+    cJSON_Delete(c), cJSON_Delete(k), cJSON_Delete(e);
 }
 
 /* documents after the preamble (here BOS, document 0 of a completion): found again in any
