@@ -435,6 +435,8 @@ void la_engine_set_submit_hook(la_engine *e, void (*fn)(la_engine *e, void *user
     e->submit_hook_user = user;
 }
 
+void la_engine_fail_forward_in(la_engine *e, int64_t nth) { e->fail_forward_in = nth > 0 ? nth : 0; }
+
 la_status la_engine_cancel(la_engine *e, uint64_t id) {
     pthread_mutex_lock(&e->mu);
     bool live = id > 0 && id < e->next_id;
@@ -527,6 +529,8 @@ static la_status step_locked(la_engine *e, la_err *err) {
                      (!sync || ++e->timing_steps % STEP_SAMPLE == 0 ||
                       (la_doc_store_prefill_unknown(e->docs) && packs_documents(&b)));
         if (timed && sync) s = sync(e->be, err);
+        if (s == LA_OK && e->fail_forward_in > 0 && --e->fail_forward_in == 0)
+            s = la_err_set(err, LA_ERR_BACKEND, "step: forward failure injected by a test");
         double t0 = la_now_ms();
         if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);
         if (s == LA_OK && timed && sync && b.n_logits == 0) s = sync(e->be, err);

@@ -89,11 +89,17 @@ struct la_engine {
     int32_t n_choosers;
     double choose_ms, grammar_ms;      /* totals, published by la_scheduler_refresh_stats */
     int64_t timing_steps; /* steps the KV store's prefill rate could time (engine.c) */
+    int64_t fail_forward_in; /* tests: forwards until an injected failure (0: none) */
 };
 
 /* Tests only: fn(e, user) runs inside every la_engine_submit after the request is queued and
  * before submit returns, on the submitting thread (NULL: none). A hook that steps the engine
  * there finishes a request before its submit returns: the race of issue 28, made certain. */
 void la_engine_set_submit_hook(la_engine *e, void (*fn)(la_engine *e, void *user), void *user);
+
+/* Tests only: the nth step with rows from now (1: the next) fails as a failed forward does
+ * (LA_ERR_BACKEND, nothing computed), through the same recovery (la_scheduler_fail_step);
+ * 0: none. Call between steps. */
+void la_engine_fail_forward_in(la_engine *e, int64_t nth);
 
 #endif

@@ -5,7 +5,8 @@
  * lazy, mepic and block agree (one mathematics, three storage formats); R = 1 is full
  * recompute; documents are found again in any order under the same preamble and never
  * under another one or computed alone; a step budget of 8 tokens (jobs waiting for the
- * preamble, over several steps) gives what one step gives; bad values are refused. */
+ * preamble, over several steps) gives what one step gives; a failed document 0 drops the
+ * documents waiting on it; bad values are refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "common/engine_util.h"
 #include "common/fixture.h"
 #include "common/test_util.h"
+#include "engine/engine_internal.h"
 #include "engine/sampling.h"
 
 #define LOGIT_TOL 1e-4
@@ -250,6 +252,55 @@ Test(doc_context, chunked_over_steps_equals_one_step) {
         LA_CHECK_OK(la_engine_check(small, &err), err);
         la_engine_destroy(big), la_engine_destroy(small);
     }
+    for (int k = 0; k < 4; k++) free(ids[k]);
+}
+
+/* A failed forward while document 0 is computed (la_engine_fail_forward_in; the first step
+ * computes document 0 alone, the others wait for it): the request fails with the step's
+ * error, the jobs waiting on that document 0 are dropped with it (the engine goes idle with
+ * nothing pinned), and the same request afterwards equals a fresh engine's. */
+Test(doc_context, a_failed_document_0_drops_the_documents_waiting_on_it) {
+    const int32_t len[4] = {19, 16, 25, 7};
+    int32_t *ids[4];
+    make_docs(35, 4, len, ids);
+    la_engine *fresh = engine_dc(tiny_dir(), LA_DOC_CONTEXT_PREAMBLE, 0, 0.0f);
+    la_test_gen ref, g, again;
+    run(fresh, LA_METHOD_LAZY, ids, len, 4, NULL, -1.0f, &ref);
+    la_engine_destroy(fresh);
+
+    la_engine *e = engine_dc(tiny_dir(), LA_DOC_CONTEXT_PREAMBLE, 0, 0.0f);
+    static const int32_t q[6] = {11, 12, 13, 14, 15, 16};
+    la_segment segs[4];
+    for (int k = 0; k < 4; k++) segs[k] = (la_segment){.ids = ids[k], .n_ids = len[k]};
+    la_request_params p;
+    la_request_params_init(&p);
+    p.docs = segs;
+    p.n_docs = 4;
+    p.prompt = (la_segment){.ids = q, .n_ids = 6};
+    p.add_special = false;
+    p.method = LA_METHOD_LAZY;
+    p.sampling.max_tokens = N_GEN;
+    p.sampling.ignore_eos = true;
+    p.on_event = la_test_on_event;
+    p.user = &g;
+    memset(&g, 0, sizeof g);
+    la_err err = {0};
+    LA_CHECK_OK(la_engine_submit(e, &p, NULL, &err), err);
+    la_engine_fail_forward_in(e, 1);
+    cr_assert_eq(la_engine_step(e, &err), LA_ERR_BACKEND, "%s", err.msg);
+    for (int i = 0; i < 50 && la_engine_has_work(e); i++) la_engine_step(e, &err);
+    cr_assert(g.done && g.finish == LA_FINISH_ERROR && strstr(g.error, "injected"), "finish %d: %s", g.finish,
+              g.error);
+    cr_assert(!la_engine_has_work(e), "jobs left waiting on a document 0 that will never be ready");
+    LA_CHECK_OK(la_engine_check(e, &err), err);
+    la_engine_stats st;
+    la_engine_get_stats(e, &st);
+    cr_assert_eq(st.kv_blocks_pinned, 0);
+    run(e, LA_METHOD_LAZY, ids, len, 4, NULL, -1.0f, &again);
+    assert_same(&again, &ref, "the same request after the failure");
+    cr_assert_eq(again.stats.doc_tokens_computed, 19 + 16 + 25 + 7, "every document computed again");
+    la_test_gen_free(&ref), la_test_gen_free(&g), la_test_gen_free(&again);
+    la_engine_destroy(e);
     for (int k = 0; k < 4; k++) free(ids[k]);
 }
 
