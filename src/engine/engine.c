@@ -487,6 +487,8 @@ static bool packs_documents(const la_batch_builder *b) {
 }
 
 la_status la_engine_step(la_engine *e, la_err *err) {
+    la_err local = {0};
+    if (!err) err = &local; /* a failed step hands its message to the requests it fails */
     pthread_mutex_lock(&e->step_mu);
     la_status s = step_locked(e, err);
     pthread_mutex_unlock(&e->step_mu);

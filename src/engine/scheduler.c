@@ -372,8 +372,8 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
     for (la_doc_job *j = e->jobs_head; j; j = j->next)
         if (j->load == LA_JOB_COMPUTE && !job_ctx_ready(e, j) && job_ctx_stranded(e, j)) {
             la_err dead = {0};
-            la_err_set(&dead, LA_ERR_INTERNAL, "a document was to be computed after document 0 (doc_context "
-                                               "preamble), whose computation failed");
+            la_err_set(&dead, LA_ERR_BACKEND, "a document was to be computed after document 0 (doc_context "
+                                              "preamble), whose computation failed");
             drop_stranded(e, NULL, &dead);
             break;
         }
@@ -510,19 +510,21 @@ static bool job_ctx_stranded(const la_engine *e, const la_doc_job *j) {
     return false;
 }
 
-/* Drops the jobs that can never run, compute jobs waiting on a document 0 that will never
- * be ready (its job was dropped), until none is left (their blocks will never be ready
- * either), then fails with err the requests of the step b (NULL: none) and the requests
- * waiting on documents that will now never be ready. A job loading from a store tier is kept:
- * its record was computed under that document 0 already; should it fall back to computing,
- * the next step drops it here. */
+/* Drops the jobs that can never run, those computing or reading a document after a
+ * document 0 that will never be ready (its job was dropped), until none is left (their
+ * blocks will never be ready either), then fails with err the requests of the step b (NULL:
+ * none) and the requests waiting on documents that will now never be ready. A job whose
+ * record is being copied in (or is copied) is kept: the copy refers to it, and its record was
+ * computed under that document 0 already; a read (LOADING) is dropped before its copy starts,
+ * so that no later request that found its blocks waits on a read that may still fall back to
+ * computing (la_doc_store_job_end releases the record). */
 static void drop_stranded(la_engine *e, const la_batch_builder *b, const la_err *err) {
     for (bool dropped = true; dropped;) {
         dropped = false;
         la_doc_job *prev = NULL;
         for (la_doc_job *j = e->jobs_head, *next; j; j = next) {
             next = j->next;
-            if (j->load != LA_JOB_COMPUTE || !job_ctx_stranded(e, j)) {
+            if (j->load == LA_JOB_IMPORTING || j->load == LA_JOB_LOADED || !job_ctx_stranded(e, j)) {
                 prev = j;
                 continue;
             }

@@ -299,6 +299,14 @@ Test(doc_context, a_failed_document_0_drops_the_documents_waiting_on_it) {
     run(e, LA_METHOD_LAZY, ids, len, 4, NULL, -1.0f, &again);
     assert_same(&again, &ref, "the same request after the failure");
     cr_assert_eq(again.stats.doc_tokens_computed, 19 + 16 + 25 + 7, "every document computed again");
+    /* a failed step without an error out-parameter: the request still gets the message */
+    la_test_gen_free(&g);
+    memset(&g, 0, sizeof g);
+    p.prompt = (la_segment){.ids = q, .n_ids = 5};
+    LA_CHECK_OK(la_engine_submit(e, &p, NULL, &err), err);
+    la_engine_fail_forward_in(e, 1);
+    cr_assert_eq(la_engine_step(e, NULL), LA_ERR_BACKEND);
+    cr_assert(g.done && g.finish == LA_FINISH_ERROR && strstr(g.error, "injected"), "%s", g.error);
     la_test_gen_free(&ref), la_test_gen_free(&g), la_test_gen_free(&again);
     la_engine_destroy(e);
     for (int k = 0; k < 4; k++) free(ids[k]);
