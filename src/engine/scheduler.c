@@ -53,6 +53,14 @@ int64_t la_scheduler_blocks_needed(const la_engine *e, const la_request *r) {
     return n;
 }
 
+/* Out of memory at document d of r: the documents from d on get no job, so no one may find
+ * their blocks (the jobs already started keep theirs). */
+static la_status jobs_oom(la_engine *e, la_request *r, int32_t d, la_err *err) {
+    for (; d < r->plan.n_docs; d++)
+        if (r->plan.docs[d].compute) la_plan_doc_unindex(&r->plan.docs[d], e->pool);
+    return la_err_set(err, LA_ERR_NO_MEMORY, "document job: out of memory");
+}
+
 static la_status start_jobs(la_engine *e, la_request *r, la_err *err) {
     int32_t B = e->opts.block_size;
     for (int32_t d = 0; d < r->plan.n_docs; d++) {
@@ -65,7 +73,7 @@ static la_status start_jobs(la_engine *e, la_request *r, la_err *err) {
             free(j);
             free(ids);
             free(tok);
-            return la_err_set(err, LA_ERR_NO_MEMORY, "document job: out of memory");
+            return jobs_oom(e, r, d, err);
         }
         j->method = r->method;
         j->doc = *doc;
@@ -84,7 +92,7 @@ static la_status start_jobs(la_engine *e, la_request *r, la_err *err) {
                 free(j);
                 free(ids);
                 free(tok);
-                return la_err_set(err, LA_ERR_NO_MEMORY, "document job: out of memory");
+                return jobs_oom(e, r, d, err);
             }
             memcpy(j->ctx.block_ids, d0->block_ids, sizeof(int32_t) * (size_t)d0->n_blocks);
             for (int32_t b = 0; b < d0->n_blocks; b++) la_kv_pool_ref(e->pool, d0->block_ids[b]);

@@ -249,19 +249,22 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, c
     free(lens);
     if (s != LA_OK) {
         /* Undo: unindex the blocks this plan allocated for documents, then unpin all. */
-        for (int32_t d = 0; d < plan.n_docs; d++) {
-            la_plan_doc *doc = &plan.docs[d];
-            for (int32_t b = doc->n_reused; doc->block_ids && b < doc->n_blocks; b++)
-                if (doc->block_ids[b] >= 0 && la_kv_pool_is_indexed(pool, doc->block_ids[b]) &&
-                    !la_kv_pool_is_ready(pool, doc->block_ids[b]) &&
-                    la_kv_pool_ref_count(pool, doc->block_ids[b]) == 1)
-                    la_kv_pool_unregister(pool, doc->block_ids[b]);
-        }
+        for (int32_t d = 0; d < plan.n_docs; d++) la_plan_doc_unindex(&plan.docs[d], pool);
         la_plan_release(&plan, pool);
         return s;
     }
     *out = plan;
     return LA_OK;
+}
+
+void la_plan_doc_unindex(const la_plan_doc *doc, la_kv_pool *pool) {
+    /* from n_reused on, every block was allocated by this plan (a repeat of the document in
+     * the same request pins the same blocks, so their count may be 2; no other request can
+     * hold a block before its job starts) */
+    for (int32_t b = doc->n_reused; doc->block_ids && b < doc->n_blocks; b++)
+        if (doc->block_ids[b] >= 0 && la_kv_pool_is_indexed(pool, doc->block_ids[b]) &&
+            !la_kv_pool_is_ready(pool, doc->block_ids[b]))
+            la_kv_pool_unregister(pool, doc->block_ids[b]);
 }
 
 /* ============================================================ fork =================== */

@@ -164,6 +164,11 @@ la_status la_plan_fork(const la_plan *src, la_kv_pool *pool, int32_t n_filled, l
  * before its start) and free its arrays. */
 void la_plan_release(la_plan *plan, la_kv_pool *pool);
 
+/* A document of a plan that will not be computed after all (its plan failed, or its job could
+ * not start): unindexes the blocks the plan allocated for it (from n_reused on) that are not
+ * ready, so that no later lookup finds blocks nothing will ever compute. Pins are untouched. */
+void la_plan_doc_unindex(const la_plan_doc *doc, la_kv_pool *pool);
+
 /* Number of pins the plan holds (for accounting checks). */
 int64_t la_plan_pins(const la_plan *plan);
 

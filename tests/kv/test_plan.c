@@ -310,3 +310,24 @@ Test(plan, a_document_repeated_in_one_request_is_computed_once) {
         la_kv_pool_destroy(pool);
     }
 }
+
+/* A failed plan (no space for the tail) that listed one document twice: the repeat pinned the
+ * blocks the first occurrence had just allocated and indexed, and the undo must unindex them
+ * anyway; otherwise they stay indexed and never ready, with no job to compute them, and the
+ * next plan finds the document "cached" and waits for it forever. */
+Test(plan, a_failed_plan_unindexes_a_repeated_documents_blocks) {
+    la_kv_pool *pool = pool_of(5, 8);
+    int32_t toks[20], tail[30];
+    for (int i = 0; i < 20; i++) toks[i] = 500 + i;
+    for (int i = 0; i < 30; i++) tail[i] = 1 + i;
+    la_plan_input_doc docs[2] = {{toks, 20}, {toks, 20}}; /* 3 blocks, shared by the repeat */
+    la_plan pl;
+    la_err err = {0};
+    cr_assert_eq(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 2, tail, 30, &pl, &err),
+                 LA_ERR_NO_SPACE); /* + 4 tail blocks > 5 */
+    LA_CHECK_OK(la_kv_pool_check(pool, 0, &err), err);
+    LA_CHECK_OK(la_plan_create(pool, LA_METHOD_LAZY, NULL, NULL, LA_DOC_CONTEXT_ALONE, docs, 1, tail, 1, &pl, &err), err);
+    cr_assert(pl.docs[0].compute, "the document was never computed, yet the plan found it");
+    la_plan_release(&pl, pool);
+    la_kv_pool_destroy(pool);
+}
