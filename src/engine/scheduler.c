@@ -375,8 +375,9 @@ static void drop_stranded(la_engine *e, const la_batch_builder *b, const la_err 
 
 la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err) {
     int64_t budget = e->opts.max_batch_tokens;
-    /* 0. a job computing after a document 0 that will never be ready (a store load that fell
-     * back to computing after document 0's job failed) would wait forever: drop it */
+    /* 0. a job computing after a document 0 that will never be ready (a record copy that
+     * failed and fell back to computing after document 0's job failed) would wait forever:
+     * drop it */
     for (la_doc_job *j = e->jobs_head; j; j = j->next)
         if (j->load == LA_JOB_COMPUTE && !job_ctx_ready(e, j) && job_ctx_stranded(e, j)) {
             la_err dead = {0};
