@@ -565,8 +565,7 @@ class LLM(_Closing):
         else:
             sps = [sampling_params] * len(items)
         return [self._build(src, it, sp, documents, method, cache_salt, recompute_first, recompute_ratio, doc_context)
-                for src, it, sp in
-                zip((s for s, _ in items), (it for _, it in items), sps)]
+                for (src, it), sp in zip(items, sps)]
 
     # ---- the API -------------------------------------------------------------------------------
 
@@ -580,7 +579,8 @@ class LLM(_Closing):
         "preamble": the documents after the first computed after document 0; README "Documents
         encoded after the preamble"), or a list of those; the keywords recompute_first,
         recompute_ratio and doc_context apply to every prompt without its own. A "prompt" is
-        raw text after the documents (as /v1/completions); "messages" go through the model's chat template (as /v1/chat/completions and `lazyattn run`).
+        raw text after the documents (as /v1/completions); "messages" go through the model's
+        chat template (as /v1/chat/completions and `lazyattn run`).
         documents: [str | {"title", "text"}] for every prompt without its own. sampling_params:
         one SamplingParams, or one per prompt. Returns a list of RequestOutput in prompt order;
         with SamplingParams(n=k), k of them per prompt (RequestOutput.index 0 .. k-1), as
