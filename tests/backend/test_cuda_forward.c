@@ -892,16 +892,8 @@ Test(cuda_forward, gpu_engine_graphs_match_eager) {
             for (int k = 0; k < 3; k++) /* each request its own document order */
                 segs[k] = (la_segment){.ids = d.ids[(k + r) % 3], .n_ids = d.len[(k + r) % 3]};
             int32_t q[5] = {11 + r, 12, 13, 14, 15};
-            la_request_params rp;
-            la_request_params_init(&rp);
-            rp.docs = segs;
-            rp.n_docs = 3;
-            rp.prompt = (la_segment){.ids = q, .n_ids = 5};
-            rp.add_special = false;
-            rp.method = LA_METHOD_LAZY;
-            rp.return_logits = true;
-            rp.sampling.max_tokens = max_tokens[r];
-            rp.sampling.ignore_eos = true;
+            la_request_params rp = la_test_segs_params(LA_METHOD_LAZY, segs, 3, (la_segment){.ids = q, .n_ids = 5},
+                                                       NULL, -1, -1.0f, max_tokens[r]);
             rp.on_event = la_test_on_event;
             rp.user = &gen[i * 3 + r];
             la_err err = {0};

@@ -87,9 +87,9 @@ void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const
                           recompute_ratio, max_tokens, g);
 }
 
-void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
-                           const char *salt, int32_t recompute_first, float recompute_ratio, int32_t max_tokens,
-                           la_test_gen *g) {
+la_request_params la_test_segs_params(la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
+                                      const char *salt, int32_t recompute_first, float recompute_ratio,
+                                      int32_t max_tokens) {
     la_request_params rp;
     la_request_params_init(&rp);
     rp.docs = docs;
@@ -103,5 +103,12 @@ void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, in
     rp.return_logits = true;
     rp.sampling.max_tokens = max_tokens;
     rp.sampling.ignore_eos = true;
+    return rp;
+}
+
+void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
+                           const char *salt, int32_t recompute_first, float recompute_ratio, int32_t max_tokens,
+                           la_test_gen *g) {
+    la_request_params rp = la_test_segs_params(m, docs, n_docs, prompt, salt, recompute_first, recompute_ratio, max_tokens);
     la_test_generate(e, &rp, g);
 }

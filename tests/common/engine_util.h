@@ -40,8 +40,16 @@ void la_test_generate_docs(la_engine *e, la_method m, int32_t *const *ids, const
                            const int32_t *order, const int32_t *q, int32_t nq, const char *salt,
                            int32_t recompute_first, float recompute_ratio, int32_t max_tokens, la_test_gen *g);
 
-/* The same request with the documents and the question as segments (docs[n_docs]; n_docs 0:
- * none, the whole prompt inline). */
+/* The method tests' request as parameters, for a test that submits and steps itself:
+ * documents docs[n_docs] (n_docs 0: none, the whole prompt inline), then prompt, no
+ * template, method m, salt, recovery (negative: the engine's default), logits returned,
+ * ignore_eos, max_tokens; on_event / user are left for the caller. */
+la_request_params la_test_segs_params(la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
+                                      const char *salt, int32_t recompute_first, float recompute_ratio,
+                                      int32_t max_tokens);
+
+/* The same request with the documents and the question as segments (la_test_segs_params),
+ * run to completion. */
 void la_test_generate_segs(la_engine *e, la_method m, const la_segment *docs, int32_t n_docs, la_segment prompt,
                            const char *salt, int32_t recompute_first, float recompute_ratio, int32_t max_tokens,
                            la_test_gen *g);

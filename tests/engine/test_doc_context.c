@@ -272,15 +272,8 @@ Test(doc_context, a_failed_document_0_drops_the_documents_waiting_on_it) {
     static const int32_t q[6] = {11, 12, 13, 14, 15, 16};
     la_segment segs[4];
     for (int k = 0; k < 4; k++) segs[k] = (la_segment){.ids = ids[k], .n_ids = len[k]};
-    la_request_params p;
-    la_request_params_init(&p);
-    p.docs = segs;
-    p.n_docs = 4;
-    p.prompt = (la_segment){.ids = q, .n_ids = 6};
-    p.add_special = false;
-    p.method = LA_METHOD_LAZY;
-    p.sampling.max_tokens = N_GEN;
-    p.sampling.ignore_eos = true;
+    la_request_params p =
+        la_test_segs_params(LA_METHOD_LAZY, segs, 4, (la_segment){.ids = q, .n_ids = 6}, NULL, -1, -1.0f, N_GEN);
     p.on_event = la_test_on_event;
     p.user = &g;
     memset(&g, 0, sizeof g);
