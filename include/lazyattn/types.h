@@ -41,6 +41,9 @@ LA_API const char *la_method_name(la_method m);
 LA_API la_status la_method_parse(const char *s, la_method *out, la_err *err);
 /* Whether the method encodes documents block-diagonally (BLOCK, MEPIC, LAZY, BLOCK_REF). */
 LA_API bool la_method_is_blockwise(la_method m);
+/* Whether the method keeps each document's K/V in the shared, hashed document cache, reused
+ * in any slot (BLOCK, MEPIC, LAZY; BLOCK_REF computes documents fresh per request). */
+LA_API bool la_method_caches_docs(la_method m);
 
 /* What a cached document's K/V are computed after (lazy, block, mepic; README "Documents
  * encoded after the preamble"; APE, arXiv 2502.05431, shares the prefix the same way).

@@ -24,6 +24,10 @@ la_status la_method_parse(const char *s, la_method *out, la_err *err) {
                       s);
 }
 
+bool la_method_caches_docs(la_method m) {
+    return m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC || m == LA_METHOD_LAZY;
+}
+
 bool la_method_is_blockwise(la_method m) {
     return m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC || m == LA_METHOD_LAZY ||
            m == LA_METHOD_BLOCK_REF;

@@ -337,7 +337,7 @@ static char *chat_body(const run_ctx *c, const la_bench_item *it) {
         cJSON_AddNumberToObject(o, "recompute_ratio",
                                 c->t->recompute_ratio > 0.0f ? la_method_spec_ratio_json(c->t->recompute_ratio) : 0);
     }
-    if (m == LA_METHOD_LAZY || m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC)
+    if (la_method_caches_docs(m))
         cJSON_AddStringToObject(o, "doc_context", la_doc_context_name(c->t->doc_context == LA_DOC_CONTEXT_PREAMBLE
                                                                           ? LA_DOC_CONTEXT_PREAMBLE
                                                                           : LA_DOC_CONTEXT_ALONE));

@@ -267,7 +267,7 @@ int la_cli_run(int argc, char **argv) {
                 cJSON *j = cJSON_CreateObject();
                 const la_method m = rp.method == LA_METHOD_COUNT ? eo.method : rp.method;
                 cJSON_AddStringToObject(j, "method", la_method_name(m));
-                if (m == LA_METHOD_LAZY || m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC)
+                if (la_method_caches_docs(m))
                     cJSON_AddStringToObject(j, "doc_context", la_doc_context_name(eo.doc_context));
                 cJSON_AddNumberToObject(j, "prompt_tokens", o.stats.n_prompt_tokens);
                 cJSON_AddNumberToObject(j, "doc_tokens", o.stats.n_doc_tokens);

@@ -582,10 +582,6 @@ void la_doc_store_destroy(la_doc_store *d) {
 
 /* ============================================================ jobs ================== */
 
-static bool caches_docs(la_method m) {
-    return m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC || m == LA_METHOD_LAZY;
-}
-
 static la_kv_format format_of(la_method m) {
     return m == LA_METHOD_MEPIC ? LA_KV_FORMAT_UNROTATED : LA_KV_FORMAT_ROTATED_LOCAL;
 }
@@ -625,7 +621,7 @@ void la_doc_store_note_step(la_doc_store *d, int64_t n_rows, double ms) {
 void la_doc_store_job_start(la_doc_store *d, la_doc_job *j, la_request *r) {
     j->load = LA_JOB_COMPUTE;
     j->request_id = r->id;
-    if (!caches_docs(j->method)) return;
+    if (!la_method_caches_docs(j->method)) return;
     j->key = la_hash_record_key(&d->hc, j->doc.last_hash, j->doc.n_tokens);
     j->has_key = true;
     if (!d->store) return;
@@ -738,7 +734,7 @@ void la_doc_store_step_end(la_doc_store *d) {
 
 int32_t la_doc_store_where(la_doc_store *d, la_method m, const char *salt, const int32_t *tokens, int32_t n,
                            uint64_t *hashes, la_hash128 *key_out) {
-    if (!caches_docs(m) || n < 1) return 0;
+    if (!la_method_caches_docs(m) || n < 1) return 0;
     int32_t B = d->shape.block_size, nb = (n + B - 1) / B;
     la_hash128 *h = malloc(sizeof *h * (size_t)nb);
     if (!h) return 0;

@@ -329,7 +329,7 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
 
     if ((unsigned)p->doc_context > LA_DOC_CONTEXT_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "doc_context=%d is not a doc context", (int)p->doc_context);
-    const bool caches_docs = method == LA_METHOD_LAZY || method == LA_METHOD_BLOCK || method == LA_METHOD_MEPIC;
+    const bool caches_docs = la_method_caches_docs(method);
     if (p->doc_context == LA_DOC_CONTEXT_PREAMBLE && !caches_docs)
         return la_err_set(err, LA_ERR_INVALID_ARG,
                           "doc_context preamble applies to the methods that cache documents (lazy, block, mepic): "

@@ -14,11 +14,6 @@ static la_kv_format doc_format(la_method m) {
     return m == LA_METHOD_MEPIC ? LA_KV_FORMAT_UNROTATED : LA_KV_FORMAT_ROTATED_LOCAL;
 }
 
-/* Methods whose documents live in the shared, hashed document cache. */
-static bool caches_docs(la_method m) {
-    return m == LA_METHOD_BLOCK || m == LA_METHOD_MEPIC || m == LA_METHOD_LAZY;
-}
-
 /* ============================================================ release ================ */
 
 static void free_doc(la_plan_doc *d) {
@@ -72,7 +67,7 @@ static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
         if (doc->copy_ids) doc->copy_ids[b] = -1;
     }
     int32_t k = 0;
-    if (caches_docs(plan->method)) {
+    if (la_method_caches_docs(plan->method)) {
         la_hash_chain(la_kv_pool_hash_ctx(pool), seed, in->tokens, in->n_tokens, B, 1, hashes);
         doc->last_hash = hashes[doc->n_blocks - 1];
         while (k < doc->n_blocks) {
@@ -93,7 +88,7 @@ static la_status lookup_doc(la_plan *plan, la_kv_pool *pool, la_hash128 seed,
  * per-request copies (BLOCK, recovery). */
 static la_status alloc_doc(la_plan *plan, la_kv_pool *pool, la_plan_doc *doc,
                            const la_hash128 *hashes, la_err *err) {
-    if (caches_docs(plan->method) && doc->compute) {
+    if (la_method_caches_docs(plan->method) && doc->compute) {
         /* The same document earlier in this request registered its blocks a moment ago
          * (pass 1 ran before any registration): share them, computed once. Only a whole
          * remainder is taken; a partial match computes as before. */
@@ -118,7 +113,7 @@ static la_status alloc_doc(la_plan *plan, la_kv_pool *pool, la_plan_doc *doc,
     }
     for (int32_t b = doc->n_reused; b < doc->n_blocks; b++) {
         LA_TRY(la_kv_pool_alloc(pool, &doc->block_ids[b], err));
-        if (caches_docs(plan->method)) la_kv_pool_register(pool, doc->block_ids[b], hashes[b]);
+        if (la_method_caches_docs(plan->method)) la_kv_pool_register(pool, doc->block_ids[b], hashes[b]);
     }
     for (int32_t b = 0; b < la_plan_doc_copies(plan, doc); b++) LA_TRY(la_kv_pool_alloc(pool, &doc->copy_ids[b], err));
     return LA_OK;
@@ -160,7 +155,7 @@ la_status la_plan_create(la_kv_pool *pool, la_method method, const char *salt, c
     if ((unsigned)method >= LA_METHOD_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "plan: unknown method %d", (int)method);
     if ((unsigned)doc_context >= LA_DOC_CONTEXT_COUNT ||
-        (doc_context == LA_DOC_CONTEXT_PREAMBLE && !caches_docs(method)))
+        (doc_context == LA_DOC_CONTEXT_PREAMBLE && !la_method_caches_docs(method)))
         return la_err_set(err, LA_ERR_INVALID_ARG, "plan: doc_context %d under %s (preamble: lazy, block, mepic)",
                           (int)doc_context, la_method_name(method));
     if (n_tail < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "plan: the prompt after the documents is empty");
