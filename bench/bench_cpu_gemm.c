@@ -1,8 +1,9 @@
 /* Weight products per shape (not a test): our gemm_nt (cpu_kernels.h) on packed f32 / bf16
  * weights against OpenBLAS sgemm (the f32 weight as it is; the bf16 one unpacked to f32 first,
- * as the CPU backend's BLAS path does), one thread, for x rows m and Llama-3.2-1B's shapes.
- * The CPU backend runs gemm_nt up to GEMM_MAX_ROWS_DEFAULT rows and BLAS above: this is
- * the measurement behind that threshold.
+ * as the CPU backend's BLAS path does), and gemm_nt_bf16x (bf16 activations: --cpu-weights
+ * bf16-dot) where the CPU has it, one thread, for x rows m and Llama-3.2-1B's shapes.
+ * The CPU backend runs gemm_nt up to its kernel table's gemm_max_rows_* and BLAS above: this
+ * is the measurement behind those crossovers.
  *
  *   bench_cpu_gemm [--rows 1,2,4,8,16,32,64,128,512] [--shapes 2048x2048,8192x2048,2048x8192]
  *                  [--out FILE.json]
@@ -68,8 +69,8 @@ int main(int argc, char **argv) {
     la_machine_loadavg(load, sizeof load);
     cJSON_AddStringToObject(root, "loadavg_before", load);
     cJSON *cells = cJSON_AddArrayToObject(root, "cells");
-    printf("%-11s %5s %10s %10s %10s %10s   GFLOP/s, one thread (%s)\n", "shape", "rows", "ours f32", "ours bf16",
-           "blas f32", "blas bf16", kn->name);
+    printf("%-11s %5s %10s %10s %10s %10s %10s   GFLOP/s, one thread (%s)\n", "shape", "rows", "ours f32",
+           "ours bf16", "blas f32", "blas bf16", "bf16-dot", kn->name);
     for (int si = 0; si < n_shapes; si++) {
         const int64_t N = shapes[si][0], K = shapes[si][1];
         float *w = malloc(sizeof(float) * (size_t)(N * K));
@@ -84,27 +85,34 @@ int main(int argc, char **argv) {
             const int64_t m = rows[ri];
             float *x = malloc(sizeof(float) * (size_t)(m * K)), *y = malloc(sizeof(float) * (size_t)(m * N));
             for (int64_t i = 0; i < m * K; i++) x[i] = (float)(i % 17) * 0.01f;
-            double best[4];
-            for (int v = 0; v < 4; v++) {
+            const int64_t kp = (K + 15) & ~(int64_t)15; /* gemm_nt_bf16x's row stride */
+            uint16_t *xb = calloc((size_t)(m * kp), sizeof(uint16_t));
+            for (int64_t i = 0; i < m; i++) kn->to_bf16(xb + i * kp, x + i * K, K);
+            double best[5];
+            for (int v = 0; v < 5; v++) {
                 best[v] = 1e30;
+                if (v == 4 && !kn->gemm_nt_bf16x) continue;
                 for (int rep = 0; rep < 6; rep++) {
                     double t0 = la_now_ms();
                     if (v == 0) kn->gemm_nt(x, K, m, wp32, LA_DTYPE_F32, K, 0, N, NULL, y, N);
                     else if (v == 1) kn->gemm_nt(x, K, m, wp16, LA_DTYPE_BF16, K, 0, N, NULL, y, N);
+                    else if (v == 4) kn->gemm_nt_bf16x(xb, kp, m, wp16, K, 0, N, NULL, y, N);
                     else /* the backend's BLAS path: 64-column tiles unpacked, then sgemm */
                         for (int64_t j = 0; j < N; j += 64) {
+                            const int64_t jw = N - j < 64 ? N - j : 64;
                             la_cpu_unpack_rows(kn, tile, v == 2 ? (const void *)wp32 : (const void *)wp16,
-                                               v == 2 ? LA_DTYPE_F32 : LA_DTYPE_BF16, K, j, j + 64);
-                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, 64, (int)K, 1.0f, x, (int)K,
-                                        tile, (int)K, 0.0f, y + j, (int)N);
+                                               v == 2 ? LA_DTYPE_F32 : LA_DTYPE_BF16, K, j, j + jw);
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)jw, (int)K, 1.0f, x,
+                                        (int)K, tile, (int)K, 0.0f, y + j, (int)N);
                         }
                     double dt = la_now_ms() - t0;
                     if (rep > 0 && dt < best[v]) best[v] = dt;
                 }
             }
             double flop = 2.0 * (double)m * (double)N * (double)K;
-            printf("%5lldx%-5lld %5lld %10.1f %10.1f %10.1f %10.1f\n", (long long)N, (long long)K, (long long)m,
-                   flop / best[0] / 1e6, flop / best[1] / 1e6, flop / best[2] / 1e6, flop / best[3] / 1e6);
+            printf("%5lldx%-5lld %5lld %10.1f %10.1f %10.1f %10.1f %10.1f\n", (long long)N, (long long)K,
+                   (long long)m, flop / best[0] / 1e6, flop / best[1] / 1e6, flop / best[2] / 1e6,
+                   flop / best[3] / 1e6, flop / best[4] / 1e6);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "n_out", (double)N);
             cJSON_AddNumberToObject(o, "n_in", (double)K);
@@ -113,8 +121,9 @@ int main(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "ours_bf16_gflops", flop / best[1] / 1e6);
             cJSON_AddNumberToObject(o, "blas_f32_gflops", flop / best[2] / 1e6);
             cJSON_AddNumberToObject(o, "blas_bf16_gflops", flop / best[3] / 1e6);
+            if (kn->gemm_nt_bf16x) cJSON_AddNumberToObject(o, "ours_bf16_dot_gflops", flop / best[4] / 1e6);
             cJSON_AddItemToArray(cells, o);
-            free(x), free(y);
+            free(x), free(y), free(xb);
         }
         free(w), free(wp32), free(wp16), free(tile);
     }

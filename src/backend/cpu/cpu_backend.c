@@ -35,16 +35,10 @@
 #include "base/err.h"
 #include "base/threadpool.h"
 
-/* Matrix products run gemm_nt where it beats OpenBLAS, one thread (bench/bench_cpu_gemm.c,
- * bench/results/cpu_gemm_shapes.json): up to 128 rows on f32 weights, 256 on bf16 / f16, and
- * at any row count while x (rows x n_in f32) stays within GEMM_X_BYTES (its 4 x 4 tiles sweep
- * x once per 4 weight rows: at 1024 rows of a 2048x8192 weight, 32 MiB of x, that is 36
- * against OpenBLAS's 67 GFLOP/s; at 1024 rows of 1024x384, 1.5 MiB, 93 against 81).
- * LA_CPU_GEMM_MAX_ROWS=N makes it N rows on every weight (a benchmark switch and a test
- * hook). */
-#define GEMM_MAX_ROWS_F32 128
-#define GEMM_MAX_ROWS_16BIT 256
-#define GEMM_X_BYTES ((int64_t)4 << 20)
+/* Matrix products run gemm_nt where it beats OpenBLAS, BLAS above: the crossovers belong to
+ * the kernel table (la_cpu_kernels.gemm_max_rows_*, cpu_kernels_*.c, measured with
+ * bench/bench_cpu_gemm.c). LA_CPU_GEMM_MAX_ROWS=N makes it N rows on every weight (a
+ * benchmark switch and a test hook). */
 /* Output columns per task of a weight product: gemm_nt (a multiple of LA_CPU_PACK_ROWS) / a
  * BLAS tile (unpacked to f32 in the worker's scratch, 64 rows of n_in floats). */
 #define GEMV_CHUNK 16
@@ -691,9 +685,9 @@ la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
     c->base.weight_dtype = LA_WEIGHT_DTYPE_AUTO;
     c->pool_dtype = LA_DTYPE_F32;
     c->kern = la_cpu_kernels_get();
-    c->gemm_max_rows_f32 = GEMM_MAX_ROWS_F32;
-    c->gemm_max_rows_16bit = GEMM_MAX_ROWS_16BIT;
-    c->gemm_x_bytes = GEMM_X_BYTES;
+    c->gemm_max_rows_f32 = c->kern->gemm_max_rows_f32;
+    c->gemm_max_rows_16bit = c->kern->gemm_max_rows_16bit;
+    c->gemm_x_bytes = c->kern->gemm_x_bytes;
     const char *env = getenv("LA_CPU_GEMM_MAX_ROWS"); /* a benchmark switch (README "CPU backend") */
     if (env && *env) c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = strtoll(env, NULL, 10), c->gemm_x_bytes = 0;
     la_status s = la_threadpool_create(n_threads, &c->tp, err);

@@ -52,6 +52,12 @@ typedef struct la_cpu_kernels {
      * to BLAS). */
     void (*gemm_nt)(const float *x, int64_t ldx, int64_t m, const void *w, la_dtype wt, int64_t k, int64_t n0,
                     int64_t n1, const float *bias, float *y, int64_t ldy);
+    /* Where this table's gemm_nt beats OpenBLAS (one thread, bench/bench_cpu_gemm.c): up to
+     * gemm_max_rows_f32 rows on f32 weights, gemm_max_rows_16bit on bf16 / f16, and at any row
+     * count while x (rows x k f32) stays within gemm_x_bytes (0: no such rule). The CPU
+     * backend runs BLAS above them. */
+    int32_t gemm_max_rows_f32, gemm_max_rows_16bit;
+    int64_t gemm_x_bytes;
     /* gemm_nt on bf16 activations (--cpu-weights bf16-dot, llama.cpp's bf16 arithmetic): x given
      * as bf16 rows of ldx elements, each zero-padded from k to k rounded up to 16; W packed
      * bf16; the products of bf16 pairs summed in f32 (vdpbf16ps: twice the multiply rate of
