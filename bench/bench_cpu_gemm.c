@@ -110,9 +110,11 @@ int main(int argc, char **argv) {
                 }
             }
             double flop = 2.0 * (double)m * (double)N * (double)K;
-            printf("%5lldx%-5lld %5lld %10.1f %10.1f %10.1f %10.1f %10.1f\n", (long long)N, (long long)K,
+            char dot[16] = "-"; /* no AVX512_BF16 */
+            if (kn->gemm_nt_bf16x) snprintf(dot, sizeof dot, "%.1f", flop / best[4] / 1e6);
+            printf("%5lldx%-5lld %5lld %10.1f %10.1f %10.1f %10.1f %10s\n", (long long)N, (long long)K,
                    (long long)m, flop / best[0] / 1e6, flop / best[1] / 1e6, flop / best[2] / 1e6,
-                   flop / best[3] / 1e6, flop / best[4] / 1e6);
+                   flop / best[3] / 1e6, dot);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddNumberToObject(o, "n_out", (double)N);
             cJSON_AddNumberToObject(o, "n_in", (double)K);

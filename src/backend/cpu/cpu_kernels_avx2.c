@@ -285,9 +285,9 @@ const la_cpu_kernels la_cpu_kernels_avx2 = {
     .isa = LA_CPU_ISA_AVX2,
     .name = "avx2",
     .gemm_nt = gemm_nt,
-    /* an AVX2-only EPYC (bench/results/cpu_gemm_shapes_avx2.json): ours 54-63 GFLOP/s from
-     * 16 rows on, OpenBLAS 50-61 at 48 rows, 65-72 at 128, 75-79 at 512, on every shape from
-     * 64x64 to 8192x2048 (x's size does not change that) */
+    /* an AVX2-only EPYC (bench/results/cpu_gemm_shapes_avx2.json, one thread): ours 49-64
+     * GFLOP/s from 16 rows on, OpenBLAS 50-61 at 48 rows, 68-73 at 128, 74-79 at 512, on
+     * Llama-3.2-1B's and the bundled model's shapes (x's size does not change that) */
     .gemm_max_rows_f32 = 48,
     .gemm_max_rows_16bit = 48,
     .gemm_x_bytes = 0,

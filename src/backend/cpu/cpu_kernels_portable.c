@@ -110,9 +110,9 @@ const la_cpu_kernels la_cpu_kernels_portable = {
     .isa = LA_CPU_ISA_PORTABLE,
     .name = "portable",
     .gemm_nt = gemm_nt,
-    /* the reference, not a fast path (about 2 GFLOP/s: BLAS wins from 2 rows); it takes the
-     * AVX-512 table's crossovers so that forcing it (LA_CPU_ISA=portable) runs gemm_nt on the
-     * same products the fastest table does */
+    /* the reference, not a fast path (about 2 GFLOP/s: BLAS wins from 2 rows); it keeps the
+     * widest crossovers (AVX-512's) so that forcing it (LA_CPU_ISA=portable) runs gemm_nt on
+     * every product any vector table gives to gemm_nt */
     .gemm_max_rows_f32 = 128,
     .gemm_max_rows_16bit = 256,
     .gemm_x_bytes = (int64_t)4 << 20,
