@@ -1,7 +1,8 @@
 /* The AVX2 kernel table (cpu_kernels.h): AVX2 + FMA + F16C, this file alone compiled with
  * those -m flags (CMakeLists.txt), run only where cpuid has them. The AVX-512 table's
  * design on 8 lanes and 16 registers: gemm_nt groups of 4 packed weight rows x up to 3
- * x rows (2 on 16-bit weights), a scalar tail past the last whole 16; exp by the same Cephes polynomial, 2^n built in the exponent bits. */
+ * x rows (2 on 16-bit weights), a scalar tail past the last whole 16; exp by the same
+ * Cephes polynomial, 2^n built in the exponent bits. */
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #include <math.h>
