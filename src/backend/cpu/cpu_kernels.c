@@ -53,14 +53,17 @@ static void avx512_init(void) {
 
 const la_cpu_kernels *la_cpu_kernels_for(la_cpu_isa isa) {
     if (!la_cpu_isa_supported(isa)) return NULL;
+    const la_cpu_kernels *k = NULL;
     switch (isa) {
-    case LA_CPU_ISA_PORTABLE: return &la_cpu_kernels_portable;
-    case LA_CPU_ISA_AVX2: return &la_cpu_kernels_avx2;
+    case LA_CPU_ISA_PORTABLE: k = &la_cpu_kernels_portable; break;
+    case LA_CPU_ISA_AVX2: k = &la_cpu_kernels_avx2; break;
     case LA_CPU_ISA_AVX512:
         pthread_once(&g_avx512_once, avx512_init);
-        return &g_avx512;
-    default: return NULL;
+        k = &g_avx512;
+        break;
+    default: break;
     }
+    return k && k->gemm_nt ? k : NULL; /* a table this compiler could not build is empty */
 }
 
 const la_cpu_kernels *la_cpu_kernels_get(void) {

@@ -112,7 +112,7 @@ extern const la_cpu_kernels la_cpu_kernels_avx512;
 
 /* Whether this CPU runs isa's table (cpuid through __builtin_cpu_supports). */
 bool la_cpu_isa_supported(la_cpu_isa isa);
-/* The table of isa, or NULL when this CPU cannot run it. */
+/* The table of isa, or NULL when this CPU cannot run it or this build could not compile it. */
 const la_cpu_kernels *la_cpu_kernels_for(la_cpu_isa isa);
 /* The best table this CPU runs, capped by LA_CPU_ISA when set. Never NULL. */
 const la_cpu_kernels *la_cpu_kernels_get(void);
