@@ -3,12 +3,12 @@
  * (la_backend.kv_dtype).
  *
  * Kernels (cpu_kernels.h): a table per instruction set picked at run time (AVX-512, AVX2,
- * portable C). Matrix products up to the table's crossover (la_cpu_kernels.gemm_max_rows_*:
- * AVX-512 128 rows on f32 weights, 256 on bf16 / f16, or any x of up to 4 MiB; AVX2 48 rows)
- * run our gemm_nt kernel on the weight in its own dtype (or, with la_backend.bf16_dot,
- * gemm_nt_bf16x on bf16 activations at every row count); larger ones (prefill) OpenBLAS
- * sgemm, a weight tile unpacked (and widened) to row-major f32 first. Attention is ours at
- * every row count: an online softmax over the block table, one KV block at a time.
+ * portable C). Matrix products up to the table's crossover (la_cpu_kernels.gemm_max_rows_*,
+ * gemm_x_bytes; the values and their measurements are in each table) run our gemm_nt kernel
+ * on the weight in its own dtype (or, with la_backend.bf16_dot, gemm_nt_bf16x on bf16
+ * activations at every row count); larger ones (prefill) OpenBLAS sgemm, a weight tile
+ * unpacked (and widened) to row-major f32 first. Attention is ours at every row count: an
+ * online softmax over the block table, one KV block at a time.
  *
  * Parallelism: OpenBLAS is pinned to one thread and every operation splits its work over
  * our thread pool (weight products by output columns, attention by (sequence, KV head,
