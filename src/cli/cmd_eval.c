@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/timer.h"
 #include "bench/eval.h"
@@ -29,19 +28,15 @@
 #include "cli/engine_flags.h"
 #include "lazyattn/lazyattn.h"
 
-/* bench/eval.h's hooks: the progress bar (user: the start time in ms), and a line per failed
+/* bench/eval.h's hooks: the progress bar (user: a la_cli_progress) and a line per failed
  * request. */
 static void on_progress(void *user, int64_t done, int64_t total) {
-    static int64_t last = -1; /* print each count once; off a terminal, every 50 answers */
-    if (done == last) return;
-    if (!isatty(fileno(stderr)) && done != total && last >= 0 && done / 50 == last / 50) return;
-    last = done;
-    int width = 30, filled = total ? (int)(width * done / total) : width;
-    double el = (la_now_ms() - *(const double *)user) / 1000.0;
-    fprintf(stderr, "\r[%.*s%*s] %lld/%lld  %.1fs", filled, "##############################",
-            width - filled, "", (long long)done, (long long)total, el);
-    if (done == total) fputc('\n', stderr);
-    fflush(stderr);
+    la_cli_progress *p = user;
+    if (done == p->done && total == p->total) return;
+    p->done = done;
+    p->total = total;
+    la_cli_progress_draw(p, done == total);
+    if (done == total && p->tty) fputc('\n', stderr);
 }
 
 static void on_failed(void *user, const char *message) {
@@ -205,8 +200,10 @@ int la_cli_eval(int argc, char **argv) {
                   .concurrency = concurrency, .seed = (uint64_t)seed, .raw = raw,
                   .margins = margins};
     memcpy(ev.methods, methods, sizeof methods);
-    double t0 = la_now_ms();
-    la_eval_hooks hooks = {.progress = on_progress, .failed = on_failed, .user = &t0};
+    la_cli_progress prog;
+    la_cli_progress_init(&prog, 0);
+    prog.done = -1;
+    la_eval_hooks hooks = {.progress = on_progress, .failed = on_failed, .user = &prog};
     la_status rs = la_eval_run(&ev, e, &hooks, &err);
     int rc = LA_EXIT_OK;
     if (rs == LA_ERR_NO_MEMORY) fprintf(stderr, "lazyattn eval: %s\n", err.msg);
