@@ -233,9 +233,76 @@ static void attn_accum(float *acc, float alpha, const float *p, const void *v, l
     else attn_accum_t(acc, alpha, p, v, LA_DTYPE_F32, n, hd);
 }
 
-/* attn_block from the three pieces (cpu_kernels.h). */
-static void attn_block(const float *q, const void *k, const void *v, la_dtype kvt, int32_t n, int32_t hd, float scale,
-                       float *st) {
+AI float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+/* attn_block on 16 keys, head_dim = 8 * NC (NC 8 or 16). Scores: 4 keys at a time against 8
+ * query registers (one 64-wide slice of q: a load of q serves 4 keys, not 1), their 4
+ * accumulators folded by two hadd levels, two such folds of 8 keys added across their
+ * 128-bit halves into one vector of 8 scores; both score vectors and the exps stay in
+ * registers; the output accumulator 8 registers at a time. */
+AI void block16(const float *q, const char *k, const char *v, la_dtype T, float scale, float *st, const int NC) {
+    const size_t row = (size_t)(8 * NC) * (T == LA_DTYPE_F32 ? 4 : 2);
+    __m256 s[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256 f[2];
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; u++) { /* keys 8 h + 4 u + j, j < 4 */
+            __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+#pragma GCC unroll 2
+            for (int c0 = 0; c0 < NC; c0 += 8) {
+                __m256 qv[8];
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) qv[c] = _mm256_loadu_ps(q + 8 * (c0 + c));
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    const char *kr = k + (size_t)(8 * h + 4 * u + j) * row;
+#pragma GCC unroll 8
+                    for (int c = 0; c < 8; c++) a[j] = _mm256_fmadd_ps(qv[c], load8(kr, 8 * (c0 + c), T), a[j]);
+                }
+            }
+            /* [keys 0-3, lanes 0-3 summed | keys 0-3, lanes 4-7 summed] */
+            f[u] = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+        }
+        s[h] = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(f[0], f[1], 0x20),
+                                           _mm256_permute2f128_ps(f[0], f[1], 0x31)),
+                             _mm256_set1_ps(scale));
+    }
+    const float bmax = hmax8(_mm256_max_ps(s[0], s[1])), mx = st[0] > bmax ? st[0] : bmax;
+    const float alpha = st[0] == mx ? 1.0f : expf(st[0] - mx); /* 0 from an empty state (-inf) */
+    const __m256 p0 = exp8(_mm256_sub_ps(s[0], _mm256_set1_ps(mx)));
+    const __m256 p1 = exp8(_mm256_sub_ps(s[1], _mm256_set1_ps(mx)));
+    float pj[16];
+    _mm256_storeu_ps(pj, p0);
+    _mm256_storeu_ps(pj + 8, p1);
+    st[1] = st[1] * alpha + hsum8(_mm256_add_ps(p0, p1));
+    st[0] = mx;
+    const __m256 al = _mm256_set1_ps(alpha);
+#pragma GCC unroll 2
+    for (int c0 = 0; c0 < NC; c0 += 8) { /* 8 accumulator registers at a time */
+        __m256 acc[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) acc[c] = _mm256_mul_ps(_mm256_loadu_ps(st + 2 + 8 * (c0 + c)), al);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            const char *vr = v + (size_t)j * row;
+            const __m256 pv = _mm256_broadcast_ss(pj + j);
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(pv, load8(vr, 8 * (c0 + c), T), acc[c]);
+        }
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) _mm256_storeu_ps(st + 2 + 8 * (c0 + c), acc[c]);
+    }
+}
+
+/* Any n and head_dim: the three pieces on up to 64 keys at a time. */
+static void block_any(const float *q, const void *k, const void *v, la_dtype kvt, int32_t n, int32_t hd, float scale,
+                      float *st) {
     float s[64];
     for (int32_t j0 = 0; j0 < n; j0 += 64) {
         const int32_t nj = n - j0 < 64 ? n - j0 : 64;
@@ -247,6 +314,25 @@ static void attn_block(const float *q, const void *k, const void *v, la_dtype kv
         attn_accum(st + 2, alpha, s, (const char *)v + off, kvt, nj, hd);
         st[0] = mx;
     }
+}
+
+AI void block_t(const float *q, const char *k, const char *v, la_dtype T, int32_t n, int32_t hd, float scale,
+                float *st) {
+    const size_t row = (size_t)hd * (T == LA_DTYPE_F32 ? 4 : 2);
+    int32_t j = 0;
+    if (hd == 64)
+        for (; j + 16 <= n; j += 16) block16(q, k + (size_t)j * row, v + (size_t)j * row, T, scale, st, 8);
+    else if (hd == 128)
+        for (; j + 16 <= n; j += 16) block16(q, k + (size_t)j * row, v + (size_t)j * row, T, scale, st, 16);
+    if (j < n) block_any(q, k + (size_t)j * row, v + (size_t)j * row, T, n - j, hd, scale, st);
+}
+
+/* attn_block (cpu_kernels.h): block16 on whole 16-key groups at head_dim 64 and 128, the three
+ * pieces elsewhere. */
+static void attn_block(const float *q, const void *k, const void *v, la_dtype kvt, int32_t n, int32_t hd, float scale,
+                       float *st) {
+    if (kvt == LA_DTYPE_BF16) block_t(q, k, v, LA_DTYPE_BF16, n, hd, scale, st);
+    else block_t(q, k, v, LA_DTYPE_F32, n, hd, scale, st);
 }
 
 static void attn_block_kt(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
