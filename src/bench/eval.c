@@ -334,6 +334,17 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
             const la_eval_answer *a = &ev->answers[((size_t)m * orders) * nq + q];
             cJSON_AddItemToArray(per, cJSON_CreateString(a->text ? a->text : ""));
         }
+        if (orders > 1) { /* [order - 1][question]: paired statistics over every order */
+            cJSON *oo = cJSON_AddArrayToObject(jo, "answers_other_orders");
+            for (int32_t o = 1; o < orders; o++) {
+                cJSON *arr = cJSON_CreateArray();
+                for (int32_t q = 0; q < nq; q++) {
+                    const la_eval_answer *a = &ev->answers[((size_t)m * orders + o) * nq + q];
+                    cJSON_AddItemToArray(arr, cJSON_CreateString(a->text ? a->text : ""));
+                }
+                cJSON_AddItemToArray(oo, arr);
+            }
+        }
         cJSON_AddItemToArray(jm, jo);
     }
     return root;

@@ -94,7 +94,8 @@ void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out);
  * document order: the median and the 5th percentile (nats; -1 when there is none). */
 void la_eval_reference_margins(const la_eval *ev, double *median, double *p5);
 
-/* The scores of every method with its answers, the dataset, model, device, machine and the
+/* The scores of every method with its answers ("answers": the first order's, "answers_other_orders":
+ * [order - 1][question] when there are several), the dataset, model, device, machine and the
  * command argv[argc]. Caller owns it. */
 cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, const char *device, int argc,
                     char **argv);

@@ -99,8 +99,18 @@ Test(cli_eval, selected_recovery_spec_reports_probe_and_recompute) {
     cr_assert_gt(num(rc, "doc_tokens_recomputed"), recomputed); /* the first 2 of each document beside */
     cr_assert_eq(num(cJSON_GetArrayItem(ms, 0), "doc_tokens_probed"), 0);
     for (int m = 0; m < 3; m++) {
-        const double all = num(cJSON_GetArrayItem(ms, m), "exact_match_all_orders");
+        const cJSON *jm = cJSON_GetArrayItem(ms, m);
+        const double all = num(jm, "exact_match_all_orders");
         cr_assert(all >= 0 && all <= 1, "%g", all);
+        /* every order's answers are kept: they give back the order-stability it reports */
+        const cJSON *first = cJSON_GetObjectItem(jm, "answers"), *later = cJSON_GetObjectItem(jm, "answers_other_orders");
+        cr_assert(cJSON_GetArraySize(first) == 6 && cJSON_GetArraySize(later) == 1, "answers of 6 questions x 2 orders");
+        const cJSON *second = cJSON_GetArrayItem(later, 0);
+        cr_assert_eq(cJSON_GetArraySize(second), 6);
+        int same = 0;
+        for (int q = 0; q < 6; q++)
+            same += !strcmp(cJSON_GetArrayItem(first, q)->valuestring, cJSON_GetArrayItem(second, q)->valuestring);
+        cr_assert_eq(num(jm, "same_answer_across_orders"), same / 6.0);
     }
     cJSON_Delete(j);
     free(err);
