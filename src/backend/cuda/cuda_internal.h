@@ -148,6 +148,7 @@ typedef struct sh_block {
     int32_t seq;     /* the holder counted last: a second entry in one sequence makes it bad */
     int32_t link;    /* holders whose next entry is the block after the ref's, same shift */
     int32_t run;     /* its run, -1 before the runs are cut */
+    int32_t rows;    /* new rows of its consistent holders (a run's rows: its head's) */
     uint8_t bad;     /* listed twice by one sequence: never shared */
     uint8_t has_prev;/* a full link leads into it: not the head of a run */
     uint8_t pad_[2];
