@@ -20,6 +20,9 @@
 #     engine   lazyattn bench's shared-KV sweep (concurrency 64 and 256 as a sweep, 1000 and 1
 #              on their own), LA_ATTN_SHARED=auto then 0
 #              -> engine_{sweep,c1000,c1}_{auto,off}.json / .txt
+#     packed   the packed decode instance (LA_ATTN_DECODE_PACKED auto, then 0): bench_gpu's
+#              shared-KV rows and the engine at 1000 and 256 requests on one document
+#              -> shared_kv_8b_packed_{auto,0}.json, engine_c{1000,256}_packed_{auto,0}.*
 #     sampling bench_sampling on the 8B shape at batch 32: TPOT with logprobs, penalties and a
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
@@ -98,6 +101,30 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
                     --json "$OUT/engine_${name}_$tag.json" >"$OUT/engine_${name}_$tag.txt" 2>"$OUT/engine_${name}_$tag.err"
                 echo "engine $name ($tag) exit $?"
                 tail -6 "$OUT/engine_${name}_$tag.txt"
+            done
+        done
+        ;;
+    packed)
+        # the packed decode instance against the unpacked one, side by side: the shared-KV
+        # rows of bench_gpu, then the engine's 1000- and 256-request points
+        for m in auto 0; do
+            step "packed LA_ATTN_DECODE_PACKED=$m"
+            LA_ATTN_DECODE_PACKED=$m timeout ${LA_SHARED_TIMEOUT:-200} $bin/bench_gpu --commit "$commit" --shapes llama3-8b \
+                --no-ttft --no-tpot --no-engine --shared-kv --out "$OUT/shared_kv_8b_packed_$m.json" 2>"$OUT/shared_kv_packed_$m.log"
+            echo "bench_gpu --shared-kv (packed $m) exit $?"
+            grep -E 'shared auto' "$OUT/shared_kv_packed_$m.log" | tail -16
+        done
+        common="--random-weights llama3-8b --device cuda --dataset synthetic --docs-per-request 1 --doc-tokens 7000
+                --pool-docs 1 --methods lazy --max-tokens 32 --ignore-eos"
+        for m in auto 0; do
+            for n in 1000 256; do
+                step "engine c$n LA_ATTN_DECODE_PACKED=$m"
+                # shellcheck disable=SC2086
+                LA_ATTN_DECODE_PACKED=$m timeout ${LA_ENGINE_TIMEOUT:-150} $bin/lazyattn bench $common --concurrency $n \
+                    --requests $n --json "$OUT/engine_c${n}_packed_$m.json" >"$OUT/engine_c${n}_packed_$m.txt" \
+                    2>"$OUT/engine_c${n}_packed_$m.err"
+                echo "engine c$n (packed $m) exit $?"
+                grep -E '^TPOT|p50' "$OUT/engine_c${n}_packed_$m.txt" | head -3
             done
         done
         ;;

@@ -290,6 +290,25 @@ Test(cuda_shared_attn, auto_groups_four_sharers_not_three) {
     }
 }
 
+/* 700 requests on one 600-token document, each with its own 20-60-token tail and a decode
+ * row (issue 24's many-sharers shape, small): auto groups the document and packs the 700
+ * own tails one per decode warp (700 x 2 KV-head groups >= 8 CTAs per SM); both against
+ * the CPU, and against the unpacked, ungrouped run (la_test_attn_case_shared). */
+Test(cuda_shared_attn, many_sharers_own_tails_run_packed) {
+    la_test_pair p;
+    la_test_synth s;
+    if (!la_test_attn_open(&p, &s, k_hd128)) return;
+    shared_case c;
+    case_init(&c, 16);
+    const shared_doc d = cache_document(&c, 600, false);
+    const int o = 0;
+    for (int r = 0; r < 700; r++) add_request(&c, &d, &o, 1, VIEW_LAZY, r % 5, 20 + rand_int(40), 1);
+    la_test_attn_case_shared(&p, "lazy: 700 sharers of a 600-token document", &c.cache, &c.q, 0, 1, 1);
+    cr_assert(la_test_shared_auto_packed, "auto: 700 own tails beside the grouped document ran unpacked");
+    case_free(&c);
+    la_test_attn_close(&p, &s);
+}
+
 /* head_dim 24 (the bundled model's kind): the grouped launch runs the mma kernel. */
 Test(cuda_shared_attn, small_head_dim_runs_the_mma_kernel) {
     la_test_pair p;
@@ -462,6 +481,14 @@ Test(cuda_shared_attn, mode_switch_and_its_errors) {
     }
     unsetenv("LA_ATTN_SHARED");
     la_test_cuda_env_rejected("LA_ATTN_SHARED", "yes");
+    /* the packed decode switch: LA_ATTN_DECODE_PACKED=0|1|auto, la_cuda_attn_decode_packed_set */
+    la_backend *be = NULL;
+    LA_CHECK_OK(la_backend_create(LA_DEVICE_CUDA, 0, &be, &err), err);
+    cr_assert_eq(la_cuda_attn_decode_packed_set(be, 3, &err), LA_ERR_INVALID_ARG);
+    LA_CHECK_OK(la_cuda_attn_decode_packed_set(be, LA_CUDA_DECODE_PACKED_OFF, &err), err);
+    cr_assert(!la_cuda_attn_decode_packed_ran(be), "no step ran yet");
+    la_backend_destroy(be);
+    la_test_cuda_env_rejected("LA_ATTN_DECODE_PACKED", "yes");
 }
 
 #endif /* LA_HAVE_CUDA */

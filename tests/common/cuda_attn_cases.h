@@ -140,6 +140,9 @@ uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *c
 la_cuda_attn_shared_stats la_test_attn_case_shared(la_test_pair *p, const char *what, la_test_builder *cache,
                                                    la_test_builder *query, int32_t layer, int64_t min_runs,
                                                    int auto_grouped);
+/* Whether the last la_test_attn_case_shared's auto pass (shared and packed decode both at
+ * their defaults) ran its decode items packed (la_cuda_attn_decode_packed_ran). */
+extern bool la_test_shared_auto_packed;
 
 #endif /* LA_HAVE_CUDA */
 #endif

@@ -44,6 +44,9 @@
 /* Key tiles (of LA_ATTN_KEYS_PER_TILE) per split item at least, in a step of decode rows
  * only (schedule_attention). */
 #define LA_ATTN_DECODE_MIN_SPLIT_TILES 8
+/* Decode CTAs per SM, unpacked, from which AUTO packs a step's decode items one per warp
+ * (la_cuda_attn_decode_packed_set): 8 = two packed CTAs per SM or more. */
+#define LA_ATTN_DECODE_PACKED_MIN_CTAS_PER_SM 8
 
 la_status la_cu_grow(void **arr, int64_t *cap, int64_t n, size_t elem, la_err *err) {
     if (n <= *cap) return LA_OK;
@@ -250,6 +253,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     const bool merge_decode = (c->fused & LA_CUDA_FUSED_MERGE) != 0;
     int64_t n_p = 0, n_d = 0, n_c = 0, n_m = 0, part_rows = 0;
     int32_t combine_rows = hpc;
+    bool decode_split = false;
     if (seq_parts) {
         int64_t cap = c->sh.cap_tok;
         LA_TRY(la_cu_grow((void **)&c->sh.tok_gbase, &cap, b->n_tokens, sizeof(int32_t), err));
@@ -262,6 +266,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         int64_t ntk = ceil_div64(tp->kv_len, KT);
         int64_t n_split = (chunk == INT64_MAX || ntk <= 1) ? 1 : ceil_div64(ntk, chunk);
         int32_t R = tp->decode ? hpc : rows;
+        decode_split = decode_split || (tp->decode && n_split > 1);
         const int64_t n_grouped = seq_parts ? seq_parts[tp->seq_id] : 0; /* parts from the grouped launch */
         la_cuda_attn_item item = {b->seqs[tp->seq_id].block0, tp->row0, tp->n_tokens, tp->pos_max, 0, tp->kv_len,
                                   -1, -1};
@@ -345,6 +350,17 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
      * so attn_decode takes its deep instance, 8 warps per CTA (attn_decode.cu) */
     c->step_decode_deep = all_decode && n_d * n_groups <= c->n_sm &&
                           la_cuda_attn_decode_smem(m->head_dim, 1) <= c->smem_optin;
+    /* many unsplit decode items (at least 8 CTAs per SM unpacked): one per warp, the longest
+     * first so that a CTA's four items are alike (attn_decode.cu, packed instance) */
+    c->step_decode_packed = n_d > 0 && !decode_split && n_m == 0 &&
+                            (c->decode_packed == LA_CUDA_DECODE_PACKED_ON ||
+                             (c->decode_packed == LA_CUDA_DECODE_PACKED_AUTO &&
+                              n_d * n_groups >= LA_ATTN_DECODE_PACKED_MIN_CTAS_PER_SM * (int64_t)c->n_sm)) &&
+                            la_cuda_attn_decode_smem(m->head_dim, 2) <= c->smem_optin;
+    if (c->step_decode_packed) {
+        c->step_decode_deep = false;
+        qsort(c->items_decode, (size_t)n_d, sizeof(la_cuda_attn_item), cmp_items_longest_first);
+    }
     c->combine_rows = combine_rows;
     return LA_OK;
 }

@@ -335,6 +335,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
         .prefill_kernel = c->step_prefill_kernel, .combine_rows = c->combine_rows,
         .decode_deep = c->step_decode_deep,
+        .decode_packed = c->step_decode_packed,
     };
     if (c->n_items_grouped) { /* shared-block attention first: its parts, merged by attn_combine */
         prof_begin(c);
@@ -755,6 +756,14 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
         else if (strcmp(shared_env, "auto") != 0)
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SHARED=%s: expected 0, 1 or auto", shared_env);
     }
+    int32_t packed = LA_CUDA_DECODE_PACKED_AUTO; /* la_cuda_attn_decode_packed_set */
+    const char *packed_env = getenv("LA_ATTN_DECODE_PACKED");
+    if (packed_env && *packed_env) {
+        if (strcmp(packed_env, "0") == 0) packed = LA_CUDA_DECODE_PACKED_OFF;
+        else if (strcmp(packed_env, "1") == 0) packed = LA_CUDA_DECODE_PACKED_ON;
+        else if (strcmp(packed_env, "auto") != 0)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_DECODE_PACKED=%s: expected 0, 1 or auto", packed_env);
+    }
     bool graphs, pdl; /* la_cuda_graphs_enable; programmatic dependent launch */
     LA_TRY(env_switch("LA_CUDA_GRAPHS", &graphs, err));
     LA_TRY(env_switch("LA_CUDA_PDL", &pdl, err));
@@ -765,6 +774,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     c->split_ctas = split_ctas;
     c->split_ctas_decode = split_ctas_decode;
     c->sh.mode = shared;
+    c->decode_packed = packed;
     c->base.ops = &k_cuda_ops;
     c->base.kv_dtype = LA_DTYPE_BF16;
     c->bad_token_row = -1;

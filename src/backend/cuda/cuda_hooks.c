@@ -56,6 +56,20 @@ la_status la_cuda_attn_shared_set(la_backend *be, int32_t mode, la_err *err) {
     return LA_OK;
 }
 
+la_status la_cuda_attn_decode_packed_set(la_backend *be, int32_t mode, la_err *err) {
+    if (!la_cuda_backend_is(be))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_decode_packed_set: not a CUDA backend");
+    if (mode != LA_CUDA_DECODE_PACKED_OFF && mode != LA_CUDA_DECODE_PACKED_ON && mode != LA_CUDA_DECODE_PACKED_AUTO)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_decode_packed_set: mode %d (0 off, 1 on, 2 auto)",
+                          mode);
+    cu(be)->decode_packed = mode;
+    return LA_OK;
+}
+
+bool la_cuda_attn_decode_packed_ran(const la_backend *be) {
+    return la_cuda_backend_is(be) && ((const cuda_backend *)be)->step_decode_packed;
+}
+
 int32_t la_cuda_attn_shared(const la_backend *be) {
     return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->sh.mode : -1;
 }

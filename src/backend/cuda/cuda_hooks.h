@@ -148,6 +148,27 @@ la_status la_cuda_attn_shared_set(la_backend *be, int32_t mode, la_err *err);
 /* The mode now; -1 for a backend that is not CUDA. */
 int32_t la_cuda_attn_shared(const la_backend *be);
 
+/* Packed decode (attn_decode.cu): each warp runs one whole decode item, four items per CTA,
+ * instead of a CTA's four warps splitting one item. It pays where a step has many more
+ * decode items than CTA slots and each is a few key groups (a thousand requests' own tails
+ * beside a shared document read by the grouped launch), so that a CTA's fixed costs
+ * (query staging, the cross-warp merge, its launch) dominate. Modes:
+ *   OFF   never
+ *   ON    every step whose decode items are all unsplit (tests: small shapes)
+ *   AUTO  those steps with at least 8 decode CTAs per SM unpacked, i.e. two per SM or more
+ *         packed; the default
+ * The default comes from the environment at create: LA_ATTN_DECODE_PACKED=0, 1 or auto
+ * (unset: auto; another value fails the create with LA_ERR_INVALID_ARG). The same outputs
+ * either way up to floating-point rounding (the kernel tests compare). */
+#define LA_CUDA_DECODE_PACKED_OFF 0
+#define LA_CUDA_DECODE_PACKED_ON 1
+#define LA_CUDA_DECODE_PACKED_AUTO 2
+/* Set the mode for the steps from the next batch_begin on. LA_ERR_INVALID_ARG for another
+ * backend or mode (nothing changed). */
+la_status la_cuda_attn_decode_packed_set(la_backend *be, int32_t mode, la_err *err);
+/* Whether the last step's decode items ran packed (tests); false for another backend. */
+bool la_cuda_attn_decode_packed_ran(const la_backend *be);
+
 /* What the latest batch_begin planned (step fields) and counters since create. Keys are
  * valid KV slots (one token of every layer and KV head): a step reads keys_shared +
  * keys_own of them (each grouped run once, each sequence's own blocks), against

@@ -220,6 +220,7 @@ typedef struct cuda_backend {
     int n_sm;
     int32_t split_ctas;                      /* split target: CTAs per SM (LA_ATTN_SPLIT_CTAS) */
     int32_t split_ctas_decode;               /* the same in decode-only steps */
+    int32_t decode_packed;                   /* LA_CUDA_DECODE_PACKED_* (cuda_hooks.h) */
     size_t smem_optin;                       /* shared memory a CTA may opt in to, bytes */
     cudaStream_t stream;
     cublasHandle_t blas;
@@ -281,6 +282,7 @@ typedef struct cuda_backend {
                                    * latest step with prefill tiles
                                    * (la_cuda_attn_prefill_kernel_ran); 0 before any */
     bool step_decode_deep;        /* its decode CTAs fit in one wave at one per SM */
+    bool step_decode_packed;      /* its decode items run one per warp (decode_packed) */
     int32_t combine_rows;         /* the largest rows of the step's combine items */
     int64_t step_keys;            /* valid slots of the step's block entries (check_batch) */
     /* host scratch of the scheduler */

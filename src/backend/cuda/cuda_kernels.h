@@ -129,6 +129,8 @@ typedef struct la_cuda_attn_params {
     int32_t decode_deep;          /* 1 when each decode CTA has an SM to itself (the grid
                                      fits one wave at one CTA per SM): the instance with 8
                                      warps per CTA instead of 4 */
+    int32_t decode_packed;        /* 1: each decode warp runs one whole item, 4 items per CTA
+                                     (no item split; la_cuda_attn_decode_packed_set) */
     const la_cuda_attn_grow *grows; /* grouped attn_prefill launches: item token t is
                                      grows[row0 + t] and every item writes partial rows
                                      there; NULL otherwise */
@@ -192,10 +194,11 @@ la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream
 /* Decode: one token per item, split over the KV length; mma.sync with the heads as rows of
  * an m16 tile, each warp streaming its own share of the item's keys. attn_decode.cu. */
 la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
-/* Dynamic shared memory, bytes, of attn_decode at this head_dim (<= 128) for the deep
- * instance (deep != 0: 8 warps per CTA, ~208 KB at head_dim 128, which needs a GPU that
- * lets one CTA opt in to that much, as sm_90 does) or the 4-warp one. attn_decode.cu. */
-size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t deep);
+/* Dynamic shared memory, bytes, of attn_decode at this head_dim (<= 128) for an instance:
+ * 0 the 4-warp one, 1 the deep one (8 warps per CTA, ~208 KB at head_dim 128, which needs a
+ * GPU that lets one CTA opt in to that much, as sm_90 does), 2 the packed one (4 warps, one
+ * item each; ~110 KB at head_dim 128). attn_decode.cu. */
+size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t instance);
 /* Merge the partial rows of split items (p->combine). attn_combine.cu. */
 la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
 

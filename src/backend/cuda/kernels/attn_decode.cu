@@ -91,6 +91,9 @@ template <int HD, bool DEEP> struct decode_layout {
     static constexpr size_t META = (size_t)WARPS * WARP_ELEMS * 2; /* int4 [WARPS][STAGES] */
     static constexpr size_t QU = META + (size_t)WARPS * STAGES * 16; /* f32 [D_MAXH][HD] */
     static constexpr size_t BYTES = QU + (size_t)D_MAXH * HD * 4;
+    /* the packed instance: each warp's own query heads, bf16 [WARPS][D_MAXH][HD] at QU (bf16
+     * keeps two CTAs per SM at head_dim 128; the heads are bf16 in q, so nothing is lost) */
+    static constexpr size_t PACKED_BYTES = QU + (size_t)WARPS * D_MAXH * HD * 2;
     /* after the key loop the K/V stages hold the warps' partial results */
     static constexpr size_t MERGE_O = 0;                                      /* f32 [WARPS][D_MAXH][HD] */
     static constexpr size_t MERGE_ML = MERGE_O + (size_t)WARPS * D_MAXH * HD * 4; /* float2 [WARPS][D_MAXH] */
@@ -148,15 +151,19 @@ __device__ __forceinline__ void decode_rope_fetch(float4 (&cs)[HD / 16][2], int 
         }
 }
 
+/* One element of the staged query heads (f32, or bf16 in the packed instance) as f32. */
+__device__ __forceinline__ float decode_q_elem(float x) { return x; }
+__device__ __forceinline__ float decode_q_elem(la_bf16_t x) { return la_bf2f(x); }
+
 /* This lane's A fragments of the query tile (rows = the CTA's query heads; PTX m16n8k16:
  * reg 0 row g columns 2 c4 + {0, 1}, reg 2 the same + 8; regs 1, 3 are rows g + 8, padding,
- * left zero by the caller) rotated by cs (decode_rope_fetch) from the unrotated f32 heads. */
-template <int HD>
-__device__ __forceinline__ void decode_rotate_q(uint32_t (&qf)[HD / 16][4], const float *Qu, int g, int c4,
+ * left zero by the caller) rotated by cs (decode_rope_fetch) from the unrotated heads Qu. */
+template <int HD, typename QT>
+__device__ __forceinline__ void decode_rotate_q(uint32_t (&qf)[HD / 16][4], const QT *Qu, int g, int c4,
                                                 int hpc, const float4 (&cs_all)[HD / 16][2],
                                                 const la_cuda_attn_params &p) {
     const int hd = p.head_dim, half = hd / 2;
-    const float *q = Qu + g * HD;
+    const QT *q = Qu + g * HD;
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks++)
 #pragma unroll
@@ -167,7 +174,8 @@ __device__ __forceinline__ void decode_rotate_q(uint32_t (&qf)[HD / 16][4], cons
                 const bool lo = i < half;
                 const int j = lo ? i + half : i - half;
                 const float4 cs = cs_all[ks][hi];
-                const float x0 = q[i], x1 = q[i + 1], y0 = q[j], y1 = q[j + 1];
+                const float x0 = decode_q_elem(q[i]), x1 = decode_q_elem(q[i + 1]);
+                const float y0 = decode_q_elem(q[j]), y1 = decode_q_elem(q[j + 1]);
                 v0 = lo ? x0 * cs.x - y0 * cs.y : x0 * cs.x + y0 * cs.y;
                 v1 = lo ? x1 * cs.z - y1 * cs.w : x1 * cs.z + y1 * cs.w;
             }
@@ -220,11 +228,17 @@ __device__ __forceinline__ void decode_merge_if_last(const la_cuda_attn_params &
                           p.out + (int64_t)ci.row0 * qstride + (int64_t)(head0 + h) * hd);
 }
 
-template <int HD, bool DEEP>
+/* PACKED (la_cuda_attn_params.decode_packed: many more unsplit decode items than CTA
+ * slots, e.g. a thousand requests' own tails beside a shared document): warp w of CTA x runs
+ * item 4 x + w whole, its query heads staged per warp, its output written from its own
+ * registers: no CTA barrier, no cross-warp merge, a quarter of the CTAs (a CTA's fixed costs
+ * dominate an item of a few key groups). Otherwise the CTA's warps split one item. */
+template <int HD, bool DEEP, bool PACKED>
 __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2)
     attn_decode_kernel(const la_cuda_attn_params p) {
     la_pdl_enter();
     using L = decode_layout<HD, DEEP>;
+    static_assert(!(PACKED && DEEP), "the packed instance has 4 warps");
     constexpr int W_WARPS = L::WARPS, W_THREADS = L::THREADS;
     constexpr int S = L::STAGES, STRIDE = L::STRIDE, TILE = L::TILE_ELEMS, CH = HD / 8, DT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -234,8 +248,11 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     la_bf16_t *Kw = reinterpret_cast<la_bf16_t *>(smem) + warp * L::WARP_ELEMS; /* stage st: K, then V */
     int4 *wmeta = reinterpret_cast<int4 *>(smem + L::META) + warp * S;
     float *Qu = reinterpret_cast<float *>(smem + L::QU);
+    la_bf16_t *Qb = reinterpret_cast<la_bf16_t *>(smem + L::QU) + warp * D_MAXH * HD; /* PACKED */
 
-    const la_cuda_attn_item it = p.items[blockIdx.x];
+    const int item_ix = PACKED ? (int)blockIdx.x * W_WARPS + warp : (int)blockIdx.x;
+    if (PACKED && item_ix >= p.n_items) return; /* the last CTA's spare warps */
+    const la_cuda_attn_item it = p.items[item_ix];
     if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
     const int grp = blockIdx.y;
     const la_attn_group ag = la_attn_group_of(p, grp);
@@ -250,14 +267,21 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
      * dependent trips of 2-byte loads here were the largest stall of a batch-1 step) */
     static_assert(D_MAXH * HD / 8 <= W_THREADS, "one 16-byte query load per thread");
     const int q8 = hpc * hd / 8;
+    const uint4 *qsrc = reinterpret_cast<const uint4 *>(p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd);
     uint4 qv = make_uint4(0u, 0u, 0u, 0u);
-    if (tid < q8) qv = reinterpret_cast<const uint4 *>(p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd)[tid];
+    if (!PACKED && tid < q8) qv = qsrc[tid];
+    if (PACKED) /* the warp's heads as they are (bf16), row h at Qb + h * HD */
+        for (int i = lane; i < q8; i += 32) {
+            const int h = i * 8 / hd, d = i * 8 - h * hd;
+            *reinterpret_cast<uint4 *>(Qb + h * HD + d) = qsrc[i];
+        }
 
     /* 1. this warp's groups: a contiguous share of the item's 16-key groups (contiguous, so
      * a lazy warp re-rotates its query once per document it crosses) */
     const int gb = it.kv0 / W_KEYS;
     const int n_item = it.kv1 > it.kv0 ? (it.kv1 - it.kv0 + W_KEYS - 1) / W_KEYS : 0;
-    const int g_lo = gb + n_item * warp / W_WARPS, n_g = gb + n_item * (warp + 1) / W_WARPS - g_lo;
+    const int g_lo = PACKED ? gb : gb + n_item * warp / W_WARPS;
+    const int n_g = PACKED ? n_item : gb + n_item * (warp + 1) / W_WARPS - g_lo;
 
     /* 2. issue the first S - 1 groups (their addresses need only the block list), then
      * stage the unrotated query heads (f32) and zero K/V columns past head_dim */
@@ -285,7 +309,7 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     if (S - 1 < n_g) nb = blocks[ib];
     float4 cs0[HD / 16][2]; /* the first group's rotation, fetched while its keys are in flight */
     if (mt0.x > 0) decode_rope_fetch<HD>(cs0, g, c4, hpc, (int64_t)pos - mt0.y, p);
-    if (tid < q8) { /* Qu: [D_MAXH][HD] f32; only heads < hpc and dims < hd are read */
+    if (!PACKED && tid < q8) { /* Qu: [D_MAXH][HD] f32; only heads < hpc and dims < hd are read */
         const int h = tid * 8 / hd, d = tid * 8 - h * hd;
         const uint32_t w[4] = {qv.x, qv.y, qv.z, qv.w};
 #pragma unroll
@@ -294,7 +318,8 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
             Qu[h * HD + d + 2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
         }
     }
-    __syncthreads();
+    if (PACKED) __syncwarp();
+    else __syncthreads();
 
     float o[DT][4];
 #pragma unroll
@@ -306,7 +331,8 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     bool have_q = false;
     int32_t q_delta = 0;
     if (mt0.x > 0) { /* the first group's rotation now, while its keys are in flight */
-        decode_rotate_q<HD>(qf, Qu, g, c4, hpc, cs0, p);
+        if (PACKED) decode_rotate_q<HD>(qf, Qb, g, c4, hpc, cs0, p);
+        else decode_rotate_q<HD>(qf, Qu, g, c4, hpc, cs0, p);
         q_delta = mt0.y;
         have_q = true;
     }
@@ -338,7 +364,8 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
             if (!have_q || mt.y != q_delta) {
                 float4 cs[HD / 16][2];
                 decode_rope_fetch<HD>(cs, g, c4, hpc, (int64_t)pos - mt.y, p);
-                decode_rotate_q<HD>(qf, Qu, g, c4, hpc, cs, p);
+                if (PACKED) decode_rotate_q<HD>(qf, Qb, g, c4, hpc, cs, p);
+                else decode_rotate_q<HD>(qf, Qu, g, c4, hpc, cs, p);
                 q_delta = mt.y;
                 have_q = true;
             }
@@ -389,6 +416,27 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     la_cp_async_wait<0>();
     l_run += __shfl_xor_sync(full, l_run, 1);
     l_run += __shfl_xor_sync(full, l_run, 2);
+    if constexpr (PACKED) { /* the whole item: row g's columns d * 8 + 2 c4 + {0, 1} as they are */
+        if (g < hpc) {
+            if (it.part_row0 < 0) {
+                const float inv = l_run > 0.f ? 1.f / l_run : 0.f;
+                la_bf16_t *orow = p.out + (int64_t)it.row0 * qstride + (int64_t)(head0 + g) * hd;
+#pragma unroll
+                for (int d = 0; d < DT; d++)
+                    if (d * 8 < hd)
+                        *reinterpret_cast<uint32_t *>(orow + d * 8 + 2 * c4) =
+                            la_pack_bf16x2(o[d][0] * inv, o[d][1] * inv);
+            } else {
+                const int64_t pr = it.part_row0 + (int64_t)grp * hpc + g;
+#pragma unroll
+                for (int d = 0; d < DT; d++)
+                    if (d * 8 < hd)
+                        *reinterpret_cast<float2 *>(p.part_o + pr * hd + d * 8 + 2 * c4) = make_float2(o[d][0], o[d][1]);
+                if (c4 == 0) p.part_ml[pr] = make_float2(m_run, l_run);
+            }
+        }
+        return;
+    }
     __syncthreads(); /* every warp is done with its stages: they become the merge area */
 
     /* 4. the warps' (m, l, O) through shared memory, merged per (head, 4 dims) */
@@ -436,27 +484,38 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     if (it.part_row0 >= 0 && it.merge >= 0) decode_merge_if_last(p, it, grp, head0, qstride);
 }
 
-template <int HD, bool DEEP>
+template <int HD, bool DEEP, bool PACKED>
 la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    const size_t bytes = decode_layout<HD, DEEP>::BYTES;
+    using L = decode_layout<HD, DEEP>;
+    const size_t bytes = PACKED ? L::PACKED_BYTES : L::BYTES;
     static bool attr_done = false;
-    LA_TRY(la_cuda_allow_smem((const void *)attn_decode_kernel<HD, DEEP>, bytes, &attr_done, "attn_decode", err));
-    dim3 grid((unsigned)p->n_items, (unsigned)(p->n_kv_heads * p->n_head_chunks));
-    return la_cuda_launch(attn_decode_kernel<HD, DEEP>, grid, decode_layout<HD, DEEP>::THREADS, bytes,
-            stream, *p, "attn_decode", err);
+    LA_TRY(la_cuda_allow_smem((const void *)attn_decode_kernel<HD, DEEP, PACKED>, bytes, &attr_done, "attn_decode",
+                              err));
+    const unsigned nx = PACKED ? (unsigned)((p->n_items + L::WARPS - 1) / L::WARPS) : (unsigned)p->n_items;
+    dim3 grid(nx, (unsigned)(p->n_kv_heads * p->n_head_chunks));
+    return la_cuda_launch(attn_decode_kernel<HD, DEEP, PACKED>, grid, L::THREADS, bytes, stream, *p, "attn_decode",
+                          err);
 }
 
 template <int HD>
 la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    return p->decode_deep ? launch_decode<HD, true>(p, stream, err) : launch_decode<HD, false>(p, stream, err);
+    if (p->decode_packed) return launch_decode<HD, false, true>(p, stream, err);
+    return p->decode_deep ? launch_decode<HD, true, false>(p, stream, err)
+                          : launch_decode<HD, false, false>(p, stream, err);
+}
+
+template <int HD> size_t decode_smem(int32_t instance) {
+    return instance == 2 ? decode_layout<HD, false>::PACKED_BYTES
+           : instance    ? decode_layout<HD, true>::BYTES
+                         : decode_layout<HD, false>::BYTES;
 }
 
 } /* namespace */
 
-extern "C" size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t deep) {
-    if (head_dim <= 32) return deep ? decode_layout<32, true>::BYTES : decode_layout<32, false>::BYTES;
-    if (head_dim <= 64) return deep ? decode_layout<64, true>::BYTES : decode_layout<64, false>::BYTES;
-    return deep ? decode_layout<128, true>::BYTES : decode_layout<128, false>::BYTES;
+extern "C" size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t instance) {
+    if (head_dim <= 32) return decode_smem<32>(instance);
+    if (head_dim <= 64) return decode_smem<64>(instance);
+    return decode_smem<128>(instance);
 }
 
 extern "C" la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream,
