@@ -817,6 +817,39 @@ Test(cuda_attention, decode_rows_of_very_different_lengths) {
     la_test_attn_close(&p, &s);
 }
 
+/* Thirteen decode rows whose contexts (1 to 512 keys: lazy and mepic documents, plain
+ * sequences, block boundaries) are too short to be split over their keys: the packed decode
+ * instance (one item per warp, four per CTA, the last CTA with one item) against the CPU. */
+Test(cuda_attention, decode_rows_run_packed) {
+    static const la_test_geometry gs[2] = {{512, 8, 2, 128, 16}, {384, 6, 2, 64, 16}};
+    for (int gi = 0; gi < 2; gi++) {
+        const la_test_geometry g = gs[gi];
+        la_test_pair p;
+        la_test_synth s;
+        if (!la_test_attn_open(&p, &s, g)) return;
+        la_test_builder cache, q;
+        la_test_builder_init(&cache);
+        la_test_builder_init(&q);
+        int32_t blk = 1;
+        const int32_t plain[] = {1, 16, 17, 64, 100, 257, 512};
+        for (int i = 0; i < 7; i++) blk = la_test_plain_seq(&cache, &q, g.B, blk, plain[i] - 1, plain[i]);
+        const int32_t l2[] = {16, 33}, l3[] = {100, 7, 160};
+        blk = la_test_docs_case(&cache, &q, g.B, l2, 2, 1, LA_TEST_DOC_LAZY, 0, blk);
+        blk = la_test_docs_case(&cache, &q, g.B, l3, 3, 1, LA_TEST_DOC_LAZY, 100000, blk);
+        blk = la_test_docs_case(&cache, &q, g.B, l2, 2, 1, LA_TEST_DOC_MEPIC, 0, blk);
+        blk = la_test_docs_case(&cache, &q, g.B, l3, 3, 1, LA_TEST_DOC_MEPIC, 0, blk);
+        blk = la_test_docs_case(&cache, &q, g.B, NULL, 0, 1, LA_TEST_DOC_LAZY, 0, blk);
+        blk = la_test_docs_case(&cache, &q, g.B, l3, 3, 1, LA_TEST_DOC_LAZY, 0, blk);
+        char what[96];
+        snprintf(what, sizeof what, "13 short decode rows, hd %d", g.hd);
+        la_test_attn_case(&p, what, &cache, &q, 1);
+        cr_assert(la_test_case_packed, "%s: the packed instance did not run", what);
+        la_test_builder_free(&cache);
+        la_test_builder_free(&q);
+        la_test_attn_close(&p, &s);
+    }
+}
+
 Test(cuda_attention, prefill_variant_setter_rejects_unknown_variants) {
     la_backend *be = NULL;
     la_err err = {0};

@@ -330,14 +330,16 @@ uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *c
     }
     la_cuda_fused_gemm_set(p->be[1], fused);
     /* the packed decode instance (one item per warp) wherever no decode item is split */
+    const int32_t packed_mode = la_cuda_attn_decode_packed(p->be[1]);
     LA_CHECK_OK(la_cuda_attn_decode_packed_set(p->be[1], LA_CUDA_DECODE_PACKED_ON, &err), err);
     gpu_step(p, &b, layer, &k[1], kh, &v[1], &q[1], o);
-    if (la_cuda_attn_decode_packed_ran(p->be[1])) {
+    la_test_case_packed = la_cuda_attn_decode_packed_ran(p->be[1]);
+    if (la_test_case_packed) {
         char label[160];
         snprintf(label, sizeof label, "%s [decode packed]", what);
         la_test_expect_close(label, o, p, ATTN_TOL, 0);
     }
-    LA_CHECK_OK(la_cuda_attn_decode_packed_set(p->be[1], LA_CUDA_DECODE_PACKED_AUTO, &err), err);
+    LA_CHECK_OK(la_cuda_attn_decode_packed_set(p->be[1], packed_mode, &err), err);
     const size_t n_out = (size_t)(o[1].n_rows * o[1].n_cols);
     size_t at = n_out;
     for (size_t i = 0; i < n_out && at == n_out; i++)
@@ -408,6 +410,7 @@ void la_test_attn_close(la_test_pair *p, la_test_synth *s) {
 }
 
 bool la_test_shared_auto_packed;
+bool la_test_case_packed;
 
 la_cuda_attn_shared_stats la_test_attn_case_shared(la_test_pair *p, const char *what, la_test_builder *cache,
                                                    la_test_builder *query, int32_t layer, int64_t min_runs,
@@ -460,6 +463,7 @@ la_cuda_attn_shared_stats la_test_attn_case_shared(la_test_pair *p, const char *
         free(out[0]);
         free(out[1]);
         /* shared on, the sharers' own tails through the packed decode instance */
+        const int32_t packed_mode = la_cuda_attn_decode_packed(g);
         LA_CHECK_OK(la_cuda_attn_shared_set(g, LA_CUDA_ATTN_SHARED_ON, &err), err);
         LA_CHECK_OK(la_cuda_attn_decode_packed_set(g, LA_CUDA_DECODE_PACKED_ON, &err), err);
         gpu_step(p, &in.b, layer, &in.k[1], in.kh, &in.v[1], &in.q[1], in.o);
@@ -468,7 +472,7 @@ la_cuda_attn_shared_stats la_test_attn_case_shared(la_test_pair *p, const char *
             snprintf(label, sizeof label, "%s [v%d, shared on, decode packed]", what, variant);
             la_test_expect_close(label, in.o, p, ATTN_TOL, 0);
         }
-        LA_CHECK_OK(la_cuda_attn_decode_packed_set(g, LA_CUDA_DECODE_PACKED_AUTO, &err), err);
+        LA_CHECK_OK(la_cuda_attn_decode_packed_set(g, packed_mode, &err), err);
     }
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(g, 2, &err), err);
     LA_CHECK_OK(la_cuda_attn_shared_set(g, LA_CUDA_ATTN_SHARED_AUTO, &err), err);

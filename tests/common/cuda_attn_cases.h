@@ -128,18 +128,23 @@ int32_t la_test_docs_case(la_test_builder *cache, la_test_builder *q, int32_t B,
 /* Write the cache batch's K/V (layer `layer`), then the query batch's own K/V, then
  * attention; the GPU under every attn_prefill variant that runs at this head_dim against
  * the one CPU result (ATTN_TOL), then the in-kernel decode merge against attn_combine
- * (bit-equal). Returns bit k set for each attn_prefill kernel k that ran a step. */
+ * (bit-equal), then the packed decode instance against the CPU where it runs
+ * (la_test_case_packed). Returns bit k set for each attn_prefill kernel k that ran a step. */
 uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *cache, la_test_builder *query,
                            int32_t layer);
 
 /* The same case with shared-block attention off, on and auto (la_cuda_attn_shared_set) under
- * every attn_prefill variant: each against the CPU (ATTN_TOL) and on against off
+ * every attn_prefill variant, and on with the packed decode instance: each against the CPU
+ * (ATTN_TOL) and on against off
  * (SHARED_TOL). Asserts that off grouped nothing, on at least min_runs runs, and auto
  * grouped (auto_grouped 1), nothing (0) or either (-1). Leaves the mode at auto. Returns
  * the statistics of the last `on` step. */
 la_cuda_attn_shared_stats la_test_attn_case_shared(la_test_pair *p, const char *what, la_test_builder *cache,
                                                    la_test_builder *query, int32_t layer, int64_t min_runs,
                                                    int auto_grouped);
+/* Whether the last la_test_attn_case's packed pass (la_cuda_attn_decode_packed_set ON) ran
+ * its decode items packed: not where a decode item is split over its keys. */
+extern bool la_test_case_packed;
 /* Whether the last la_test_attn_case_shared's auto pass (shared and packed decode both at
  * their defaults) ran its decode items packed (la_cuda_attn_decode_packed_ran). */
 extern bool la_test_shared_auto_packed;

@@ -66,6 +66,10 @@ la_status la_cuda_attn_decode_packed_set(la_backend *be, int32_t mode, la_err *e
     return LA_OK;
 }
 
+int32_t la_cuda_attn_decode_packed(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->decode_packed : -1;
+}
+
 bool la_cuda_attn_decode_packed_ran(const la_backend *be) {
     return la_cuda_backend_is(be) && ((const cuda_backend *)be)->step_decode_packed;
 }

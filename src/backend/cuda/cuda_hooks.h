@@ -166,6 +166,8 @@ int32_t la_cuda_attn_shared(const la_backend *be);
 /* Set the mode for the steps from the next batch_begin on. LA_ERR_INVALID_ARG for another
  * backend or mode (nothing changed). */
 la_status la_cuda_attn_decode_packed_set(la_backend *be, int32_t mode, la_err *err);
+/* The mode now; -1 for a backend that is not CUDA. */
+int32_t la_cuda_attn_decode_packed(const la_backend *be);
 /* Whether the last step's decode items ran packed (tests); false for another backend. */
 bool la_cuda_attn_decode_packed_ran(const la_backend *be);
 
