@@ -716,6 +716,23 @@ static la_status env_switch(const char *name, bool *on, la_err *err) {
     return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected 0 or 1", name, e);
 }
 
+/* A 0 | 1 | auto switch from the environment: *mode 0, 1 or 2 (unset or empty: 2); another
+ * value is LA_ERR_INVALID_ARG. The LA_CUDA_ATTN_SHARED_* and LA_CUDA_DECODE_PACKED_* modes
+ * (cuda_hooks.h) are these numbers. */
+_Static_assert(LA_CUDA_ATTN_SHARED_OFF == 0 && LA_CUDA_ATTN_SHARED_ON == 1 && LA_CUDA_ATTN_SHARED_AUTO == 2 &&
+                   LA_CUDA_DECODE_PACKED_OFF == 0 && LA_CUDA_DECODE_PACKED_ON == 1 && LA_CUDA_DECODE_PACKED_AUTO == 2,
+               "env_mode's numbers are the modes");
+static la_status env_mode(const char *name, int32_t *mode, la_err *err) {
+    const char *e = getenv(name);
+    *mode = 2;
+    if (!e || !*e || strcmp(e, "auto") == 0) return LA_OK;
+    if (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) {
+        *mode = e[0] - '0';
+        return LA_OK;
+    }
+    return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected 0, 1 or auto", name, e);
+}
+
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
@@ -748,22 +765,9 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
         split_ctas = split_ctas_decode = (int32_t)v;
     }
-    int32_t shared = LA_CUDA_ATTN_SHARED_AUTO; /* la_cuda_attn_shared_set */
-    const char *shared_env = getenv("LA_ATTN_SHARED");
-    if (shared_env && *shared_env) {
-        if (strcmp(shared_env, "0") == 0) shared = LA_CUDA_ATTN_SHARED_OFF;
-        else if (strcmp(shared_env, "1") == 0) shared = LA_CUDA_ATTN_SHARED_ON;
-        else if (strcmp(shared_env, "auto") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SHARED=%s: expected 0, 1 or auto", shared_env);
-    }
-    int32_t packed = LA_CUDA_DECODE_PACKED_AUTO; /* la_cuda_attn_decode_packed_set */
-    const char *packed_env = getenv("LA_ATTN_DECODE_PACKED");
-    if (packed_env && *packed_env) {
-        if (strcmp(packed_env, "0") == 0) packed = LA_CUDA_DECODE_PACKED_OFF;
-        else if (strcmp(packed_env, "1") == 0) packed = LA_CUDA_DECODE_PACKED_ON;
-        else if (strcmp(packed_env, "auto") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_DECODE_PACKED=%s: expected 0, 1 or auto", packed_env);
-    }
+    int32_t shared, packed; /* la_cuda_attn_shared_set, la_cuda_attn_decode_packed_set */
+    LA_TRY(env_mode("LA_ATTN_SHARED", &shared, err));
+    LA_TRY(env_mode("LA_ATTN_DECODE_PACKED", &packed, err));
     bool graphs, pdl; /* la_cuda_graphs_enable; programmatic dependent launch */
     LA_TRY(env_switch("LA_CUDA_GRAPHS", &graphs, err));
     LA_TRY(env_switch("LA_CUDA_PDL", &pdl, err));
