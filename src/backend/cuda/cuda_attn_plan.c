@@ -29,6 +29,9 @@
  *     Split tiles write partial rows that attn_combine merges, except split decode rows
  *     with LA_CUDA_FUSED_MERGE (on by default): the last CTA of each split set merges them
  *     inside attn_decode (la_cuda_attn_item.merge);
+ *   - a step with many decode items and none split (at least 8 CTAs per SM as above) runs
+ *     them packed, one whole item per warp, sorted longest first (c->step_decode_packed,
+ *     LA_ATTN_DECODE_PACKED; attn_decode.cu);
  *   - before all this, shared-block attention (cuda_attn_shared.c) takes the runs of blocks
  *     that several sequences share out of their lists into one grouped launch, and the
  *     tiles above are cut over what is left (the derived batch); a sharer's tiles then
