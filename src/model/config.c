@@ -247,6 +247,9 @@ static la_status parse_config(const cJSON *root, la_model_config *c, const char 
     if (c->head_dim % 2 != 0)
         return la_err_set(err, LA_ERR_FORMAT, "%s: head_dim=%d must be even for RoPE", what,
                           c->head_dim);
+    if (c->head_dim > LA_MAX_HEAD_DIM)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "%s: head_dim=%d is above %d", what, c->head_dim,
+                          LA_MAX_HEAD_DIM);
 
     LA_TRY(la_json_get_double(root, "rms_norm_eps", false, &c->rms_norm_eps, what, err));
     if (!(c->rms_norm_eps > 0))

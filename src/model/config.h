@@ -10,6 +10,9 @@
 #include "lazyattn/status.h"
 
 #define LA_MAX_EOS_IDS 8
+/* head_dim above this is refused at load (the largest in use: 256); it sizes per-head
+ * scratch, RoPE tables and attention tiles, so a corrupt config cannot ask for gigabytes. */
+#define LA_MAX_HEAD_DIM 1024
 
 typedef enum la_rope_type {
     LA_ROPE_DEFAULT = 0, /* rope_scaling absent or rope_type "default" */
@@ -84,6 +87,7 @@ typedef struct la_model_config {
  *                       <= 0, low_freq_factor >= high_freq_factor, negative token ids
  *   LA_ERR_UNSUPPORTED  another model_type, hidden_act other than "silu", unknown or
  *                       unimplemented rope type (named), partial_rotary_factor != 1,
+ *                       head_dim above LA_MAX_HEAD_DIM,
  *                       attention_bias or mlp_bias true, more than LA_MAX_EOS_IDS eos ids
  * *cfg is written only on success. */
 la_status la_model_config_load(const char *dir, la_model_config *cfg, la_err *err);

@@ -247,6 +247,12 @@ Test(config, head_dim_must_be_even) {
     expect_fail(", \"head_dim\": 15", LA_ERR_FORMAT, "head_dim=15", NULL);
 }
 
+/* fuzz/config found a head_dim of 1178706044 passing the load (2.3 GB of RoPE frequencies) */
+Test(config, head_dim_above_the_limit_is_refused) {
+    expect_fail(", \"head_dim\": 1178706044", LA_ERR_UNSUPPORTED, "head_dim=1178706044 is above 1024", NULL);
+    expect_fail(", \"head_dim\": 1026", LA_ERR_UNSUPPORTED, "is above 1024", NULL);
+}
+
 Test(config, sizes_must_be_positive_integers) {
     expect_fail(", \"num_key_value_heads\": 0", LA_ERR_FORMAT, "num_key_value_heads=0", NULL);
     expect_fail(", \"head_dim\": -2", LA_ERR_FORMAT, "head_dim=-2", NULL);
