@@ -251,6 +251,17 @@ void la_eval_score_method(const la_eval *ev, int32_t m, la_eval_score *out) {
     score_divergence(ev, m, out);
 }
 
+/* Method m's answers in document order o, one string per question. */
+static cJSON *answers_json(const la_eval *ev, int32_t m, int32_t o) {
+    const int32_t nq = ev->ds->n;
+    cJSON *arr = cJSON_CreateArray();
+    for (int32_t q = 0; q < nq; q++) {
+        const la_eval_answer *a = &ev->answers[((size_t)m * ev->orders + o) * nq + q];
+        cJSON_AddItemToArray(arr, cJSON_CreateString(a->text ? a->text : ""));
+    }
+    return arr;
+}
+
 cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, const char *device, int argc,
                     char **argv) {
     const int32_t nq = ev->ds->n, orders = ev->orders;
@@ -329,21 +340,10 @@ cJSON *la_eval_json(const la_eval *ev, const char *dataset, const char *model, c
                 cJSON_AddItemToArray(jd, d);
             }
         }
-        cJSON *per = cJSON_AddArrayToObject(jo, "answers");
-        for (int32_t q = 0; q < nq; q++) {
-            const la_eval_answer *a = &ev->answers[((size_t)m * orders) * nq + q];
-            cJSON_AddItemToArray(per, cJSON_CreateString(a->text ? a->text : ""));
-        }
+        cJSON_AddItemToObject(jo, "answers", answers_json(ev, m, 0));
         if (orders > 1) { /* [order - 1][question]: paired statistics over every order */
             cJSON *oo = cJSON_AddArrayToObject(jo, "answers_other_orders");
-            for (int32_t o = 1; o < orders; o++) {
-                cJSON *arr = cJSON_CreateArray();
-                for (int32_t q = 0; q < nq; q++) {
-                    const la_eval_answer *a = &ev->answers[((size_t)m * orders + o) * nq + q];
-                    cJSON_AddItemToArray(arr, cJSON_CreateString(a->text ? a->text : ""));
-                }
-                cJSON_AddItemToArray(oo, arr);
-            }
+            for (int32_t o = 1; o < orders; o++) cJSON_AddItemToArray(oo, answers_json(ev, m, o));
         }
         cJSON_AddItemToArray(jm, jo);
     }

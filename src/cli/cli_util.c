@@ -64,6 +64,13 @@ void la_cli_progress_init(la_cli_progress *p, int64_t total) {
     *p = (la_cli_progress){.total = total, .t0_ms = la_now_ms(), .label = "", .tty = isatty(STDERR_FILENO)};
 }
 
+void la_cli_progress_end(la_cli_progress *p) {
+    if (!p->tty) return;
+    la_cli_progress_draw(p, true);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
 void la_cli_progress_draw(la_cli_progress *p, bool force) {
     double now = la_now_ms();
     if (!p->tty) { /* a log: a plain line every LA_CLI_PROGRESS_LOG_MS, never carriage returns */

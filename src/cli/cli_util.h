@@ -39,5 +39,8 @@ typedef struct la_cli_progress {
  * force does not make it print. */
 void la_cli_progress_init(la_cli_progress *p, int64_t total);
 void la_cli_progress_draw(la_cli_progress *p, bool force);
+/* On a terminal, the bar's last draw (forced) and the newline that ends it; nothing off one
+ * (its log lines end themselves). */
+void la_cli_progress_end(la_cli_progress *p);
 
 #endif

@@ -404,10 +404,7 @@ int la_cli_bench(int argc, char **argv) {
             }
         }
         if (s != LA_OK) break;
-        if (prog.tty) {
-            la_cli_progress_draw(&prog, true);
-            fputc('\n', stderr);
-        }
+        la_cli_progress_end(&prog);
         la_bench_session_print_point(b, k, stdout);
         fflush(stdout);
     }

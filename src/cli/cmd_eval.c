@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/timer.h"
 #include "bench/eval.h"
 #include "bench/machine.h"
 #include "bench/rag_dataset.h"
@@ -35,8 +34,8 @@ static void on_progress(void *user, int64_t done, int64_t total) {
     if (done == p->done && total == p->total) return;
     p->done = done;
     p->total = total;
-    la_cli_progress_draw(p, done == total);
-    if (done == total && p->tty) fputc('\n', stderr);
+    if (done == total) la_cli_progress_end(p);
+    else la_cli_progress_draw(p, false);
 }
 
 static void on_failed(void *user, const char *message) {

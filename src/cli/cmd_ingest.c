@@ -142,10 +142,7 @@ int la_cli_ingest(int argc, char **argv) {
     la_cli_progress_init(&b.p, 0);
     la_ingest_summary sum;
     la_status s = la_ingest_run(e, &io, on_progress, &b, &sum, &err);
-    if (b.p.tty && sum.n.done) {
-        la_cli_progress_draw(&b.p, true);
-        fputc('\n', stderr);
-    }
+    if (sum.n.done) la_cli_progress_end(&b.p);
     int rc = LA_EXIT_OK;
     if (s != LA_OK) {
         fprintf(stderr, "lazyattn ingest: %s\n", err.msg);
