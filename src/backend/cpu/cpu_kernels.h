@@ -39,6 +39,12 @@ typedef enum la_cpu_isa {
     LA_CPU_ISA_COUNT
 } la_cpu_isa;
 
+/* AVX-512's gemm_nt / OpenBLAS crossovers (measured: cpu_kernels_avx512.c), the widest of
+ * any table; the portable table keeps them too (la_cpu_kernels.gemm_max_rows_*). */
+#define LA_CPU_AVX512_GEMM_MAX_ROWS_F32 128
+#define LA_CPU_AVX512_GEMM_MAX_ROWS_16BIT 256
+#define LA_CPU_AVX512_GEMM_X_BYTES ((int64_t)4 << 20)
+
 typedef struct la_cpu_kernels {
     la_cpu_isa isa;
     const char *name; /* "portable", "avx2", "avx512" */

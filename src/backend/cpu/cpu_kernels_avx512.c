@@ -451,9 +451,9 @@ const la_cpu_kernels la_cpu_kernels_avx512 = {
     /* Zen 4 (bench/results/cpu_gemm_shapes.json): its 4 x 4 tiles sweep x once per 4 weight
      * rows, so past 4 MiB of x BLAS wins (1024 rows of 2048x8192: 36 against 67 GFLOP/s; of
      * 1024x384, 1.5 MiB: 93 against 81) */
-    .gemm_max_rows_f32 = 128,
-    .gemm_max_rows_16bit = 256,
-    .gemm_x_bytes = (int64_t)4 << 20,
+    .gemm_max_rows_f32 = LA_CPU_AVX512_GEMM_MAX_ROWS_F32,
+    .gemm_max_rows_16bit = LA_CPU_AVX512_GEMM_MAX_ROWS_16BIT,
+    .gemm_x_bytes = LA_CPU_AVX512_GEMM_X_BYTES,
     .to_f32 = to_f32,
     .to_bf16 = to_bf16,
     .attn_scores = attn_scores,

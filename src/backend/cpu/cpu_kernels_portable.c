@@ -113,9 +113,9 @@ const la_cpu_kernels la_cpu_kernels_portable = {
     /* the reference, not a fast path (about 2 GFLOP/s: BLAS wins from 2 rows); it keeps the
      * widest crossovers (AVX-512's) so that forcing it (LA_CPU_ISA=portable) runs gemm_nt on
      * every product any vector table gives to gemm_nt */
-    .gemm_max_rows_f32 = 128,
-    .gemm_max_rows_16bit = 256,
-    .gemm_x_bytes = (int64_t)4 << 20,
+    .gemm_max_rows_f32 = LA_CPU_AVX512_GEMM_MAX_ROWS_F32,
+    .gemm_max_rows_16bit = LA_CPU_AVX512_GEMM_MAX_ROWS_16BIT,
+    .gemm_x_bytes = LA_CPU_AVX512_GEMM_X_BYTES,
     .to_f32 = to_f32,
     .to_bf16 = to_bf16,
     .attn_scores = attn_scores,
