@@ -352,14 +352,14 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     /* a decode-only grid within one wave at one CTA per SM: every CTA has an SM to itself,
      * so attn_decode takes its deep instance, 8 warps per CTA (attn_decode.cu) */
     c->step_decode_deep = all_decode && n_d * n_groups <= c->n_sm &&
-                          la_cuda_attn_decode_smem(m->head_dim, 1) <= c->smem_optin;
+                          la_cuda_attn_decode_smem(m->head_dim, LA_CUDA_DECODE_DEEP) <= c->smem_optin;
     /* many unsplit decode items (at least 8 CTAs per SM unpacked): one per warp, the longest
      * first so that a CTA's four items are alike (attn_decode.cu, packed instance) */
     c->step_decode_packed = n_d > 0 && !decode_split && n_m == 0 &&
                             (c->decode_packed == LA_CUDA_DECODE_PACKED_ON ||
                              (c->decode_packed == LA_CUDA_DECODE_PACKED_AUTO &&
                               n_d * n_groups >= LA_ATTN_DECODE_PACKED_MIN_CTAS_PER_SM * (int64_t)c->n_sm)) &&
-                            la_cuda_attn_decode_smem(m->head_dim, 2) <= c->smem_optin;
+                            la_cuda_attn_decode_smem(m->head_dim, LA_CUDA_DECODE_PACKED) <= c->smem_optin;
     if (c->step_decode_packed) {
         c->step_decode_deep = false;
         qsort(c->items_decode, (size_t)n_d, sizeof(la_cuda_attn_item), cmp_items_longest_first);

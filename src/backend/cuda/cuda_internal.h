@@ -94,7 +94,7 @@ typedef struct step_sig {
     int64_t n_tokens, n_logit_rows, n_items_prefill, n_items_decode, n_combine, n_merge;
     int64_t rope_len, n_pool_blocks, block_size;
     int64_t n_items_grouped, grouped_kernel, combine_rows; /* shared-block attention */
-    int64_t decode_instance; /* attn_decode's: 0 four warps an item, 1 deep, 2 packed */
+    int64_t decode_instance; /* attn_decode's instance, LA_CUDA_DECODE_* */
     const void *tokens, *pos, *kpos, *slots, *blocks, *logit_rows;
     const void *items_prefill, *items_decode, *combine, *merge, *merge_count;
     const void *items_grouped, *grows;

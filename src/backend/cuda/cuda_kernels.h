@@ -194,10 +194,12 @@ la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream
 /* Decode: one token per item, split over the KV length; mma.sync with the heads as rows of
  * an m16 tile, each warp streaming its own share of the item's keys. attn_decode.cu. */
 la_status la_cuda_attn_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
-/* Dynamic shared memory, bytes, of attn_decode at this head_dim (<= 128) for an instance:
- * 0 the 4-warp one, 1 the deep one (8 warps per CTA, ~208 KB at head_dim 128, which needs a
- * GPU that lets one CTA opt in to that much, as sm_90 does), 2 the packed one (4 warps, one
- * item each; ~110 KB at head_dim 128). attn_decode.cu. */
+/* attn_decode's instances: four warps splitting each item; the deep one (8 warps per CTA,
+ * ~208 KB of shared memory at head_dim 128, which needs a GPU that lets one CTA opt in to
+ * that much, as sm_90 does); the packed one (4 warps, one whole item each, ~110 KB). */
+enum { LA_CUDA_DECODE_SPLIT = 0, LA_CUDA_DECODE_DEEP = 1, LA_CUDA_DECODE_PACKED = 2 };
+/* Dynamic shared memory, bytes, of attn_decode at this head_dim (<= 128) for an instance
+ * (LA_CUDA_DECODE_*). attn_decode.cu. */
 size_t la_cuda_attn_decode_smem(int32_t head_dim, int32_t instance);
 /* Merge the partial rows of split items (p->combine). attn_combine.cu. */
 la_status la_cuda_attn_combine(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);

@@ -505,9 +505,9 @@ la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_er
 }
 
 template <int HD> size_t decode_smem(int32_t instance) {
-    return instance == 2 ? decode_layout<HD, false>::PACKED_BYTES
-           : instance    ? decode_layout<HD, true>::BYTES
-                         : decode_layout<HD, false>::BYTES;
+    return instance == LA_CUDA_DECODE_PACKED ? decode_layout<HD, false>::PACKED_BYTES
+           : instance == LA_CUDA_DECODE_DEEP ? decode_layout<HD, true>::BYTES
+                                             : decode_layout<HD, false>::BYTES;
 }
 
 } /* namespace */
