@@ -100,6 +100,13 @@ typedef struct la_cpu_kernels {
      * hd a multiple of 16 (the backend uses attn_block otherwise); any nq >= 1. */
     void (*attn_block_kt)(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
                           int32_t hd, float scale, float *st, int64_t st_stride);
+    /* attn_block for nq >= 1 queries that see the same keys (a GQA group's heads at one
+     * position: decode), K and V read once for all of them where the table fuses it: query g
+     * at q + g * q_stride (f32 [hd]), its state at st + g * st_stride; K, V as attn_block's
+     * (row-major, dtype kvt F32 or BF16); n >= 1, any hd. Each state equals what attn_block
+     * would leave (the AVX2 table: bit-equal; the others loop over attn_block). */
+    void (*attn_block_heads)(const float *q, int64_t q_stride, int32_t nq, const void *k, const void *v, la_dtype kvt,
+                             int32_t n, int32_t hd, float scale, float *st, int64_t st_stride);
     /* SwiGLU: g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (HF LlamaMLP's
      * act_fn(gate) * up; the vector tables' exp is the Cephes polynomial, within 4e-7 of expf). */
     void (*silu_mul)(float *g, const float *u, int64_t n);

@@ -335,6 +335,125 @@ static void attn_block(const float *q, const void *k, const void *v, la_dtype kv
     else block_t(q, k, v, LA_DTYPE_F32, n, hd, scale, st);
 }
 
+/* block16 for H (<= 4) queries that see the same 16 keys (a GQA group's heads at one
+ * position): each K and V element is loaded and widened once for all H. Scores: two keys at
+ * a time against H queries (2H accumulators), each pair folded by one hadd into hp; the
+ * pairs' second hadd and the halves' sum as in block16. V: two accumulator registers per
+ * query at a time. Every sum runs in block16's order, so each query's state is bit-equal to
+ * block16's. */
+AI void block16_heads(const float *q, int64_t q_stride, const char *k, const char *v, la_dtype T, float scale,
+                      float *st, int64_t st_stride, const int NC, const int H) {
+    const size_t row = (size_t)(8 * NC) * (T == LA_DTYPE_F32 ? 4 : 2);
+    __m256 hp[4][8]; /* [query][key pair]: hadd of the pair's two accumulators */
+#pragma GCC unroll 8
+    for (int pr = 0; pr < 8; pr++) {
+        const char *k0 = k + (size_t)(2 * pr) * row, *k1 = k0 + row;
+        __m256 a[4][2];
+#pragma GCC unroll 4
+        for (int g = 0; g < H; g++) a[g][0] = a[g][1] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) {
+            const __m256 x0 = load8(k0, 8 * c, T), x1 = load8(k1, 8 * c, T);
+#pragma GCC unroll 4
+            for (int g = 0; g < H; g++) {
+                const __m256 qv = _mm256_loadu_ps(q + g * q_stride + 8 * c);
+                a[g][0] = _mm256_fmadd_ps(qv, x0, a[g][0]);
+                a[g][1] = _mm256_fmadd_ps(qv, x1, a[g][1]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < H; g++) hp[g][pr] = _mm256_hadd_ps(a[g][0], a[g][1]);
+    }
+    float pj[4][16], alpha[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < H; g++) {
+        float *sg = st + g * st_stride;
+        __m256 s[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) { /* keys 8h..8h+3 are pairs 4h, 4h+1; 8h+4.. pairs 4h+2, 4h+3 */
+            const __m256 f0 = _mm256_hadd_ps(hp[g][4 * h], hp[g][4 * h + 1]);
+            const __m256 f1 = _mm256_hadd_ps(hp[g][4 * h + 2], hp[g][4 * h + 3]);
+            s[h] = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(f0, f1, 0x20), _mm256_permute2f128_ps(f0, f1, 0x31)),
+                                 _mm256_set1_ps(scale));
+        }
+        const float bmax = hmax8(_mm256_max_ps(s[0], s[1])), mx = sg[0] > bmax ? sg[0] : bmax;
+        alpha[g] = sg[0] == mx ? 1.0f : expf(sg[0] - mx); /* 0 from an empty state (-inf) */
+        const __m256 p0 = exp8(_mm256_sub_ps(s[0], _mm256_set1_ps(mx)));
+        const __m256 p1 = exp8(_mm256_sub_ps(s[1], _mm256_set1_ps(mx)));
+        _mm256_storeu_ps(pj[g], p0);
+        _mm256_storeu_ps(pj[g] + 8, p1);
+        sg[1] = sg[1] * alpha[g] + hsum8(_mm256_add_ps(p0, p1));
+        sg[0] = mx;
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; c += 2) { /* acc registers c, c + 1 of every query */
+        __m256 acc[4][2];
+#pragma GCC unroll 4
+        for (int g = 0; g < H; g++) {
+            const __m256 al = _mm256_set1_ps(alpha[g]);
+            acc[g][0] = _mm256_mul_ps(_mm256_loadu_ps(st + g * st_stride + 2 + 8 * c), al);
+            acc[g][1] = _mm256_mul_ps(_mm256_loadu_ps(st + g * st_stride + 2 + 8 * c + 8), al);
+        }
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            const char *vr = v + (size_t)j * row;
+            const __m256 v0 = load8(vr, 8 * c, T), v1 = load8(vr, 8 * c + 8, T);
+#pragma GCC unroll 4
+            for (int g = 0; g < H; g++) {
+                const __m256 pv = _mm256_broadcast_ss(&pj[g][j]);
+                acc[g][0] = _mm256_fmadd_ps(pv, v0, acc[g][0]);
+                acc[g][1] = _mm256_fmadd_ps(pv, v1, acc[g][1]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < H; g++) {
+            _mm256_storeu_ps(st + g * st_stride + 2 + 8 * c, acc[g][0]);
+            _mm256_storeu_ps(st + g * st_stride + 2 + 8 * c + 8, acc[g][1]);
+        }
+    }
+}
+
+/* block16_heads over the whole 16-key groups, H and NC fixed. */
+AI void heads_t(const float *q, int64_t q_stride, const char *k, const char *v, la_dtype T, int32_t n16, float scale,
+                float *st, int64_t st_stride, const int NC, const int H) {
+    const size_t row = (size_t)(8 * NC) * (T == LA_DTYPE_F32 ? 4 : 2);
+    for (int32_t j = 0; j < n16; j += 16)
+        block16_heads(q, q_stride, k + (size_t)j * row, v + (size_t)j * row, T, scale, st, st_stride, NC, H);
+}
+
+#define HEADS_CASES(NC_, T_)                                                                         \
+    switch (h) {                                                                                     \
+    case 1: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 1); break;               \
+    case 2: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 2); break;               \
+    case 3: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 3); break;               \
+    default: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 4); break;              \
+    }
+
+/* attn_block_heads (cpu_kernels.h): at head_dim 64 and 128 the whole 16-key groups run
+ * block16_heads, four queries at a time; the rest (other head_dims, the last n % 16 keys)
+ * runs attn_block per query. */
+static void attn_block_heads(const float *q, int64_t q_stride, int32_t nq, const void *k, const void *v, la_dtype kvt,
+                             int32_t n, int32_t hd, float scale, float *st, int64_t st_stride) {
+    const int32_t n16 = hd == 64 || hd == 128 ? n & ~15 : 0;
+    if (n16 > 0)
+        for (int32_t g0 = 0; g0 < nq; g0 += 4) {
+            const int h = nq - g0 < 4 ? nq - g0 : 4;
+            const float *qg = q + g0 * q_stride;
+            float *sg = st + g0 * st_stride;
+            if (kvt == LA_DTYPE_BF16) {
+                if (hd == 64) HEADS_CASES(8, LA_DTYPE_BF16) else HEADS_CASES(16, LA_DTYPE_BF16)
+            } else {
+                if (hd == 64) HEADS_CASES(8, LA_DTYPE_F32) else HEADS_CASES(16, LA_DTYPE_F32)
+            }
+        }
+    if (n16 == n) return;
+    const size_t off = (size_t)n16 * (size_t)hd * la_dtype_size(kvt);
+    for (int32_t g = 0; g < nq; g++)
+        attn_block(q + g * q_stride, (const char *)k + off, (const char *)v + off, kvt, n - n16, hd, scale,
+                   st + g * st_stride);
+}
+#undef HEADS_CASES
+
 static void attn_block_kt(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
                           int32_t hd, float scale, float *st, int64_t st_stride) {
     for (int32_t g = 0; g < nq; g++) {
@@ -385,6 +504,7 @@ const la_cpu_kernels la_cpu_kernels_avx2 = {
     .attn_accum = attn_accum,
     .attn_block = attn_block,
     .attn_block_kt = attn_block_kt,
+    .attn_block_heads = attn_block_heads,
     .silu_mul = silu_mul,
 };
 
