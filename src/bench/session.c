@@ -30,6 +30,30 @@ static la_status make_engine(const la_bench_session_opts *o, const la_bench_poin
     return la_engine_create(&eo, e, err);
 }
 
+/* The engine's steps between two snapshots of its stats (a before b), over wall_ms:
+ *   {"steps", "decode_steps", "rows_per_step", "wall_ms_per_step",
+ *    "ms_per_step": {"schedule", "forward", "after"}, "decode_forward_ms_per_step"}
+ * (la_engine_stats: schedule = intake, admission and packing; forward = the backend's batch
+ * setup, kernels and the wait for the results; after = sampling and bookkeeping). NULL when
+ * no step ran. */
+static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b, double wall_ms) {
+    const int64_t n = b->steps_computed - a->steps_computed, nd = b->steps_decode - a->steps_decode;
+    if (n <= 0) return NULL;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "steps", (double)n);
+    cJSON_AddNumberToObject(j, "decode_steps", (double)nd);
+    cJSON_AddNumberToObject(j, "rows_per_step", (double)(b->step_rows - a->step_rows) / (double)n);
+    cJSON_AddNumberToObject(j, "wall_ms_per_step", wall_ms / (double)n);
+    cJSON *ms = cJSON_AddObjectToObject(j, "ms_per_step");
+    cJSON_AddNumberToObject(ms, "schedule", 1e3 * (b->step_schedule_s - a->step_schedule_s) / (double)n);
+    cJSON_AddNumberToObject(ms, "forward", 1e3 * (b->step_forward_s - a->step_forward_s) / (double)n);
+    cJSON_AddNumberToObject(ms, "after", 1e3 * (b->step_after_s - a->step_after_s) / (double)n);
+    if (nd > 0)
+        cJSON_AddNumberToObject(j, "decode_forward_ms_per_step",
+                                1e3 * (b->step_decode_forward_s - a->step_decode_forward_s) / (double)nd);
+    return j;
+}
+
 /* Warm up and measure one method at one point. */
 static la_status run_method(la_bench_session *b, la_bench_point *p, int32_t pi, int32_t mi, la_engine *e,
                              double *wall_ms, la_err *err) {
@@ -70,10 +94,18 @@ static la_status run_method(la_bench_session *b, la_bench_point *p, int32_t pi, 
     free(ws);
     if (s != LA_OK) return s;
     snprintf(b->phase, sizeof b->phase, "%s%s", at, m.name);
+    la_engine_stats es0 = {0};
+    if (e) la_engine_get_stats(e, &es0);
     s = la_bench_run(&t, w, w->measured, w->n_measured, &p->load, p->samples[mi], &wall, b->on_request,
                      b->progress_user, err);
     p->n_samples = w->n_measured;
     if (s != LA_OK) return s;
+    if (e) {
+        la_engine_stats es1;
+        la_engine_get_stats(e, &es1);
+        cJSON_Delete(p->step_stats[mi]);
+        p->step_stats[mi] = step_stats_json(&es0, &es1, wall);
+    }
     la_bench_summarize(m, w->measured, p->samples[mi], w->n_measured, wall, &p->sum[mi]);
     b->store = b->store || p->sum[mi].store;
     p->sum[mi].store = b->store;
@@ -411,6 +443,7 @@ void la_bench_session_destroy(la_bench_session *b) {
             la_bench_samples_free(p->samples[m], p->n_samples);
             free(p->samples[m]);
             cJSON_Delete(p->store_stats[m]);
+            cJSON_Delete(p->step_stats[m]);
         }
         if (p->owns_w) {
             la_bench_workload_free(p->w);

@@ -91,6 +91,8 @@ typedef struct la_bench_point {
     cJSON *store_stats[LA_BENCH_MAX_METHODS]; /* in process with a store: its engine's
                                    la_bench_store_stats_json after the method ran (a sweep's
                                    fresh engine: this run; else the session's totals so far) */
+    cJSON *step_stats[LA_BENCH_MAX_METHODS]; /* in process: where the engine's steps went over
+                                   the measured run (step_stats_json in session.c) */
     int32_t n_samples;
 } la_bench_point;
 

@@ -196,6 +196,7 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
         for (int32_t m = 0; m < o->n_methods; m++) {
             cJSON *j = la_bench_summary_json(&p->sum[m], p->samples[m], p->n_samples);
             if (p->store_stats[m]) cJSON_AddItemToObject(j, "store", cJSON_Duplicate(p->store_stats[m], true));
+            if (p->step_stats[m]) cJSON_AddItemToObject(j, "engine_steps", cJSON_Duplicate(p->step_stats[m], true));
             cJSON_AddItemToArray(ms, j);
         }
         return root;
@@ -239,6 +240,7 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
         for (int32_t m = 0; m < o->n_methods; m++) {
             cJSON *j = la_bench_summary_json(&p->sum[m], NULL, 0);
             if (p->store_stats[m]) cJSON_AddItemToObject(j, "store", cJSON_Duplicate(p->store_stats[m], true));
+            if (p->step_stats[m]) cJSON_AddItemToObject(j, "engine_steps", cJSON_Duplicate(p->step_stats[m], true));
             cJSON_AddItemToArray(ms, j);
         }
         cJSON_AddItemToArray(pts, jp);

@@ -497,7 +497,15 @@ la_status la_engine_step(la_engine *e, la_err *err) {
 
 #define STEP_SAMPLE 8
 
+/* Whether every sequence of the step is one decode row. */
+static bool decode_only(const la_batch_builder *b) {
+    for (int64_t i = 0; i < b->n_packed; i++)
+        if (b->packed[i].kind != LA_SEQ_DECODE) return false;
+    return b->n_packed > 0;
+}
+
 static la_status step_locked(la_engine *e, la_err *err) {
+    const double t_begin = la_now_ms();
     uint64_t *cancels;
     int32_t n_cancels;
     run_resets(e);
@@ -537,7 +545,17 @@ static la_status step_locked(la_engine *e, la_err *err) {
         if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);
         if (s == LA_OK && timed && sync && b.n_logits == 0) s = sync(e->be, err);
         if (s == LA_OK && timed) la_doc_store_note_step(e->docs, b.n_rows, la_now_ms() - t0);
+        const double t1 = la_now_ms();
         if (s == LA_OK) la_scheduler_complete_step(e, &b, logits, ids);
+        struct la_step_time *tm = &e->step_time; /* engine thread only */
+        const bool dec = decode_only(&b);
+        tm->computed++;
+        tm->decode += dec;
+        tm->rows += b.n_rows;
+        tm->schedule_ms += t0 - t_begin;
+        tm->forward_ms += t1 - t0;
+        if (dec) tm->decode_forward_ms += t1 - t0;
+        tm->after_ms += la_now_ms() - t1;
     } else if (s == LA_ERR_NO_MEMORY && err && err->msg[0] == '\0') {
         la_err_set(err, s, "step: out of memory");
     }

@@ -497,6 +497,14 @@ void la_scheduler_refresh_stats(la_engine *e) {
     e->stats.n_steps++;
     e->stats.choose_s = e->choose_ms / 1e3;
     e->stats.grammar_s = e->grammar_ms / 1e3;
+    const struct la_step_time *tm = &e->step_time;
+    e->stats.steps_computed = tm->computed;
+    e->stats.steps_decode = tm->decode;
+    e->stats.step_rows = tm->rows;
+    e->stats.step_schedule_s = tm->schedule_ms / 1e3;
+    e->stats.step_forward_s = tm->forward_ms / 1e3;
+    e->stats.step_decode_forward_s = tm->decode_forward_ms / 1e3;
+    e->stats.step_after_s = tm->after_ms / 1e3;
     e->store_stats = ss;
     e->store_busy = store_busy;
     e->jobs_left = jobs_left;
