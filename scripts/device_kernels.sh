@@ -24,7 +24,8 @@
 #              shared-KV rows and the engine at 1000 and 256 requests on one document
 #              -> shared_kv_8b_packed_{auto,0}.json, engine_c{1000,256}_packed_{auto,0}.*
 #     steps    where the engine's steps go (engine_steps) at 1000 and 256 requests on one
-#              document, 1000 with --max-batch-tokens 4096; bench_gpu's shared-KV decode step at
+#              document, and with the token budget that admits them in one step
+#              (--max-batch-tokens 12288 / 4096); bench_gpu's shared-KV decode step at
 #              256 and 1000 with CUDA graphs on and off -> steps_*.json, shared_kv_graphs_{1,0}.*
 #     sampling bench_sampling on the 8B shape at batch 32: TPOT with logprobs, penalties and a
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
@@ -133,22 +134,24 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
         ;;
     steps)
         # where the engine's steps go at 1000 and 256 requests on one document (engine_steps in
-        # each JSON: schedule / forward / after per step, decode-only steps' forward), a wider
-        # step budget at 1000, and bench_gpu's 1000-request decode step with graphs on and off
+        # each JSON: schedule / forward / after per step, decode-only steps' forward), with the
+        # default token budget and with one that admits every request in one step, then
+        # (LA_STEPS_BENCH_GPU=1, the default) bench_gpu's decode step with graphs on and off
         common="--random-weights llama3-8b --device cuda --dataset synthetic --docs-per-request 1 --doc-tokens 7000
-                --pool-docs 1 --methods lazy --max-tokens 32 --ignore-eos"
+                --pool-docs 1 --methods ${LA_STEPS_METHODS:-lazy} --max-tokens 32 --ignore-eos"
         for run in "c1000:--concurrency 1000 --requests 1000" "c256:--concurrency 256 --requests 256" \
-            "c1000_mbt4096:--concurrency 1000 --requests 1000 --max-batch-tokens 4096"; do
+            "c1000_mbt12288:--concurrency 1000 --requests 1000 --max-batch-tokens 12288" \
+            "c256_mbt4096:--concurrency 256 --requests 256 --max-batch-tokens 4096"; do
             name=${run%%:*}
             step "engine steps $name"
             # shellcheck disable=SC2086
             timeout ${LA_ENGINE_TIMEOUT:-150} $bin/lazyattn bench $common ${run#*:} --json "$OUT/steps_$name.json" \
                 >"$OUT/steps_$name.txt" 2>"$OUT/steps_$name.err"
             echo "engine $name exit $?"
-            python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['methods'][0]; print(m['tpot_ms']['p50'], m.get('engine_steps'))" \
+            python3 -c "import json,sys; [print(m['method'], m['ttft_ms']['p50'], m['tpot_ms']['p50'], m.get('engine_steps')) for m in json.load(open(sys.argv[1]))['methods']]" \
                 "$OUT/steps_$name.json"
         done
-        for g in 1 0; do
+        for g in $([ "${LA_STEPS_BENCH_GPU:-1}" = 1 ] && echo 1 0); do
             step "bench_gpu shared-kv 1000, LA_CUDA_GRAPHS=$g"
             LA_CUDA_GRAPHS=$g timeout ${LA_SHARED_TIMEOUT:-200} $bin/bench_gpu --commit "$commit" --shapes llama3-8b \
                 --no-ttft --no-tpot --no-engine --shared-kv --shared-points 256,1000 --shared-kinds lazy \

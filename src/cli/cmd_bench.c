@@ -7,6 +7,7 @@
  *                  [--max-docs N] [--json OUT] [--plot FILE.png]
  *                  [--sweep kv|rate|concurrency|context|host-kv [--points LIST]]
  *                  [--device D] [--threads N] [--kv-blocks N] [--gpu-memory-fraction F]
+ *                  [--max-batch-tokens N]
  *                  [--seed S] [--ignore-eos] [--chat-template FILE | --raw]
  *                  [--docs-per-request N] [--doc-tokens N] [--pool-docs N] [--zipf S]
  *                  [--host-kv-gib N] [--kv-dir DIR] [--kv-dir-gib N] [--kv-write through|evict]
@@ -75,7 +76,7 @@ static void usage(FILE *f) {
             "                      [--sweep kv|rate|concurrency|context|host-kv [--points LIST]]\n"
             "                      [--device D] [--threads N] [--kv-blocks N] [--seed S] [--ignore-eos]\n"
             "                      [--gpu-memory-fraction F] [--cpu-weights f32|bf16|f16|bf16-dot]\n"
-            "                      [--cpu-kv f32|bf16]\n"
+            "                      [--cpu-kv f32|bf16] [--max-batch-tokens N]\n"
             "                      [--docs-per-request N] [--doc-tokens N] [--pool-docs N] [--zipf S]\n"
             "                      [--timeout S] [--duration S] [--salt S] [--no-warmup]\n"
             "                      [--warmup-draws N]\n"
@@ -95,6 +96,8 @@ static void usage(FILE *f) {
             "                 such requests is reported saturated, with its achieved rate\n"
             "  --max-tokens   new tokens per request (32)\n"
             "  --concurrency  closed loop: requests in flight (1); --rate: Poisson arrivals per s\n"
+            "  --max-batch-tokens  the engine's token budget per step: decode rows plus prefill\n"
+            "                 chunks (1024); the requests admitted together share their first steps\n"
             "  --url          benchmark a running `lazyattn serve` instead of an engine in process\n"
             "  --sweep        kv (capacity vs document hit ratio), rate (vs TTFT), concurrency\n"
             "                 (vs TPOT), context (length vs TTFT), host-kv (host tier GiB vs TTFT and\n"
@@ -186,6 +189,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         {"cpu-weights", required_argument, 0, LA_CLI_OPT_CPU_WEIGHTS},
         {"cpu-kv", required_argument, 0, LA_CLI_OPT_CPU_KV},
         {"kv-blocks", required_argument, 0, LA_CLI_OPT_KV_BLOCKS},
+        {"max-batch-tokens", required_argument, 0, LA_CLI_OPT_MAX_BATCH_TOKENS},
         {"gpu-memory-fraction", required_argument, 0, LA_CLI_OPT_GPU_MEMORY_FRACTION},
         {"seed", required_argument, 0, O_SEED},             {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
         {"docs-per-request", required_argument, 0, O_DPR},
@@ -304,7 +308,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (o->so.url && o->set_in_process_only)
         return usage_error(
             "--url benchmarks the server's model: -m, --random-weights, --tokenizer, --device, "
-            "--threads, --kv-blocks, --chat-template and the store flags apply in process only%s",
+            "--threads, --kv-blocks, --max-batch-tokens, --chat-template and the store flags apply in "
+            "process only%s",
             "");
     if (o->so.raw && o->so.eo.chat_template_file)
         return usage_error("give either --chat-template FILE or --raw (no template)%s", "");
