@@ -516,18 +516,21 @@ static la_status step_locked(la_engine *e, la_err *err) {
     la_doc_store_step(e->docs);   /* loads and copies of the KV store */
     la_scheduler_retire_jobs(e);  /* documents that finished loading */
 
-    la_batch_builder b = {0};
+    if (!e->builder && !(e->builder = calloc(1, sizeof *e->builder)))
+        return la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory");
+    la_batch_builder *const b = e->builder;
+    la_batch_builder_reset(b);
     float *logits = NULL;
     int32_t *ids = NULL;
-    la_status s = la_scheduler_pack_step(e, &b, err);
-    if (s == LA_OK && b.n_rows > 0) {
-        size_t n_logits = (size_t)(b.n_logits ? b.n_logits : 1);
-        bool greedy = la_scheduler_step_is_greedy(e, &b);
+    la_status s = la_scheduler_pack_step(e, b, err);
+    if (s == LA_OK && b->n_rows > 0) {
+        size_t n_logits = (size_t)(b->n_logits ? b->n_logits : 1);
+        bool greedy = la_scheduler_step_is_greedy(e, b);
         if (greedy) ids = malloc(sizeof(int32_t) * n_logits);
         else logits = malloc(sizeof(float) * n_logits * (size_t)e->cfg.vocab_size);
         if (!logits && !ids) s = la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory for logits");
-        la_batch batch = {(int32_t)b.n_rows, b.tokens, b.pos, b.kpos, b.slots, (int32_t)b.n_seqs,
-                          b.seqs, (int32_t)b.n_blocks, b.blocks, (int32_t)b.n_logits, b.logit_rows};
+        la_batch batch = {(int32_t)b->n_rows, b->tokens, b->pos, b->kpos, b->slots, (int32_t)b->n_seqs,
+                          b->seqs, (int32_t)b->n_blocks, b->blocks, (int32_t)b->n_logits, b->logit_rows};
         /* The KV store's prefill rate (doc_store.h) from the forward's time on the device. A
          * backend whose operations are asynchronous (CUDA: ops->synchronize) has this step
          * start behind whatever is queued (earlier steps, KV copies) and, without logit rows,
@@ -537,21 +540,21 @@ static la_status step_locked(la_engine *e, la_err *err) {
         la_status (*sync)(la_backend *, la_err *) = e->be->ops->synchronize;
         bool timed = s == LA_OK && la_doc_store_times_steps(e->docs) &&
                      (!sync || ++e->timing_steps % STEP_SAMPLE == 0 ||
-                      (la_doc_store_prefill_unknown(e->docs) && packs_documents(&b)));
+                      (la_doc_store_prefill_unknown(e->docs) && packs_documents(b)));
         if (timed && sync) s = sync(e->be, err);
         if (s == LA_OK && e->fail_forward_in > 0 && --e->fail_forward_in == 0)
             s = la_err_set(err, LA_ERR_BACKEND, "step: forward failure injected by a test");
         double t0 = la_now_ms();
         if (s == LA_OK) s = greedy ? la_forward_argmax(e->be, &batch, ids, err) : la_forward(e->be, &batch, logits, err);
-        if (s == LA_OK && timed && sync && b.n_logits == 0) s = sync(e->be, err);
-        if (s == LA_OK && timed) la_doc_store_note_step(e->docs, b.n_rows, la_now_ms() - t0);
+        if (s == LA_OK && timed && sync && b->n_logits == 0) s = sync(e->be, err);
+        if (s == LA_OK && timed) la_doc_store_note_step(e->docs, b->n_rows, la_now_ms() - t0);
         const double t1 = la_now_ms();
-        if (s == LA_OK) la_scheduler_complete_step(e, &b, logits, ids);
+        if (s == LA_OK) la_scheduler_complete_step(e, b, logits, ids);
         struct la_step_time *tm = &e->step_time; /* engine thread only */
-        const bool dec = decode_only(&b);
+        const bool dec = decode_only(b);
         tm->computed++;
         tm->decode += dec;
-        tm->rows += b.n_rows;
+        tm->rows += b->n_rows;
         tm->schedule_ms += t0 - t_begin;
         tm->forward_ms += t1 - t0;
         if (dec) tm->decode_forward_ms += t1 - t0;
@@ -559,11 +562,10 @@ static la_status step_locked(la_engine *e, la_err *err) {
     } else if (s == LA_ERR_NO_MEMORY && err && err->msg[0] == '\0') {
         la_err_set(err, s, "step: out of memory");
     }
-    if (s != LA_OK) la_scheduler_fail_step(e, &b, err);
-    bool idle = b.n_rows == 0;
+    if (s != LA_OK) la_scheduler_fail_step(e, b, err);
+    bool idle = b->n_rows == 0;
     free(logits);
     free(ids);
-    la_batch_builder_free(&b);
     /* nothing to compute while documents load: wait for the I/O instead of spinning */
     if (idle && s == LA_OK && la_doc_store_busy(e->docs)) usleep(200);
     la_scheduler_refresh_stats(e);
@@ -728,6 +730,8 @@ void la_engine_destroy(la_engine *e) {
             la_doc_job_free(e, j, false);
         }
     }
+    if (e->builder) la_batch_builder_free(e->builder);
+    free(e->builder);
     la_doc_store_destroy(e->docs);
     la_kv_pool_destroy(e->pool);
     la_backend_destroy(e->be);

@@ -89,6 +89,8 @@ struct la_engine {
     int32_t n_choosers;
     double choose_ms, grammar_ms;      /* totals, published by la_scheduler_refresh_stats */
     int64_t timing_steps; /* steps the KV store's prefill rate could time (engine.c) */
+    struct la_batch_builder *builder; /* the step's batch (scheduler.h), kept from step to
+                                         step so that its arrays are not allocated anew */
     struct la_step_time { /* engine.c's step_locked; published by la_scheduler_refresh_stats */
         int64_t computed, decode, rows;
         double schedule_ms, forward_ms, decode_forward_ms, after_ms;

@@ -238,6 +238,10 @@ void la_scheduler_apply_cancels(la_engine *e, uint64_t *ids, int32_t n) {
 
 /* ============================================================ packing ================ */
 
+void la_batch_builder_reset(la_batch_builder *b) {
+    b->n_rows = b->n_seqs = b->n_blocks = b->n_logits = b->n_packed = 0;
+}
+
 void la_batch_builder_free(la_batch_builder *b) {
     free(b->tokens);
     free(b->pos);

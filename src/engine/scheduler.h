@@ -42,6 +42,9 @@ typedef struct la_batch_builder {
     int64_t n_packed, cap_packed;
 } la_batch_builder;
 
+/* Empty b for the next step, keeping its arrays. */
+void la_batch_builder_reset(la_batch_builder *b);
+/* Free b's arrays (not b). */
 void la_batch_builder_free(la_batch_builder *b);
 
 /* KV blocks r needs at its largest (documents, BLOCK copies, tail + max_tokens). Any thread. */
