@@ -24,9 +24,9 @@
 #              shared-KV rows and the engine at 1000 and 256 requests on one document
 #              -> shared_kv_8b_packed_{auto,0}.json, engine_c{1000,256}_packed_{auto,0}.*
 #     steps    where the engine's steps go (engine_steps) at 1000 and 256 requests on one
-#              document, and with the token budget that admits them in one step
+#              document, and with a token budget that fits every request's question
 #              (--max-batch-tokens 12288 / 4096); bench_gpu's shared-KV decode step at
-#              256 and 1000 with CUDA graphs on and off -> steps_*.json, shared_kv_graphs_{1,0}.*
+#              256 and 1000 (eager and as a graph) -> steps_*.json, shared_kv_steps.*
 #     sampling bench_sampling on the 8B shape at batch 32: TPOT with logprobs, penalties and a
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
@@ -135,8 +135,9 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
     steps)
         # where the engine's steps go at 1000 and 256 requests on one document (engine_steps in
         # each JSON: schedule / forward / after per step, decode-only steps' forward), with the
-        # default token budget and with one that admits every request in one step, then
-        # (LA_STEPS_BENCH_GPU=1, the default) bench_gpu's decode step with graphs on and off
+        # default token budget and with a budget that fits every request's question (admission
+        # in a few steps instead of ~36), then (LA_STEPS_BENCH_GPU=1, the default) bench_gpu's
+        # decode step at 256 and 1000, eager and as a graph
         common="--random-weights llama3-8b --device cuda --dataset synthetic --docs-per-request 1 --doc-tokens 7000
                 --pool-docs 1 --methods ${LA_STEPS_METHODS:-lazy} --max-tokens 32 --ignore-eos"
         for run in "c1000:--concurrency 1000 --requests 1000" "c256:--concurrency 256 --requests 256" \
@@ -151,14 +152,14 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
             python3 -c "import json,sys; [print(m['method'], m['ttft_ms']['p50'], m['tpot_ms']['p50'], m.get('engine_steps')) for m in json.load(open(sys.argv[1]))['methods']]" \
                 "$OUT/steps_$name.json"
         done
-        for g in $([ "${LA_STEPS_BENCH_GPU:-1}" = 1 ] && echo 1 0); do
-            step "bench_gpu shared-kv 1000, LA_CUDA_GRAPHS=$g"
-            LA_CUDA_GRAPHS=$g timeout ${LA_SHARED_TIMEOUT:-200} $bin/bench_gpu --commit "$commit" --shapes llama3-8b \
-                --no-ttft --no-tpot --no-engine --shared-kv --shared-points 256,1000 --shared-kinds lazy \
-                --shared-modes auto --out "$OUT/shared_kv_graphs_$g.json" 2>"$OUT/shared_kv_graphs_$g.log"
-            echo "bench_gpu (graphs $g) exit $?"
-            grep -E 'shared auto' "$OUT/shared_kv_graphs_$g.log" | tail -6
-        done
+        if [ "${LA_STEPS_BENCH_GPU:-1}" = 1 ]; then # its rows time each step eagerly and as a graph
+            step "bench_gpu shared-kv 256 and 1000"
+            timeout ${LA_SHARED_TIMEOUT:-200} $bin/bench_gpu --commit "$commit" --shapes llama3-8b --no-ttft --no-tpot \
+                --no-engine --shared-kv --shared-points 256,1000 --shared-kinds lazy --shared-modes auto \
+                --out "$OUT/shared_kv_steps.json" 2>"$OUT/shared_kv_steps.log"
+            echo "bench_gpu exit $?"
+            grep -E 'shared auto' "$OUT/shared_kv_steps.log" | tail -6
+        fi
         ;;
     sampling)
         # issue 21's H200 half: TPOT with logprobs, penalties and a JSON schema against greedy

@@ -383,16 +383,19 @@ typedef struct la_engine_stats {
                                      (processors, masks, sampling, logprobs), summed over
                                      the threads that choose them in parallel */
     double grammar_s;             /* of which computing structured output's token masks */
-    /* Where the engine thread's steps go, over the steps that ran the model: */
-    int64_t steps_computed;       /* steps with rows */
+    /* Where the engine thread's steps go, summed over the steps whose forward succeeded: */
+    int64_t steps_computed;       /* those steps */
     int64_t steps_decode;         /* of which every sequence was one decode row */
     int64_t step_rows;            /* rows over those steps */
     double step_schedule_s;       /* seconds before the forward: intake, admission, the KV store's
                                      step, packing the batch */
     double step_forward_s;        /* in the forward: the backend's batch setup, its kernels and
-                                     the wait for the step's logits or token ids */
-    double step_decode_forward_s; /* of which the decode-only steps' */
+                                     the wait for the step's logits or token ids (on a device
+                                     that queues work: also waits for earlier queued work, and
+                                     a step without logits may return before its kernels ran) */
     double step_after_s;          /* after the forward: sampling, accepting tokens, retiring */
+    double step_decode_forward_s; /* the decode-only steps' forward seconds */
+    double step_decode_s;         /* the decode-only steps' whole seconds (schedule, forward, after) */
 } la_engine_stats;
 
 /* Thread-safe snapshot. struct_size: the caller's sizeof(*s) (the macro passes it). */

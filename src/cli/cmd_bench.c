@@ -305,6 +305,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         return usage_error("--warmup-draws applies to --dataset synthetic with a warm-up%s", "");
     if (o->so.eo.kv_blocks < 0 || o->so.eo.n_threads < 0)
         return usage_error("--kv-blocks and --threads must be >= 0%s", "");
+    if (o->so.eo.max_batch_tokens < 1) return usage_error("--max-batch-tokens must be >= 1%s", "");
     if (o->so.url && o->set_in_process_only)
         return usage_error(
             "--url benchmarks the server's model: -m, --random-weights, --tokenizer, --device, "

@@ -189,7 +189,8 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
     e->random_shape = o->random_weights ? dup_str(o->random_weights) : NULL;
     e->opts.model_dir = e->model_dir;
     e->opts.random_weights = e->opts.tokenizer_dir = NULL; /* borrowed: not kept */
-    la_status s = e->model_name ? LA_OK : la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
+    e->builder = calloc(1, sizeof *e->builder);
+    la_status s = e->model_name && e->builder ? LA_OK : la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
     const char *tok_dir = o->tokenizer_dir ? o->tokenizer_dir : o->model_dir;
     if (o->random_weights) {
         if (s == LA_OK) s = la_model_config_preset(o->random_weights, &e->cfg, err);
@@ -516,9 +517,7 @@ static la_status step_locked(la_engine *e, la_err *err) {
     la_doc_store_step(e->docs);   /* loads and copies of the KV store */
     la_scheduler_retire_jobs(e);  /* documents that finished loading */
 
-    if (!e->builder && !(e->builder = calloc(1, sizeof *e->builder)))
-        return la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory");
-    la_batch_builder *const b = e->builder;
+    la_batch_builder *const b = e->builder; /* allocated by la_engine_create */
     la_batch_builder_reset(b);
     float *logits = NULL;
     int32_t *ids = NULL;
@@ -541,6 +540,7 @@ static la_status step_locked(la_engine *e, la_err *err) {
         bool timed = s == LA_OK && la_doc_store_times_steps(e->docs) &&
                      (!sync || ++e->timing_steps % STEP_SAMPLE == 0 ||
                       (la_doc_store_prefill_unknown(e->docs) && packs_documents(b)));
+        const double t_fwd = la_now_ms(); /* the step's clock (la_engine_stats.step_*) */
         if (timed && sync) s = sync(e->be, err);
         if (s == LA_OK && e->fail_forward_in > 0 && --e->fail_forward_in == 0)
             s = la_err_set(err, LA_ERR_BACKEND, "step: forward failure injected by a test");
@@ -549,16 +549,22 @@ static la_status step_locked(la_engine *e, la_err *err) {
         if (s == LA_OK && timed && sync && b->n_logits == 0) s = sync(e->be, err);
         if (s == LA_OK && timed) la_doc_store_note_step(e->docs, b->n_rows, la_now_ms() - t0);
         const double t1 = la_now_ms();
-        if (s == LA_OK) la_scheduler_complete_step(e, b, logits, ids);
-        struct la_step_time *tm = &e->step_time; /* engine thread only */
-        const bool dec = decode_only(b);
-        tm->computed++;
-        tm->decode += dec;
-        tm->rows += b->n_rows;
-        tm->schedule_ms += t0 - t_begin;
-        tm->forward_ms += t1 - t0;
-        if (dec) tm->decode_forward_ms += t1 - t0;
-        tm->after_ms += la_now_ms() - t1;
+        if (s == LA_OK) {
+            la_scheduler_complete_step(e, b, logits, ids);
+            struct la_step_time *tm = &e->step_time; /* engine thread only */
+            const bool dec = decode_only(b);
+            const double t2 = la_now_ms();
+            tm->computed++;
+            tm->decode += dec;
+            tm->rows += b->n_rows;
+            tm->schedule_ms += t_fwd - t_begin;
+            tm->forward_ms += t1 - t_fwd;
+            tm->after_ms += t2 - t1;
+            if (dec) {
+                tm->decode_forward_ms += t1 - t_fwd;
+                tm->decode_ms += t2 - t_begin;
+            }
+        }
     } else if (s == LA_ERR_NO_MEMORY && err && err->msg[0] == '\0') {
         la_err_set(err, s, "step: out of memory");
     }

@@ -93,7 +93,7 @@ struct la_engine {
                                          step so that its arrays are not allocated anew */
     struct la_step_time { /* engine.c's step_locked; published by la_scheduler_refresh_stats */
         int64_t computed, decode, rows;
-        double schedule_ms, forward_ms, decode_forward_ms, after_ms;
+        double schedule_ms, forward_ms, decode_forward_ms, decode_ms, after_ms;
     } step_time;
     int64_t fail_forward_in; /* tests: forwards until an injected failure (0: none) */
 };

@@ -508,6 +508,7 @@ void la_scheduler_refresh_stats(la_engine *e) {
     e->stats.step_schedule_s = tm->schedule_ms / 1e3;
     e->stats.step_forward_s = tm->forward_ms / 1e3;
     e->stats.step_decode_forward_s = tm->decode_forward_ms / 1e3;
+    e->stats.step_decode_s = tm->decode_ms / 1e3;
     e->stats.step_after_s = tm->after_ms / 1e3;
     e->store_stats = ss;
     e->store_busy = store_busy;

@@ -99,6 +99,7 @@ Test(cli_bench, json_has_every_method_with_sane_values) {
     cr_assert(strstr(cJSON_GetObjectItem(r.json, "command")->valuestring, "lazyattn bench"));
     cr_assert_str_eq(cJSON_GetObjectItem(r.json, "model")->valuestring, "tiny-f32-tied");
     cr_assert_str_eq(cJSON_GetObjectItem(r.json, "mode")->valuestring, "in-process");
+    cr_assert_eq(num(r.json, "load.max_batch_tokens"), 1024); /* the engine's default budget */
     const cJSON *ms = cJSON_GetObjectItem(r.json, "methods");
     cr_assert_eq(cJSON_GetArraySize(ms), 5);
     for (int i = 0; i < 5; i++) {
@@ -115,6 +116,12 @@ Test(cli_bench, json_has_every_method_with_sane_values) {
                   num(m, "mean_doc_tokens") > 3 * 20);
         /* synthetic questions have no gold answers */
         cr_assert(cJSON_IsNull(cJSON_GetObjectItem(m, "exact_match")));
+        /* where the engine's steps went: every measured step is counted, decode steps among them */
+        cr_assert(num(m, "engine_steps.steps") >= 4 && num(m, "engine_steps.decode_steps") >= 1 &&
+                      num(m, "engine_steps.decode_steps") < num(m, "engine_steps.steps"),
+                  "%s: engine_steps", k_methods[i]);
+        cr_assert(num(m, "engine_steps.ms_per_step.forward") > 0 &&
+                  num(m, "engine_steps.decode_forward_ms_per_step") <= num(m, "engine_steps.decode_step_ms"));
         cr_assert_eq(
             cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "per_request"), "ttft_ms")), 4);
     }
@@ -287,7 +294,9 @@ Test(cli_bench, usage_errors_exit_2_with_one_message) {
                            "--dataset synthetic --points 1,2",
                            "--dataset synthetic --url ftp://x",
                            "--dataset synthetic --bogus",
-                           "--dataset synthetic --requests 0"};
+                           "--dataset synthetic --requests 0",
+                           "--dataset synthetic --max-batch-tokens 0",
+                           "--dataset synthetic --max-batch-tokens 64 --url http://127.0.0.1:1"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_result r = run("", cases[i], 0);
         cr_assert_eq(r.status, 2, "`bench %s` exited %d: %s", cases[i], r.status, r.err);

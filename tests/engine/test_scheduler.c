@@ -94,6 +94,33 @@ Test(scheduler, concurrent_requests_match_sequential_runs_prefix) { concurrent_e
 Test(scheduler, a_tiny_pool_preempts_and_still_matches_lazy) { concurrent_equals_sequential(LA_METHOD_LAZY, 40); }
 Test(scheduler, a_tiny_pool_preempts_and_still_matches_prefix) { concurrent_equals_sequential(LA_METHOD_PREFIX, 40); }
 
+/* la_engine_stats' step clock counts what ran: one recompute request of P prompt tokens and
+ * N output tokens is one prefill step of P rows and N - 1 decode steps of one row each; its
+ * times are non-negative and the decode steps' forward is within their whole time. */
+Test(scheduler, step_stats_count_the_prefill_and_decode_steps) {
+    la_engine *e = la_test_engine(tiny_dir(), 4096, 16);
+    la_engine_stats s0, s1;
+    la_engine_get_stats(e, &s0);
+    la_request_params rp;
+    la_segment segs[4];
+    params(&rp, segs, 2, 0, LA_METHOD_RECOMPUTE, 6);
+    la_test_gen g;
+    la_test_generate(e, &rp, &g);
+    cr_assert_eq(g.status, LA_OK, "%s", g.error);
+    cr_assert_eq(g.n_tokens, 6);
+    la_engine_get_stats(e, &s1);
+    cr_assert_eq(s1.steps_computed - s0.steps_computed, 6);
+    cr_assert_eq(s1.steps_decode - s0.steps_decode, 5);
+    cr_assert_eq(s1.step_rows - s0.step_rows, g.stats.n_prompt_tokens + 5, "%lld rows, prompt %d",
+                 (long long)(s1.step_rows - s0.step_rows), g.stats.n_prompt_tokens);
+    cr_assert(s1.step_schedule_s >= s0.step_schedule_s && s1.step_after_s >= s0.step_after_s);
+    cr_assert(s1.step_forward_s > s0.step_forward_s);
+    const double dec = s1.step_decode_s - s0.step_decode_s, dec_fwd = s1.step_decode_forward_s - s0.step_decode_forward_s;
+    cr_assert(dec_fwd > 0 && dec_fwd <= dec && dec_fwd <= s1.step_forward_s - s0.step_forward_s);
+    la_test_gen_free(&g);
+    la_engine_destroy(e);
+}
+
 Test(scheduler, cancel_mid_decode_frees_every_block_and_keeps_cached_documents) {
     la_engine *e = la_test_engine(tiny_dir(), 256, 16);
     la_segment segs[4];

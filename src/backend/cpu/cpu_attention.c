@@ -101,10 +101,11 @@ static void attn_run(attn_ctx *a, const attn_task *t, int worker) {
             }
         }
         la_dtype kt = kvt;
-        if (blk->k_rope || (kvt != LA_DTYPE_F32 && n_q > 1)) {
-            /* a bf16 block read by several rows: widened once for all of them (L1-resident;
-             * one row's GQA heads read it through attn_block_heads instead); mepic: slot j's
-             * key rotated at pos0 + j */
+        const bool heads = n_q == 1 && kvt != LA_DTYPE_F32 && kn->attn_block_heads;
+        if (blk->k_rope || (kvt != LA_DTYPE_F32 && nQ > 1 && !heads)) {
+            /* a bf16 block read by several queries: widened once for all of them
+             * (L1-resident), except where one row's GQA heads read it in one pass
+             * (attn_block_heads); mepic: slot j's key rotated at pos0 + j */
             kn->to_f32(Kr, K, kvt, (int64_t)blk->n_valid * hd);
             if (blk->k_rope)
                 for (int32_t j = 0; j < blk->n_valid; j++)
@@ -132,10 +133,12 @@ static void attn_run(attn_ctx *a, const attn_task *t, int worker) {
             }
             continue;
         }
-        if (n_q == 1 && kt != LA_DTYPE_F32) {
+        if (heads && kt != LA_DTYPE_F32) {
             /* decode on a 16-bit block: the group's G heads in one pass, each element widened
-             * once (the bundled model's 8K decode at one thread: 5.9 -> 4.7 ms). An f32 block
-             * stays per head: there the fused pass measured slower (6.8 against 5.7 ms). */
+             * once (the bundled model's 8K decode with --cpu-kv bf16 at one thread: 6.15 ->
+             * 4.68 ms, medians of bench/results/cpu_speed_rag_tiny_avx2_{v2,heads}). An f32
+             * block stays per head: fused, it measured slower (A/B of this change, 3 rounds:
+             * 6.7-6.9 against 5.5-5.9 ms at 8K; not kept as a file). */
             int64_t n_eff = (int64_t)b->pos[sq->row0] - blk->pos0 + 1;
             if (n_eff > blk->n_valid) n_eff = blk->n_valid;
             if (n_eff > 0) kn->attn_block_heads(Q, hd, G, K, V, kt, (int32_t)n_eff, hd, scale, S, (int64_t)st);

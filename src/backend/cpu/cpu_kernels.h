@@ -101,10 +101,11 @@ typedef struct la_cpu_kernels {
     void (*attn_block_kt)(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
                           int32_t hd, float scale, float *st, int64_t st_stride);
     /* attn_block for nq >= 1 queries that see the same keys (a GQA group's heads at one
-     * position: decode), K and V read once for all of them where the table fuses it: query g
-     * at q + g * q_stride (f32 [hd]), its state at st + g * st_stride; K, V as attn_block's
-     * (row-major, dtype kvt F32 or BF16); n >= 1, any hd. Each state equals what attn_block
-     * would leave (the AVX2 table: bit-equal; the others loop over attn_block). */
+     * position: decode), K and V read once for all of them: query g at q + g * q_stride
+     * (f32 [hd]), its state at st + g * st_stride; K, V as attn_block's (row-major, dtype kvt
+     * F32 or BF16); n >= 1, any hd. Each state is bit-equal to what attn_block would leave.
+     * NULL in the tables without a fused version (portable, AVX-512): the backend widens a
+     * 16-bit block once and runs attn_block per head there. */
     void (*attn_block_heads)(const float *q, int64_t q_stride, int32_t nq, const void *k, const void *v, la_dtype kvt,
                              int32_t n, int32_t hd, float scale, float *st, int64_t st_stride);
     /* SwiGLU: g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i] for i < n (HF LlamaMLP's

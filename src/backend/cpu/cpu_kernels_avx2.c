@@ -431,10 +431,10 @@ AI void heads_t(const float *q, int64_t q_stride, const char *k, const char *v, 
 
 /* attn_block_heads (cpu_kernels.h): at head_dim 64 and 128 the whole 16-key groups run
  * block16_heads, four queries at a time; the rest (other head_dims, the last n % 16 keys)
- * runs attn_block per query. */
+ * and a single query (MHA: block16 keeps its 8 query registers) run attn_block. */
 static void attn_block_heads(const float *q, int64_t q_stride, int32_t nq, const void *k, const void *v, la_dtype kvt,
                              int32_t n, int32_t hd, float scale, float *st, int64_t st_stride) {
-    const int32_t n16 = hd == 64 || hd == 128 ? n & ~15 : 0;
+    const int32_t n16 = nq > 1 && (hd == 64 || hd == 128) ? n & ~15 : 0;
     if (n16 > 0)
         for (int32_t g0 = 0; g0 < nq; g0 += 4) {
             const int h = nq - g0 < 4 ? nq - g0 : 4;

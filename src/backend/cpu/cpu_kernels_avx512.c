@@ -414,12 +414,6 @@ AI void kt_group(const float *q, int64_t qs, const float *kt, const float *v, in
     }
 }
 
-/* attn_block_heads (cpu_kernels.h): attn_block per query. */
-static void attn_block_heads(const float *q, int64_t q_stride, int32_t nq, const void *k, const void *v, la_dtype kvt,
-                             int32_t n, int32_t hd, float scale, float *st, int64_t st_stride) {
-    for (int32_t g = 0; g < nq; g++) attn_block(q + g * q_stride, k, v, kvt, n, hd, scale, st + g * st_stride);
-}
-
 static void attn_block_kt(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
                           int32_t hd, float scale, float *st, int64_t st_stride) {
     for (int32_t g = 0; g < nq; g += 4) {
@@ -467,7 +461,6 @@ const la_cpu_kernels la_cpu_kernels_avx512 = {
     .attn_accum = attn_accum,
     .attn_block = attn_block,
     .attn_block_kt = attn_block_kt,
-    .attn_block_heads = attn_block_heads,
     .silu_mul = silu_mul,
 };
 
