@@ -22,7 +22,7 @@
  *     rows). A step of
  *     decode rows only targets 1 CTA per SM, at most one
  *     wave, in chunks of at least 8 key tiles, and a grid that fits that wave runs
- *     attn_decode's deep instance, 8 warps per CTA (c->step_decode_deep; a decode CTA
+ *     attn_decode's deep instance, 8 warps per CTA (c->step_decode DEEP; a decode CTA
  *     is bound by latency and instruction issue: GPU_NOTES.md, versions 11-12).
  *     LA_ATTN_SPLIT_CTAS=N at create sets both targets, 1..16 CTAs per SM, for benchmarks
  *     ((N + 1) / 2 for steps with the warp-specialized kernel's prefill tiles).
@@ -30,7 +30,7 @@
  *     with LA_CUDA_FUSED_MERGE (on by default): the last CTA of each split set merges them
  *     inside attn_decode (la_cuda_attn_item.merge);
  *   - a step with many decode items and none split (at least 8 CTAs per SM as above) runs
- *     them packed, one whole item per warp, sorted longest first (c->step_decode_packed,
+ *     them packed, one whole item per warp, sorted longest first (c->step_decode PACKED,
  *     LA_ATTN_DECODE_PACKED; attn_decode.cu);
  *   - before all this, shared-block attention (cuda_attn_shared.c) takes the runs of blocks
  *     that several sequences share out of their lists into one grouped launch, and the
@@ -351,19 +351,17 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     if (n_p > 0) c->last_prefill_kernel = la_cuda_prefill_kernels[kernel].variant;
     /* a decode-only grid within one wave at one CTA per SM: every CTA has an SM to itself,
      * so attn_decode takes its deep instance, 8 warps per CTA (attn_decode.cu) */
-    c->step_decode_deep = all_decode && n_d * n_groups <= c->n_sm &&
-                          la_cuda_attn_decode_smem(m->head_dim, LA_CUDA_DECODE_DEEP) <= c->smem_optin;
+    const bool deep = all_decode && n_d * n_groups <= c->n_sm &&
+                      la_cuda_attn_decode_smem(m->head_dim, LA_CUDA_DECODE_DEEP) <= c->smem_optin;
     /* many unsplit decode items (at least 8 CTAs per SM unpacked): one per warp, the longest
      * first so that a CTA's four items are alike (attn_decode.cu, packed instance) */
-    c->step_decode_packed = n_d > 0 && !decode_split && n_m == 0 &&
-                            (c->decode_packed == LA_CUDA_DECODE_PACKED_ON ||
-                             (c->decode_packed == LA_CUDA_DECODE_PACKED_AUTO &&
-                              n_d * n_groups >= LA_ATTN_DECODE_PACKED_MIN_CTAS_PER_SM * (int64_t)c->n_sm)) &&
-                            la_cuda_attn_decode_smem(m->head_dim, LA_CUDA_DECODE_PACKED) <= c->smem_optin;
-    if (c->step_decode_packed) {
-        c->step_decode_deep = false;
-        qsort(c->items_decode, (size_t)n_d, sizeof(la_cuda_attn_item), cmp_items_longest_first);
-    }
+    const bool packed = n_d > 0 && !decode_split && n_m == 0 &&
+                        (c->decode_packed == LA_CUDA_DECODE_PACKED_ON ||
+                         (c->decode_packed == LA_CUDA_DECODE_PACKED_AUTO &&
+                          n_d * n_groups >= LA_ATTN_DECODE_PACKED_MIN_CTAS_PER_SM * (int64_t)c->n_sm)) &&
+                        la_cuda_attn_decode_smem(m->head_dim, LA_CUDA_DECODE_PACKED) <= c->smem_optin;
+    c->step_decode = packed ? LA_CUDA_DECODE_PACKED : deep ? LA_CUDA_DECODE_DEEP : LA_CUDA_DECODE_SPLIT;
+    if (packed) qsort(c->items_decode, (size_t)n_d, sizeof(la_cuda_attn_item), cmp_items_longest_first);
     c->combine_rows = combine_rows;
     return LA_OK;
 }

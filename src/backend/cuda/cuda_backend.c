@@ -334,8 +334,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .block_size = c->block_size, .heads_per_cta = c->heads_per_cta, .n_head_chunks = c->n_head_chunks,
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
         .prefill_kernel = c->step_prefill_kernel, .combine_rows = c->combine_rows,
-        .decode_deep = c->step_decode_deep,
-        .decode_packed = c->step_decode_packed,
+        .decode_instance = c->step_decode,
     };
     if (c->n_items_grouped) { /* shared-block attention first: its parts, merged by attn_combine */
         prof_begin(c);

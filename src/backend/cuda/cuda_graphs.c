@@ -106,9 +106,7 @@ static void step_signature(const cuda_backend *c, step_sig *s) {
     s->n_combine = c->n_combine;
     s->n_merge = c->n_merge;
     /* the packed switch can change between two steps of one size (la_cuda_attn_decode_packed_set) */
-    s->decode_instance = c->step_decode_packed ? LA_CUDA_DECODE_PACKED
-                         : c->step_decode_deep ? LA_CUDA_DECODE_DEEP
-                                               : LA_CUDA_DECODE_SPLIT;
+    s->decode_instance = c->step_decode;
     s->rope_len = c->rope_len;
     s->n_pool_blocks = c->n_blocks;
     s->block_size = c->block_size;

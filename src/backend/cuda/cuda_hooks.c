@@ -71,7 +71,7 @@ int32_t la_cuda_attn_decode_packed(const la_backend *be) {
 }
 
 bool la_cuda_attn_decode_packed_ran(const la_backend *be) {
-    return la_cuda_backend_is(be) && ((const cuda_backend *)be)->step_decode_packed;
+    return la_cuda_backend_is(be) && ((const cuda_backend *)be)->step_decode == LA_CUDA_DECODE_PACKED;
 }
 
 int32_t la_cuda_attn_shared(const la_backend *be) {

@@ -282,8 +282,9 @@ typedef struct cuda_backend {
     int32_t last_prefill_kernel;  /* the variant number of the attn_prefill kernel of the
                                    * latest step with prefill tiles
                                    * (la_cuda_attn_prefill_kernel_ran); 0 before any */
-    bool step_decode_deep;        /* its decode CTAs fit in one wave at one per SM */
-    bool step_decode_packed;      /* its decode items run one per warp (decode_packed) */
+    int32_t step_decode;          /* attn_decode's instance for its decode items
+                                     (LA_CUDA_DECODE_*: DEEP when its decode CTAs fit in one
+                                     wave at one per SM, PACKED one item per warp) */
     int32_t combine_rows;         /* the largest rows of the step's combine items */
     int64_t step_keys;            /* valid slots of the step's block entries (check_batch) */
     /* host scratch of the scheduler */

@@ -126,11 +126,11 @@ typedef struct la_cuda_attn_params {
     int32_t prefill_kernel;       /* la_cuda_prefill_kernel the step's prefill items were cut
                                      for (la_cuda_prefill_kernel_pick) */
     int32_t combine_rows;         /* the largest rows of the combine items (grid z) */
-    int32_t decode_deep;          /* 1 when each decode CTA has an SM to itself (the grid
-                                     fits one wave at one CTA per SM): the instance with 8
-                                     warps per CTA instead of 4 */
-    int32_t decode_packed;        /* 1: each decode warp runs one whole item, 4 items per CTA
-                                     (no item split; la_cuda_attn_decode_packed_set) */
+    int32_t decode_instance;      /* attn_decode's instance (LA_CUDA_DECODE_*, below): SPLIT,
+                                     4 warps splitting each item; DEEP when each decode CTA
+                                     has an SM to itself (the grid fits one wave at one CTA
+                                     per SM), 8 warps; PACKED, each warp one whole item, 4
+                                     items per CTA (no item split; la_cuda_attn_decode_packed_set) */
     const la_cuda_attn_grow *grows; /* grouped attn_prefill launches: item token t is
                                      grows[row0 + t] and every item writes partial rows
                                      there; NULL otherwise */

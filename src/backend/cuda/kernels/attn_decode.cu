@@ -61,7 +61,7 @@
  * The split schedule is the host's (cuda_attn_plan.c): a CTA covers a contiguous key range
  * of one item, which its 4 warps stream independently.
  *
- * Deep instance (la_cuda_attn_params.decode_deep: a decode-only step whose grid fits one
+ * Deep instance (la_cuda_attn_params.decode_instance DEEP: a decode-only step whose grid fits one
  * wave at one CTA per SM, e.g. batch 1 or 8 at 8K split into ~128 CTAs): 8 warps per CTA,
  * same stages, 204 KiB of stages at head_dim 128, one CTA per SM. A decode CTA is bound by
  * instruction issue, not by bytes in flight (ncu: bench/GPU_NOTES.md), so the deep instance
@@ -76,7 +76,7 @@ constexpr int D_MAXH = LA_ATTN_MAX_HEADS_PER_CTA;
 constexpr int W_KEYS = 16; /* keys per warp stage: one 16-key group, inside one block */
 
 /* DEEP: the instance for launches whose CTAs each have an SM to themselves
- * (la_cuda_attn_params.decode_deep): 8 warps instead of 4, most of the SM's shared memory.
+ * (la_cuda_attn_params.decode_instance DEEP): 8 warps instead of 4, most of the SM's shared memory.
  * A decode CTA is bound by instruction issue more than by bytes in flight (ncu:
  * bench/GPU_NOTES.md), so the SM's second half of warps does the work of the second CTA it
  * no longer holds. */
@@ -228,7 +228,7 @@ __device__ __forceinline__ void decode_merge_if_last(const la_cuda_attn_params &
                           p.out + (int64_t)ci.row0 * qstride + (int64_t)(head0 + h) * hd);
 }
 
-/* PACKED (la_cuda_attn_params.decode_packed: many more unsplit decode items than CTA
+/* PACKED (la_cuda_attn_params.decode_instance PACKED: many more unsplit decode items than CTA
  * slots, e.g. a thousand requests' own tails beside a shared document): warp w of CTA x runs
  * item 4 x + w whole, its query heads staged per warp, its output written from its own
  * registers: no CTA barrier, no cross-warp merge, a quarter of the CTAs (a CTA's fixed costs
@@ -499,9 +499,11 @@ la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_er
 
 template <int HD>
 la_status launch_decode(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err) {
-    if (p->decode_packed) return launch_decode<HD, false, true>(p, stream, err);
-    return p->decode_deep ? launch_decode<HD, true, false>(p, stream, err)
-                          : launch_decode<HD, false, false>(p, stream, err);
+    switch (p->decode_instance) {
+    case LA_CUDA_DECODE_PACKED: return launch_decode<HD, false, true>(p, stream, err);
+    case LA_CUDA_DECODE_DEEP: return launch_decode<HD, true, false>(p, stream, err);
+    default: return launch_decode<HD, false, false>(p, stream, err);
+    }
 }
 
 template <int HD> size_t decode_smem(int32_t instance) {
