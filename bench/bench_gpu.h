@@ -13,8 +13,14 @@
 #include "model/config.h"
 
 #define BLOCK 16               /* KV block size of every bench_gpu workload */
-#define DATASHEET_BW 4.8e12    /* bytes/s, H200 HBM3e (DESIGN.md §8 floors) */
-#define DATASHEET_BF16 790e12  /* FLOP/s, bf16 dense measured on this GPU kind (DESIGN.md §8) */
+#define DATASHEET_BF16 790e12  /* FLOP/s, bf16 dense measured on the H200 (DESIGN.md §8); the
+                                  H100 SXM's tensor cores have the same datasheet peak */
+
+/* The memory bandwidth the floors use, bytes/s (DESIGN.md §8), for the GPU this runs on:
+ * the datasheet's H200 4.8e12 and H100 SXM 3.35e12 by device name, else the memory clock x
+ * bus width x 2 from the device's attributes (*source, when not NULL: "datasheet H200",
+ * "datasheet H100", "memory clock x bus width"). The first call asks the device. */
+double hbm_bw(const char **source);
 
 /* ---- JSON output ---- */
 typedef struct jbuf {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "backend/cuda/cuda_hooks.h"
 #include "base/timer.h"
 #include "engine/forward.h"
@@ -175,3 +177,24 @@ void emit_fused(bench *bn) {
 }
 
 #endif /* LA_HAVE_CUDA */
+
+double hbm_bw(const char **source) {
+    static double bw;
+    static const char *src;
+    if (bw == 0) {
+        struct cudaDeviceProp p;
+        int dev = 0, clock_khz = 0, bus_bits = 0;
+        cudaGetDevice(&dev);
+        const bool named = cudaGetDeviceProperties(&p, dev) == cudaSuccess;
+        if (named && strstr(p.name, "H200")) bw = 4.8e12, src = "datasheet H200";
+        else if (named && strstr(p.name, "H100") && strstr(p.name, "HBM3")) bw = 3.35e12, src = "datasheet H100";
+        else if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess &&
+                 cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev) == cudaSuccess &&
+                 clock_khz > 0 && bus_bits > 0)
+            bw = 2.0 * clock_khz * 1e3 * bus_bits / 8.0, src = "memory clock x bus width";
+        else
+            bw = 4.8e12, src = "datasheet H200 (device not known)";
+    }
+    if (source) *source = src;
+    return bw;
+}

@@ -169,7 +169,7 @@ static void emit_bytes(bench *bn, const decode_row *row, int32_t n_req, double c
     const la_model_config *m = &bn->cfg;
     const double kvt = kv_bytes_per_token(m);
     const double kv = (double)(row->st.keys_shared + row->st.keys_own) * kvt, kv_seq = (double)row->st.keys_per_seq * kvt;
-    const double bytes_ms = (weight_bytes(m) + kv) / DATASHEET_BW * 1e3;
+    const double bytes_ms = (weight_bytes(m) + kv) / hbm_bw(NULL) * 1e3;
     const double flops_ms = step_flops(m, n_req, ctx) / DATASHEET_BF16 * 1e3;
     *floor_ms = bytes_ms > flops_ms ? bytes_ms : flops_ms;
     jprintf(bn->out, ", \"kv_bytes\": %.0f, \"kv_bytes_per_seq_path\": %.0f, \"weight_bytes\": %.0f, "
