@@ -340,18 +340,19 @@ static void attn_block(const float *q, const void *k, const void *v, la_dtype kv
  * a time against H queries (2H accumulators), each pair folded by one hadd into hp; the
  * pairs' second hadd and the halves' sum as in block16. V: two accumulator registers per
  * query at a time. Every sum runs in block16's order, so each query's state is bit-equal to
- * block16's. */
+ * block16's. The loops over pairs, keys and head_dim are unrolled by 4 at most: fully
+ * unrolled, the 16 instances took clang with the fuzzers' sanitizers over 20 minutes. */
 AI void block16_heads(const float *q, int64_t q_stride, const char *k, const char *v, la_dtype T, float scale,
                       float *st, int64_t st_stride, const int NC, const int H) {
     const size_t row = (size_t)(8 * NC) * (T == LA_DTYPE_F32 ? 4 : 2);
     __m256 hp[4][8]; /* [query][key pair]: hadd of the pair's two accumulators */
-#pragma GCC unroll 8
+#pragma GCC unroll 1
     for (int pr = 0; pr < 8; pr++) {
         const char *k0 = k + (size_t)(2 * pr) * row, *k1 = k0 + row;
         __m256 a[4][2];
 #pragma GCC unroll 4
         for (int g = 0; g < H; g++) a[g][0] = a[g][1] = _mm256_setzero_ps();
-#pragma GCC unroll 16
+#pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
             const __m256 x0 = load8(k0, 8 * c, T), x1 = load8(k1, 8 * c, T);
 #pragma GCC unroll 4
@@ -385,7 +386,7 @@ AI void block16_heads(const float *q, int64_t q_stride, const char *k, const cha
         sg[1] = sg[1] * alpha[g] + hsum8(_mm256_add_ps(p0, p1));
         sg[0] = mx;
     }
-#pragma GCC unroll 16
+#pragma GCC unroll 1
     for (int c = 0; c < NC; c += 2) { /* acc registers c, c + 1 of every query */
         __m256 acc[4][2];
 #pragma GCC unroll 4
@@ -394,7 +395,7 @@ AI void block16_heads(const float *q, int64_t q_stride, const char *k, const cha
             acc[g][0] = _mm256_mul_ps(_mm256_loadu_ps(st + g * st_stride + 2 + 8 * c), al);
             acc[g][1] = _mm256_mul_ps(_mm256_loadu_ps(st + g * st_stride + 2 + 8 * c + 8), al);
         }
-#pragma GCC unroll 16
+#pragma GCC unroll 4
         for (int j = 0; j < 16; j++) {
             const char *vr = v + (size_t)j * row;
             const __m256 v0 = load8(vr, 8 * c, T), v1 = load8(vr, 8 * c + 8, T);
@@ -421,30 +422,29 @@ AI void heads_t(const float *q, int64_t q_stride, const char *k, const char *v, 
         block16_heads(q, q_stride, k + (size_t)j * row, v + (size_t)j * row, T, scale, st, st_stride, NC, H);
 }
 
-#define HEADS_CASES(NC_, T_)                                                                         \
-    switch (h) {                                                                                     \
-    case 1: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 1); break;               \
-    case 2: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 2); break;               \
-    case 3: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 3); break;               \
-    default: heads_t(qg, q_stride, k, v, T_, n16, scale, sg, st_stride, NC_, 4); break;              \
+#define HEADS_CASES(NC_)                                                                              \
+    switch (h) {                                                                                      \
+    case 2: heads_t(qg, q_stride, k, v, LA_DTYPE_BF16, n16, scale, sg, st_stride, NC_, 2); break;     \
+    case 3: heads_t(qg, q_stride, k, v, LA_DTYPE_BF16, n16, scale, sg, st_stride, NC_, 3); break;     \
+    default: heads_t(qg, q_stride, k, v, LA_DTYPE_BF16, n16, scale, sg, st_stride, NC_, 4); break;    \
     }
 
-/* attn_block_heads (cpu_kernels.h): at head_dim 64 and 128 the whole 16-key groups run
- * block16_heads, four queries at a time; the rest (other head_dims, the last n % 16 keys)
- * and a single query (MHA: block16 keeps its 8 query registers) run attn_block. */
+/* attn_block_heads (cpu_kernels.h): on a bf16 block at head_dim 64 and 128 the whole 16-key
+ * groups run block16_heads, four queries at a time; the rest (f32 blocks, other head_dims,
+ * the last n % 16 keys, a single query: block16 keeps its 8 query registers) runs
+ * attn_block. Six instances of block16_heads (two head_dims, 2-4 queries) keep the file's
+ * compile time bounded. */
 static void attn_block_heads(const float *q, int64_t q_stride, int32_t nq, const void *k, const void *v, la_dtype kvt,
                              int32_t n, int32_t hd, float scale, float *st, int64_t st_stride) {
-    const int32_t n16 = nq > 1 && (hd == 64 || hd == 128) ? n & ~15 : 0;
+    const int32_t n16 = nq > 1 && kvt == LA_DTYPE_BF16 && (hd == 64 || hd == 128) ? n & ~15 : 0;
     if (n16 > 0)
         for (int32_t g0 = 0; g0 < nq; g0 += 4) {
             const int h = nq - g0 < 4 ? nq - g0 : 4;
             const float *qg = q + g0 * q_stride;
             float *sg = st + g0 * st_stride;
-            if (kvt == LA_DTYPE_BF16) {
-                if (hd == 64) HEADS_CASES(8, LA_DTYPE_BF16) else HEADS_CASES(16, LA_DTYPE_BF16)
-            } else {
-                if (hd == 64) HEADS_CASES(8, LA_DTYPE_F32) else HEADS_CASES(16, LA_DTYPE_F32)
-            }
+            if (h == 1) attn_block(qg, k, v, kvt, n16, hd, scale, sg); /* then the tail below: attn_block's order */
+            else if (hd == 64) HEADS_CASES(8)
+            else HEADS_CASES(16)
         }
     if (n16 == n) return;
     const size_t off = (size_t)n16 * (size_t)hd * la_dtype_size(kvt);
