@@ -240,6 +240,21 @@ AI float hmax8(__m256 v) {
     return _mm_cvtss_f32(m);
 }
 
+/* The online-softmax step of 16 scores s (two registers) on state st = [mx, l, ...]: their
+ * probabilities against the new max into pj[16], st's max and sum updated; returns the
+ * factor the accumulator is rescaled by (block16, block16_heads). */
+AI float softmax16(const __m256 s[2], float *st, float *pj) {
+    const float bmax = hmax8(_mm256_max_ps(s[0], s[1])), mx = st[0] > bmax ? st[0] : bmax;
+    const float alpha = st[0] == mx ? 1.0f : expf(st[0] - mx); /* 0 from an empty state (-inf) */
+    const __m256 p0 = exp8(_mm256_sub_ps(s[0], _mm256_set1_ps(mx)));
+    const __m256 p1 = exp8(_mm256_sub_ps(s[1], _mm256_set1_ps(mx)));
+    _mm256_storeu_ps(pj, p0);
+    _mm256_storeu_ps(pj + 8, p1);
+    st[1] = st[1] * alpha + hsum8(_mm256_add_ps(p0, p1));
+    st[0] = mx;
+    return alpha;
+}
+
 /* attn_block on 16 keys, head_dim = 8 * NC (NC 8 or 16). Scores: 4 keys at a time against 8
  * query registers (one 64-wide slice of q: a load of q serves 4 keys, not 1), their 4
  * accumulators folded by two hadd levels, two such folds of 8 keys added across their
@@ -273,15 +288,8 @@ AI void block16(const float *q, const char *k, const char *v, la_dtype T, float 
                                            _mm256_permute2f128_ps(f[0], f[1], 0x31)),
                              _mm256_set1_ps(scale));
     }
-    const float bmax = hmax8(_mm256_max_ps(s[0], s[1])), mx = st[0] > bmax ? st[0] : bmax;
-    const float alpha = st[0] == mx ? 1.0f : expf(st[0] - mx); /* 0 from an empty state (-inf) */
-    const __m256 p0 = exp8(_mm256_sub_ps(s[0], _mm256_set1_ps(mx)));
-    const __m256 p1 = exp8(_mm256_sub_ps(s[1], _mm256_set1_ps(mx)));
     float pj[16];
-    _mm256_storeu_ps(pj, p0);
-    _mm256_storeu_ps(pj + 8, p1);
-    st[1] = st[1] * alpha + hsum8(_mm256_add_ps(p0, p1));
-    st[0] = mx;
+    const float alpha = softmax16(s, st, pj);
     const __m256 al = _mm256_set1_ps(alpha);
 #pragma GCC unroll 2
     for (int c0 = 0; c0 < NC; c0 += 8) { /* 8 accumulator registers at a time */
@@ -377,14 +385,7 @@ AI void block16_heads(const float *q, int64_t q_stride, const char *k, const cha
             s[h] = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(f0, f1, 0x20), _mm256_permute2f128_ps(f0, f1, 0x31)),
                                  _mm256_set1_ps(scale));
         }
-        const float bmax = hmax8(_mm256_max_ps(s[0], s[1])), mx = sg[0] > bmax ? sg[0] : bmax;
-        alpha[g] = sg[0] == mx ? 1.0f : expf(sg[0] - mx); /* 0 from an empty state (-inf) */
-        const __m256 p0 = exp8(_mm256_sub_ps(s[0], _mm256_set1_ps(mx)));
-        const __m256 p1 = exp8(_mm256_sub_ps(s[1], _mm256_set1_ps(mx)));
-        _mm256_storeu_ps(pj[g], p0);
-        _mm256_storeu_ps(pj[g] + 8, p1);
-        sg[1] = sg[1] * alpha[g] + hsum8(_mm256_add_ps(p0, p1));
-        sg[0] = mx;
+        alpha[g] = softmax16(s, sg, pj[g]);
     }
 #pragma GCC unroll 1
     for (int c = 0; c < NC; c += 2) { /* acc registers c, c + 1 of every query */
