@@ -8,7 +8,8 @@
 #                                       them into .carry/dev/bundle.tar.xz)
 #   scripts/device_kernels.sh run       on the GPU machine, repository root, $OUT set; every
 #                                       phase under its own timeout, elapsed seconds printed:
-#     tests    backend_test_cuda_kernels, backend_test_cuda_shared_attn (tests.log)
+#     tests    backend_test_cuda_shared_attn, backend_test_cuda_kernels (tests.log; LA_TESTS
+#              names others, e.g. backend_test_cuda_forward)
 #     shared   bench_gpu --shared-kv (8B shape: the shared-KV sweep, 1 / 64 / 256 / 1000
 #              requests on one 7000-token document, shared attention off and auto, and the
 #              attention kernel alone) -> shared_kv_8b.json, shared_kv.log
@@ -51,7 +52,7 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
     tests)
         step tests
         cd /work/main
-        for t in backend_test_cuda_shared_attn backend_test_cuda_kernels; do
+        for t in ${LA_TESTS:-backend_test_cuda_shared_attn backend_test_cuda_kernels}; do
             echo "=== $t" >>"$OUT/tests.log"
             timeout ${LA_TEST_TIMEOUT:-150} $bin/$t --jobs 1 >>"$OUT/tests.log" 2>&1
             echo "=== $t exit $?" >>"$OUT/tests.log"

@@ -73,8 +73,43 @@ static int cmp_items_longest_first(const void *a, const void *b) {
 
 static int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Block entries [at, at + n) of the batch: each names a block of the pool with 0..block_size
+ * valid slots. Adds their valid slots to *keys, raises *need to the RoPE positions their
+ * k_rope blocks reach, and sets their q_delta extremes (n > 0). One branch-free pass; the
+ * first bad entry is looked for only when there is one. */
+static la_status check_entries(const cuda_backend *c, const la_attn_block *blocks, int32_t at, int32_t n,
+                               int64_t *keys, int64_t *need, int64_t *dmin, int64_t *dmax, la_err *err) {
+    const la_attn_block *bl = blocks + at;
+    const int64_t n_pool = c->n_blocks;
+    const uint32_t B = (uint32_t)c->block_size;
+    int64_t k = 0, kr = 0, lo = INT64_MAX, hi = INT64_MIN;
+    bool bad = false;
+    for (int32_t i = 0; i < n; i++) {
+        const la_attn_block *x = &bl[i];
+        bad |= x->block_id < 0 || x->block_id >= n_pool || (uint32_t)x->n_valid > B;
+        k += x->n_valid;
+        const int64_t r = x->k_rope ? llabs((int64_t)x->pos0) : 0;
+        kr = r > kr ? r : kr;
+        lo = x->q_delta < lo ? x->q_delta : lo;
+        hi = x->q_delta > hi ? x->q_delta : hi;
+    }
+    for (int32_t i = 0; bad && i < n; i++) {
+        const la_attn_block *x = &bl[i];
+        if (x->block_id < 0 || x->block_id >= n_pool || (uint32_t)x->n_valid > B)
+            return la_err_set(err, LA_ERR_INTERNAL, "batch: bad block %d (n_valid %d) at entry %d for a pool of %lld "
+                              "blocks", x->block_id, x->n_valid, at + i, (long long)n_pool);
+    }
+    *keys += k;
+    if (kr > 0 && kr + c->block_size + 1 > *need) *need = kr + c->block_size + 1;
+    *dmin = lo;
+    *dmax = hi;
+    return LA_OK;
+}
+
 /* Validate the batch against the pool and the vocabulary, and find the RoPE positions it
- * needs. Writes nothing but c->bad_token*. */
+ * needs. Writes nothing but c->bad_token* and c->step_keys. The engine's batches list each
+ * sequence's entries after the one before's (la_batch_builder), so one pass over each
+ * sequence's entries checks them; another layout takes a pass over all entries first. */
 static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_need, la_err *err) {
     const la_backend_shape *m = &c->base.shape;
     int64_t pool_slots = c->n_blocks * c->block_size, need = 1;
@@ -92,39 +127,36 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
         if (b->k_pos[t] != LA_POS_UNROTATED && llabs((int64_t)b->k_pos[t]) + 1 > need)
             need = llabs((int64_t)b->k_pos[t]) + 1;
     }
-    int64_t keys = 0;
-    for (int32_t i = 0; i < b->n_blocks; i++) {
-        const la_attn_block *blk = &b->blocks[i];
-        if (blk->block_id < 0 || blk->block_id >= c->n_blocks || blk->n_valid < 0 || blk->n_valid > c->block_size)
-            return la_err_set(err, LA_ERR_INTERNAL, "batch: bad block %d (n_valid %d) for a pool of %lld blocks",
-                              blk->block_id, blk->n_valid, (long long)c->n_blocks);
-        keys += blk->n_valid;
-        if (blk->k_rope && llabs((int64_t)blk->pos0) + c->block_size + 1 > need)
-            need = llabs((int64_t)blk->pos0) + c->block_size + 1;
-    }
+    bool tiled = true; /* every entry in one sequence's list, in order */
+    int64_t next = 0;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
         if (sq->row0 < 0 || sq->n_rows < 0 || (int64_t)sq->row0 + sq->n_rows > b->n_tokens ||
             sq->block0 < 0 || sq->n_blocks < 0 || (int64_t)sq->block0 + sq->n_blocks > b->n_blocks)
             return la_err_set(err, LA_ERR_INTERNAL, "batch: sequence %d has rows [%d, +%d) blocks [%d, +%d) "
                               "outside the batch", s, sq->row0, sq->n_rows, sq->block0, sq->n_blocks);
+        tiled = tiled && sq->block0 == next;
+        next = (int64_t)sq->block0 + sq->n_blocks;
+    }
+    tiled = tiled && next == b->n_blocks;
+    int64_t keys = 0, dmin, dmax, unused = 0;
+    if (!tiled) LA_TRY(check_entries(c, b->blocks, 0, b->n_blocks, &keys, &need, &dmin, &dmax, err));
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const la_batch_seq *sq = &b->seqs[s];
+        if (sq->n_blocks == 0) continue;
+        LA_TRY(check_entries(c, b->blocks, sq->block0, sq->n_blocks, tiled ? &keys : &unused, &need, &dmin, &dmax,
+                             err));
+        if (sq->n_rows == 0) continue;
         /* lazy: |p - q_delta| is bounded by the extremes of both */
-        int64_t pmin = INT64_MAX, pmax = INT64_MIN, dmin = INT64_MAX, dmax = INT64_MIN;
+        int64_t pmin = INT64_MAX, pmax = INT64_MIN;
         for (int32_t r = 0; r < sq->n_rows; r++) {
             int64_t p = b->pos[sq->row0 + r];
             if (p < pmin) pmin = p;
             if (p > pmax) pmax = p;
         }
-        for (int32_t i = 0; i < sq->n_blocks; i++) {
-            int64_t d = b->blocks[sq->block0 + i].q_delta;
-            if (d < dmin) dmin = d;
-            if (d > dmax) dmax = d;
-        }
-        if (sq->n_rows > 0 && sq->n_blocks > 0) {
-            int64_t a = llabs(pmax - dmin) + 1, z = llabs(pmin - dmax) + 1;
-            if (a > need) need = a;
-            if (z > need) need = z;
-        }
+        int64_t a = llabs(pmax - dmin) + 1, z = llabs(pmin - dmax) + 1;
+        if (a > need) need = a;
+        if (z > need) need = z;
     }
     for (int32_t i = 0; i < b->n_logit_rows; i++)
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n_tokens)

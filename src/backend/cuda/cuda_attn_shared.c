@@ -56,9 +56,11 @@
  * Llama-3-8B: 0.92 GB instead of 917 GB per step); the price is the partial rows (f32
  * head_dim + 8 bytes per row and part, written and read once) and one attn_combine launch per
  * layer. Host: two passes over the step's block entries (holders, links and rows in one; the
- * derived lists in the other), ~O(entries) with one per-block record (the pool's blocks), no
- * sort: 3.9 ms for 1000 requests x 443 entries on this project's CPU host (attn_plan_sim's
- * inputs at that size), 5.9 ms with the links and rows in passes of their own.
+ * derived lists in the other) with one per-block record (the pool's blocks), no sort. A
+ * sequence whose leading entries repeat those of the last one counted in full (a clone:
+ * many requests on one document) costs a memcmp in the first pass and its template's few
+ * actions in the second (count_holders). 1000 requests x 445 entries on one document, on
+ * this project's CPU host: 0.5 ms, 3.8 ms before clones (GPU_NOTES.md).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -123,52 +125,151 @@ static la_status reserve(cuda_backend *c, const la_batch *b, la_err *err) {
     LA_TRY(la_cu_grow((void **)&sh->eshift, &cap, b->n_blocks, sizeof(int32_t), err));
     sh->cap_entries = cap;
     LA_TRY(la_cu_grow((void **)&sh->cand, &sh->cap_cand, b->n_blocks, sizeof(int32_t), err));
-    LA_TRY(la_cu_grow((void **)&sh->seq_parts, &sh->cap_seqs, b->n_seqs, sizeof(int32_t), err));
+    cap = sh->cap_seqs;
+    LA_TRY(la_cu_grow((void **)&sh->seq_parts, &cap, b->n_seqs, sizeof(int32_t), err));
+    cap = sh->cap_seqs;
+    LA_TRY(la_cu_grow((void **)&sh->clone_m, &cap, b->n_seqs, sizeof(int32_t), err));
+    sh->cap_seqs = cap;
+    int32_t max_nb = 0;
+    for (int32_t s = 0; s < b->n_seqs; s++)
+        if (b->seqs[s].n_blocks > max_nb) max_nb = b->seqs[s].n_blocks;
+    if (sh->cap_clone < (int64_t)max_nb + 1) { /* zeroed: add_clones leaves them zero */
+        free(sh->clone_cnt);
+        free(sh->clone_rows);
+        sh->clone_cnt = calloc((size_t)max_nb + 1, sizeof(int32_t));
+        sh->clone_rows = calloc((size_t)max_nb + 1, sizeof(int32_t));
+        sh->cap_clone = sh->clone_cnt && sh->clone_rows ? (int64_t)max_nb + 1 : 0;
+        if (!sh->cap_clone) return la_err_set(err, LA_ERR_NO_MEMORY, "shared attention: out of memory");
+    }
+    sh->clone_hi = 0;
+    LA_TRY(la_cu_grow((void **)&sh->acts, &sh->cap_acts, max_nb, sizeof(int32_t), err));
     LA_TRY(la_cu_grow((void **)&sh->dseqs, &sh->cap_dseqs, b->n_seqs, sizeof(la_batch_seq), err));
     return LA_OK;
 }
 
-/* The one pass over the step's block entries: holders per block, consistency with the ref,
- * shifts, the rows of each block's holders; and link candidates: a holder's entry whose next
- * entry is the block after the ref's entry with the same shift (linked() checks the rest
- * once every count is final). The distinct candidates go into sh->cand in first-visit
- * order. Returns their number. */
-static int32_t count_holders(shared_plan *sh, const la_batch *b) {
+/* emark bits of a counted entry */
+#define SH_COUNTED 1 /* a consistent holder of its block's record */
+#define SH_LINKED 2  /* its count added a link to the previous entry's record */
+
+/* Counts entries [i0, n_blocks) of sequence s (count_holders): holders per block,
+ * consistency with the ref, shifts, the rows of each block's holders; and link candidates: a
+ * holder's entry whose next entry is the block after the ref's entry with the same shift
+ * (linked() checks the rest once every count is final). New candidates go to sh->cand. */
+static void count_entries(shared_plan *sh, const la_batch *b, int32_t s, int32_t i0, int32_t *n_cand) {
     const uint32_t ep = sh->epoch;
-    int32_t n_cand = 0;
+    const la_batch_seq *sq = &b->seqs[s];
+    sh_block *prev = NULL; /* the previous entry's record, when that entry was counted */
+    for (int32_t i = i0; i < sq->n_blocks; i++) {
+        const int32_t e = sq->block0 + i;
+        const la_attn_block *x = &b->blocks[e];
+        sh_block *k = &sh->blk[x->block_id];
+        sh_block *const before = prev;
+        prev = NULL;
+        if (x->n_valid <= 0) continue;
+        int32_t shift;
+        if (k->epoch != ep) {
+            if (!frame_of(x, x, &shift)) continue;
+            *k = (sh_block){ep, e, 1, s, 0, -1, sq->n_rows, 0, 0, {0, 0}};
+            sh->cand[(*n_cand)++] = x->block_id;
+        } else {
+            if (k->seq == s) { /* a second entry of one sequence */
+                k->bad = 1;
+                continue;
+            }
+            k->seq = s;
+            if (!frame_of(x, &b->blocks[k->ref], &shift)) continue;
+            k->cnt++;
+            k->rows += sq->n_rows;
+        }
+        sh->emark[e] = SH_COUNTED;
+        sh->eshift[e] = shift;
+        if (before && k->ref == before->ref + 1 && shift == sh->eshift[e - 1]) {
+            before->link++;
+            sh->emark[e] |= SH_LINKED;
+        }
+        prev = k;
+    }
+}
+
+/* The length of the common prefix of entry lists a and b, both at least n long. */
+static int32_t common_prefix(const la_attn_block *a, const la_attn_block *b, int32_t n) {
+    enum { CHUNK = 64 }; /* entries per memcmp before the entry-by-entry search */
+    int32_t i = 0;
+    while (i + CHUNK <= n && memcmp(a + i, b + i, CHUNK * sizeof *a) == 0) i += CHUNK;
+    while (i < n && memcmp(a + i, b + i, sizeof *a) == 0) i++;
+    return i;
+}
+
+/* Whether sequence s's entries from i0 on name no block the step has a record of yet. */
+static bool fresh_from(const shared_plan *sh, const la_batch *b, const la_batch_seq *sq, int32_t i0) {
+    for (int32_t i = i0; i < sq->n_blocks; i++) {
+        const la_attn_block *x = &b->blocks[sq->block0 + i];
+        if (x->n_valid > 0 && sh->blk[x->block_id].epoch == sh->epoch) return false;
+    }
+    return true;
+}
+
+/* Adds the clones of template t (sh->clone_cnt / clone_rows by prefix length) to the records
+ * its entries were counted in: entry i has every clone of a prefix longer than i as one more
+ * holder, with its rows, and one more link where t's count linked it. */
+static void add_clones(shared_plan *sh, const la_batch *b, int32_t t) {
+    const int32_t e0 = b->seqs[t].block0;
+    int32_t n = 0, rows = 0;
+    for (int32_t i = sh->clone_hi - 1; i >= 0; i--) {
+        n += sh->clone_cnt[i + 1];
+        rows += sh->clone_rows[i + 1];
+        sh->clone_cnt[i + 1] = sh->clone_rows[i + 1] = 0;
+        const uint8_t mk = sh->emark[e0 + i];
+        if (mk & SH_COUNTED) {
+            sh_block *k = &sh->blk[b->blocks[e0 + i].block_id];
+            k->cnt += n;
+            k->rows += rows;
+        }
+        if (mk & SH_LINKED) sh->blk[b->blocks[e0 + i - 1].block_id].link += n;
+    }
+    sh->clone_hi = 0;
+}
+
+/* The one pass over the step's block entries (count_entries), in batch order. A sequence
+ * whose first m entries equal those of the last sequence counted in full (its template: 999
+ * of 1000 requests on one document) and whose other entries name blocks not seen yet in the
+ * step (its own tail) is a clone: counted entry by entry, its first m entries would meet the
+ * template's records and make the template's choices, so it is counted as one more holder of
+ * each (add_clones, once the template's clones are known) and its own entries as usual. Any
+ * other sequence is counted in full and becomes the template. The records end as a count of
+ * every sequence in full would leave them; sh->clone_m[s] is m (0: counted in full). Returns
+ * the number of candidates in sh->cand (distinct blocks, first-visit order). */
+static int32_t count_holders(shared_plan *sh, const la_batch *b) {
+    int32_t n_cand = 0, t = -1;
     memset(sh->emark, 0, (size_t)b->n_blocks);
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
+        sh->clone_m[s] = 0;
         if (!eligible(sh, sq)) continue;
-        sh_block *prev = NULL; /* the previous entry's record, when that entry was counted */
-        for (int32_t i = 0; i < sq->n_blocks; i++) {
-            const int32_t e = sq->block0 + i;
-            const la_attn_block *x = &b->blocks[e];
-            sh_block *k = &sh->blk[x->block_id];
-            sh_block *const before = prev;
-            prev = NULL;
-            if (x->n_valid <= 0) continue;
-            int32_t shift;
-            if (k->epoch != ep) {
-                if (!frame_of(x, x, &shift)) continue;
-                *k = (sh_block){ep, e, 1, s, 0, -1, sq->n_rows, 0, 0, {0, 0}};
-                sh->cand[n_cand++] = x->block_id;
-            } else {
-                if (k->seq == s) { /* a second entry of one sequence */
-                    k->bad = 1;
-                    continue;
-                }
-                k->seq = s;
-                if (!frame_of(x, &b->blocks[k->ref], &shift)) continue;
-                k->cnt++;
-                k->rows += sq->n_rows;
-            }
-            sh->emark[e] = 1;
-            sh->eshift[e] = shift;
-            if (before && k->ref == before->ref + 1 && shift == sh->eshift[e - 1]) before->link++;
-            prev = k;
+        int32_t m = 0;
+        if (t >= 0) {
+            const la_batch_seq *tq = &b->seqs[t];
+            m = common_prefix(b->blocks + sq->block0, b->blocks + tq->block0,
+                              sq->n_blocks < tq->n_blocks ? sq->n_blocks : tq->n_blocks);
+            if (m > 0 && !fresh_from(sh, b, sq, m)) m = 0;
         }
+        if (m == 0) {
+            if (t >= 0) add_clones(sh, b, t);
+            count_entries(sh, b, s, 0, &n_cand);
+            t = s;
+            continue;
+        }
+        const int32_t e0 = b->seqs[t].block0;
+        memcpy(sh->emark + sq->block0, sh->emark + e0, (size_t)m);
+        memcpy(sh->eshift + sq->block0, sh->eshift + e0, (size_t)m * sizeof(int32_t));
+        sh->clone_cnt[m]++;
+        sh->clone_rows[m] += sq->n_rows;
+        if (m > sh->clone_hi) sh->clone_hi = m;
+        sh->clone_m[s] = m;
+        /* its own entries: fresh records, so no link reaches them from entry m - 1 */
+        count_entries(sh, b, s, m, &n_cand);
     }
+    if (t >= 0) add_clones(sh, b, t);
     return n_cand;
 }
 
@@ -178,6 +279,38 @@ static bool linked(const shared_plan *sh, const la_batch *b, const sh_block *k) 
     if (k->bad || k->cnt < 2 || k->link != k->cnt || k->ref + 1 >= b->n_blocks) return false;
     const sh_block *k2 = &sh->blk[b->blocks[k->ref + 1].block_id];
     return k2->epoch == sh->epoch && !k2->bad && k2->ref == k->ref + 1 && k2->cnt == k->cnt;
+}
+
+/* The derived lists as they are filled (la_cu_shared_plan). */
+typedef struct derive_state {
+    int64_t nd;       /* derived block entries so far */
+    int64_t keys_own; /* their valid keys */
+    int64_t need;     /* RoPE positions the step needs */
+} derive_state;
+
+/* Entry e of sequence s (its rows' positions in [pmin, pmax]) in the derived lists: copied
+ * to the sequence's own blocks, or, the head of a grouped run (head), s joins the run's
+ * sharers with its shift and *parts more partial states per token. */
+static void derive_entry(shared_plan *sh, const la_batch *b, int32_t s, int32_t e, bool head, int32_t pmin,
+                         int32_t pmax, int32_t *parts, derive_state *ds) {
+    const la_attn_block *x = &b->blocks[e];
+    if (!head) {
+        sh->dblocks[ds->nd++] = *x;
+        ds->keys_own += x->n_valid > 0 ? x->n_valid : 0;
+        return;
+    }
+    sh_run *u = &sh->runs[sh->blk[x->block_id].run];
+    const int32_t j = u->sharer0 + u->n_sharers++;
+    sh->sharers[j] = s;
+    sh->sharer_shift[j] = sh->eshift[e];
+    sh->sharer_run_fill[j] = *parts; /* the token's first part of this run */
+    *parts += u->n_chunks;
+    if (u->krope && b->seqs[s].n_rows > 0) { /* rotations at p - shift - q_delta_ref */
+        const int64_t q = b->blocks[u->ref0].q_delta;
+        const int64_t a = llabs((int64_t)pmax - sh->eshift[e] - q) + 1, z = llabs((int64_t)pmin - sh->eshift[e] - q) + 1;
+        if (a > ds->need) ds->need = a;
+        if (z > ds->need) ds->need = z;
+    }
 }
 
 la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bool *grouped, int64_t *rope_need,
@@ -278,44 +411,39 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
             canon_blocks += sh->runs[r].n_blocks;
         }
     LA_TRY(la_cu_grow((void **)&sh->dblocks, &sh->cap_dblocks, b->n_blocks + canon_blocks, sizeof(la_attn_block), err));
-    int64_t nd = 0, keys_own = 0, keys_all = 0, need = *rope_need;
+    /* each sequence's own blocks and its runs' parts (derive_entry); a clone (count_holders)
+     * repeats its template's actions over its first clone_m entries: sh->acts holds the
+     * template's entry offsets x 2 that are copied (+0) or head a grouped run (+1); its other
+     * entries are inside a grouped run */
+    derive_state ds = {0, 0, *rope_need};
+    int32_t n_acts = 0;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
         const bool el = eligible(sh, sq);
+        const int32_t m = el ? sh->clone_m[s] : 0;
+        if (el && m == 0) n_acts = 0; /* a template: its acts follow */
         int32_t parts = 0, pmin = INT32_MAX, pmax = INT32_MIN;
         for (int32_t t = 0; t < sq->n_rows; t++) {
             const int32_t p = b->pos[sq->row0 + t];
             if (p < pmin) pmin = p;
             if (p > pmax) pmax = p;
         }
-        sh->dseqs[s] = (la_batch_seq){sq->row0, sq->n_rows, (int32_t)nd, 0};
-        for (int32_t i = 0; i < sq->n_blocks; i++) {
+        sh->dseqs[s] = (la_batch_seq){sq->row0, sq->n_rows, (int32_t)ds.nd, 0};
+        for (int32_t a = 0; m > 0 && a < n_acts && (sh->acts[a] >> 1) < m; a++)
+            derive_entry(sh, b, s, sq->block0 + (sh->acts[a] >> 1), sh->acts[a] & 1, pmin, pmax, &parts, &ds);
+        for (int32_t i = m; i < sq->n_blocks; i++) {
             const int32_t e = sq->block0 + i;
-            const la_attn_block *x = &b->blocks[e];
-            keys_all += x->n_valid > 0 ? x->n_valid : 0;
-            const sh_block *k = el && sh->emark[e] ? &sh->blk[x->block_id] : NULL;
-            if (!k || k->run < 0 || !sh->runs[k->run].grouped) {
-                sh->dblocks[nd++] = *x;
-                keys_own += x->n_valid > 0 ? x->n_valid : 0;
-                continue;
-            }
-            sh_run *u = &sh->runs[k->run];
-            if (u->ref0 != k->ref) continue; /* not the run's head: the run is counted there */
-            const int32_t j = u->sharer0 + u->n_sharers++;
-            sh->sharers[j] = s;
-            sh->sharer_shift[j] = sh->eshift[e];
-            sh->sharer_run_fill[j] = parts; /* the token's first part of this run */
-            parts += u->n_chunks;
-            if (u->krope && sq->n_rows > 0) { /* rotations at p - shift - q_delta_ref */
-                const int64_t q = b->blocks[u->ref0].q_delta;
-                const int64_t a = llabs((int64_t)pmax - sh->eshift[e] - q) + 1, z = llabs((int64_t)pmin - sh->eshift[e] - q) + 1;
-                if (a > need) need = a;
-                if (z > need) need = z;
-            }
+            const sh_block *k = el && (sh->emark[e] & SH_COUNTED) ? &sh->blk[b->blocks[e].block_id] : NULL;
+            const bool head = k && k->run >= 0 && sh->runs[k->run].grouped;
+            if (head && sh->runs[k->run].ref0 != k->ref) continue; /* inside a grouped run */
+            if (el && m == 0) sh->acts[n_acts++] = i * 2 + head;
+            derive_entry(sh, b, s, e, head, pmin, pmax, &parts, &ds);
         }
-        sh->dseqs[s].n_blocks = (int32_t)(nd - sh->dseqs[s].block0);
+        sh->dseqs[s].n_blocks = (int32_t)(ds.nd - sh->dseqs[s].block0);
         sh->seq_parts[s] = parts;
     }
+    const int64_t keys_own = ds.keys_own, need = ds.need;
+    int64_t nd = ds.nd;
     /* canonical blocks of the grouped runs, after every sequence's own */
     int64_t keys_shared = 0;
     for (int32_t r = 0; r < n_runs; r++) {
@@ -345,7 +473,7 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
     st->chunks_max = chunks_max;
     st->keys_shared = keys_shared;
     st->keys_own = keys_own;
-    st->keys_per_seq = keys_all;
+    st->keys_per_seq = c->step_keys; /* every entry's valid keys (check_batch) */
     st->plan_ms = la_now_ms() - t0;
     return LA_OK;
 }
@@ -427,6 +555,10 @@ void la_cu_shared_free(shared_plan *sh) {
     free(sh->emark);
     free(sh->eshift);
     free(sh->cand);
+    free(sh->clone_m);
+    free(sh->clone_cnt);
+    free(sh->clone_rows);
+    free(sh->acts);
     free(sh->runs);
     free(sh->sharers);
     free(sh->sharer_shift);

@@ -183,9 +183,15 @@ typedef struct shared_plan {
     uint32_t epoch;
     sh_block *blk;                /* [cap_blk >= pool blocks] */
     int64_t cap_blk;
-    uint8_t *emark;               /* [batch entries] 1: a consistent candidate */
+    uint8_t *emark;               /* [batch entries] SH_COUNTED | SH_LINKED (cuda_attn_shared.c) */
     int32_t *eshift;              /* [batch entries] its shift (cuda_attn_shared.c) */
     int64_t cap_entries;
+    int32_t *clone_m;             /* [n_seqs] entries counted as its template's (0: in full) */
+    int32_t *clone_cnt, *clone_rows; /* [template entries + 1] clones, their rows, by clone_m */
+    int64_t cap_clone;
+    int32_t clone_hi;             /* the largest clone_m since the template's, 0: none */
+    int32_t *acts;                /* the template's derived-list actions (cuda_attn_shared.c) */
+    int64_t cap_acts;
     int32_t *cand;                /* distinct candidate blocks, first-visit order */
     int64_t cap_cand;
     sh_run *runs;
@@ -196,7 +202,7 @@ typedef struct shared_plan {
     int32_t *sharer_run_fill;     /* its tokens' first part of the run (0 .. seq_parts - 1) */
     int64_t cap_sharers;
     int32_t *seq_parts;           /* [n_seqs] grouped parts of each token of the sequence */
-    int64_t cap_seqs;
+    int64_t cap_seqs;             /* of seq_parts and clone_m */
     la_attn_block *dblocks;       /* the derived block list: own blocks, then canonical runs */
     int64_t cap_dblocks;
     la_batch_seq *dseqs;

@@ -28,7 +28,7 @@ static int64_t g_rope_need;
 la_status la_cu_ensure_rope(cuda_backend *c, int64_t need, la_err *err) { (void)c; (void)err; g_rope_need = need; return LA_OK; }
 la_status la_cu_staging_reserve(cuda_backend *c, staging *s, size_t bytes, la_err *err) {
     (void)c; (void)err;
-    if (bytes > s->cap) { free(s->host); s->host = malloc(bytes); s->dev = s->host; s->cap = bytes; }
+    if (bytes > s->cap) { free(s->host); s->host = calloc(1, bytes); s->dev = s->host; s->cap = bytes; }
     return LA_OK;
 }
 la_status la_cu_staging_send(cuda_backend *c, staging *s, size_t bytes, la_err *err) { (void)c;(void)s;(void)bytes;(void)err; return LA_OK; }
@@ -313,6 +313,21 @@ int main(void) {
         if (mode != 0 && variant == 1) { doc d0 = {next_block, 2000}; next_block += 125; int o0 = 0;
           for (int s = 0; s < 300; s++) add_seq(&B0, &d0, &o0, 1, s % 10 == 9 ? 2 : 0, 0, 64 + s % 32, 1);
           fails += run_case("300 decode (lazy, prefix) on one 2000-token doc, GQA 32/8", &B0, mode, 64, 32, 8, 0, true, 132); }
+        /* 6. clone chains (cuda_attn_shared.c, count_holders): each sequence repeats the one
+         * before's leading entries, over 3, 2 or 1 documents of one order; among them a block
+         * listed twice, an empty entry, a tail entry naming a document block, mepic sequences
+         * and 20-row questions */
+        memset(&B0, 0, sizeof B0); next_block = 1;
+        { doc docs[3]; for (int d = 0; d < 3; d++) { int len = 40 + ri(120); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; }
+          int order[3] = {0, 1, 2};
+          for (int s = 0; s < 36; s++) {
+              add_seq(&B0, docs, order, 3 - (s / 4) % 3, s % 9 == 4 ? 1 : 0, 0, 5 + s % 7, s % 11 == 5 ? 20 : 1);
+              la_batch_seq *sq = &B0.seq[B0.ns - 1];
+              if (s % 10 == 3) B0.blk[sq->block0 + 1].block_id = B0.blk[sq->block0].block_id;
+              if (s % 10 == 6) B0.blk[sq->block0 + 2].n_valid = 0;
+              if (s % 10 == 8) B0.blk[sq->block0 + sq->n_blocks - 1].block_id = docs[0].first_block + 1;
+          }
+          fails += run_case("clone chains over 3/2/1 docs, 36 seqs", &B0, mode, hd, 8, 2, pk, true, 132); }
     }
     printf(fails ? "FAILED %d\n" : "all ok\n", fails);
     return fails != 0;
