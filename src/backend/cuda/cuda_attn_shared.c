@@ -57,10 +57,12 @@
  * head_dim + 8 bytes per row and part, written and read once) and one attn_combine launch per
  * layer. Host: two passes over the step's block entries (holders, links and rows in one; the
  * derived lists in the other) with one per-block record (the pool's blocks), no sort. A
- * sequence whose leading entries repeat those of the last one counted in full (a clone:
- * many requests on one document) costs a memcmp in the first pass and its template's few
- * actions in the second (count_holders). 1000 requests x 445 entries on one document, on
- * this project's CPU host: 0.5 ms, 3.8 ms before clones (GPU_NOTES.md).
+ * sequence that lists a segment of the last fully counted one's entries, in the same or
+ * another slot, and otherwise blocks of its own (a clone: many requests on one document)
+ * costs a comparison of that segment in the first pass and its template's few actions in
+ * the second (count_holders). 1000 requests x 445 entries on one document, on this
+ * project's CPU host: 0.65 ms in one slot, 1.85 ms in 61 slots; 3.8 ms before clones
+ * (GPU_NOTES.md).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -128,19 +130,18 @@ static la_status reserve(cuda_backend *c, const la_batch *b, la_err *err) {
     cap = sh->cap_seqs;
     LA_TRY(la_cu_grow((void **)&sh->seq_parts, &cap, b->n_seqs, sizeof(int32_t), err));
     cap = sh->cap_seqs;
-    LA_TRY(la_cu_grow((void **)&sh->clone_m, &cap, b->n_seqs, sizeof(int32_t), err));
+    LA_TRY(la_cu_grow((void **)&sh->clone, &cap, b->n_seqs, sizeof(sh_clone), err));
     sh->cap_seqs = cap;
     int32_t max_nb = 0;
     for (int32_t s = 0; s < b->n_seqs; s++)
         if (b->seqs[s].n_blocks > max_nb) max_nb = b->seqs[s].n_blocks;
     if (sh->cap_clone < (int64_t)max_nb + 1) { /* zeroed: add_clones leaves them zero */
-        free(sh->clone_cnt);
-        free(sh->clone_rows);
-        sh->clone_cnt = calloc((size_t)max_nb + 1, sizeof(int32_t));
-        sh->clone_rows = calloc((size_t)max_nb + 1, sizeof(int32_t));
-        sh->cap_clone = sh->clone_cnt && sh->clone_rows ? (int64_t)max_nb + 1 : 0;
-        if (!sh->cap_clone) return la_err_set(err, LA_ERR_NO_MEMORY, "shared attention: out of memory");
+        free(sh->cdiff);
+        sh->cdiff = calloc(3 * ((size_t)max_nb + 1), sizeof(int32_t));
+        sh->cap_clone = sh->cdiff ? (int64_t)max_nb + 1 : 0;
+        if (!sh->cdiff) return la_err_set(err, LA_ERR_NO_MEMORY, "shared attention: out of memory");
     }
+    sh->clone_lo = INT32_MAX;
     sh->clone_hi = 0;
     LA_TRY(la_cu_grow((void **)&sh->acts, &sh->cap_acts, max_nb, sizeof(int32_t), err));
     LA_TRY(la_cu_grow((void **)&sh->dseqs, &sh->cap_dseqs, b->n_seqs, sizeof(la_batch_seq), err));
@@ -151,15 +152,15 @@ static la_status reserve(cuda_backend *c, const la_batch *b, la_err *err) {
 #define SH_COUNTED 1 /* a consistent holder of its block's record */
 #define SH_LINKED 2  /* its count added a link to the previous entry's record */
 
-/* Counts entries [i0, n_blocks) of sequence s (count_holders): holders per block,
+/* Counts entries [i0, i1) of sequence s (count_holders): holders per block,
  * consistency with the ref, shifts, the rows of each block's holders; and link candidates: a
  * holder's entry whose next entry is the block after the ref's entry with the same shift
  * (linked() checks the rest once every count is final). New candidates go to sh->cand. */
-static void count_entries(shared_plan *sh, const la_batch *b, int32_t s, int32_t i0, int32_t *n_cand) {
+static void count_entries(shared_plan *sh, const la_batch *b, int32_t s, int32_t i0, int32_t i1, int32_t *n_cand) {
     const uint32_t ep = sh->epoch;
     const la_batch_seq *sq = &b->seqs[s];
     sh_block *prev = NULL; /* the previous entry's record, when that entry was counted */
-    for (int32_t i = i0; i < sq->n_blocks; i++) {
+    for (int32_t i = i0; i < i1; i++) {
         const int32_t e = sq->block0 + i;
         const la_attn_block *x = &b->blocks[e];
         sh_block *k = &sh->blk[x->block_id];
@@ -200,74 +201,121 @@ static int32_t common_prefix(const la_attn_block *a, const la_attn_block *b, int
     return i;
 }
 
-/* Whether sequence s's entries from i0 on name no block the step has a record of yet. */
-static bool fresh_from(const shared_plan *sh, const la_batch *b, const la_batch_seq *sq, int32_t i0) {
-    for (int32_t i = i0; i < sq->n_blocks; i++) {
-        const la_attn_block *x = &b->blocks[sq->block0 + i];
-        if (x->n_valid > 0 && sh->blk[x->block_id].epoch == sh->epoch) return false;
-    }
-    return true;
+/* Whether block entry x of a clone is the template's entry y (counted: its emark) with
+ * positions moved by d: the same block and frame, so that frame_of gives x the shift of y
+ * plus d against any ref. */
+static inline bool moved_by(const la_attn_block *x, const la_attn_block *y, uint8_t mark, int32_t shift, int64_t d) {
+    const int64_t sh = (int64_t)shift + d;
+    const bool same = (x->block_id == y->block_id) & (x->n_valid == y->n_valid) & (x->k_rope == y->k_rope);
+    const bool moved = (mark & SH_COUNTED) & ((int64_t)x->pos0 == y->pos0 + d) &
+                       ((int64_t)x->q_delta == y->q_delta + (y->k_rope ? 0 : d)) &
+                       (sh > -LA_ATTN_SHARED_MAX_SHIFT) & (sh < LA_ATTN_SHARED_MAX_SHIFT);
+    return same & ((x->n_valid <= 0) | moved); /* an empty entry is never counted */
 }
 
-/* Adds the clones of template t (sh->clone_cnt / clone_rows by prefix length) to the records
- * its entries were counted in: entry i has every clone of a prefix longer than i as one more
- * holder, with its rows, and one more link where t's count linked it. */
+/* Sequence s as a clone of template t (count_holders): its first entry whose block the step
+ * has a record of starts a segment of t's entries, moved by one delta, and its other entries
+ * name blocks without one. Sets *cl (m 0: not a clone) and *d. */
+static void find_clone(const shared_plan *sh, const la_batch *b, int32_t s, int32_t t, sh_clone *cl, int32_t *d) {
+    const la_batch_seq *sq = &b->seqs[s], *tq = &b->seqs[t];
+    const la_attn_block *x = b->blocks + sq->block0, *y = b->blocks + tq->block0;
+    const uint32_t ep = sh->epoch;
+    *cl = (sh_clone){0, 0, 0};
+    int32_t i0 = 0, j0 = 0, m = 0;
+    while (i0 < sq->n_blocks && (x[i0].n_valid <= 0 || sh->blk[x[i0].block_id].epoch != ep)) i0++;
+    if (i0 == sq->n_blocks) return;
+    while (j0 < tq->n_blocks && y[j0].block_id != x[i0].block_id) j0++;
+    if (j0 == tq->n_blocks) return;
+    const int64_t delta = (int64_t)x[i0].pos0 - y[j0].pos0;
+    const int32_t n = sq->n_blocks - i0 < tq->n_blocks - j0 ? sq->n_blocks - i0 : tq->n_blocks - j0;
+    if (delta == 0) { /* the same entries: the same choices, whatever they were */
+        m = common_prefix(x + i0, y + j0, n);
+    } else { /* 64 entries at a time without branches, then the first that differs */
+        const uint8_t *mk = sh->emark + tq->block0 + j0;
+        const int32_t *sf = sh->eshift + tq->block0 + j0;
+        enum { CHUNK = 64 };
+        for (; m + CHUNK <= n; m += CHUNK) {
+            bool ok = true;
+            for (int32_t i = m; i < m + CHUNK; i++) ok &= moved_by(&x[i0 + i], &y[j0 + i], mk[i], sf[i], delta);
+            if (!ok) break;
+        }
+        while (m < n && moved_by(&x[i0 + m], &y[j0 + m], mk[m], sf[m], delta)) m++;
+    }
+    if (m == 0 || delta < INT32_MIN || delta > INT32_MAX) return;
+    for (int32_t i = i0 + m; i < sq->n_blocks; i++)
+        if (x[i].n_valid > 0 && sh->blk[x[i].block_id].epoch == ep) return;
+    *cl = (sh_clone){i0, j0, m};
+    *d = (int32_t)delta;
+}
+
+/* Adds the clones of template t (sh->cdiff: holders, rows and links as differences along t's
+ * entries) to the records t's entries were counted in: entry j has every clone whose segment
+ * covers it as one more holder, with its rows, and one more link where t's count linked it
+ * and the segment covers the entry before too. */
 static void add_clones(shared_plan *sh, const la_batch *b, int32_t t) {
-    const int32_t e0 = b->seqs[t].block0;
-    int32_t n = 0, rows = 0;
-    for (int32_t i = sh->clone_hi - 1; i >= 0; i--) {
-        n += sh->clone_cnt[i + 1];
-        rows += sh->clone_rows[i + 1];
-        sh->clone_cnt[i + 1] = sh->clone_rows[i + 1] = 0;
-        const uint8_t mk = sh->emark[e0 + i];
+    const int32_t e0 = b->seqs[t].block0, W = (int32_t)sh->cap_clone;
+    int32_t *dc = sh->cdiff, *dr = sh->cdiff + W, *dl = sh->cdiff + 2 * W;
+    int32_t n = 0, rows = 0, links = 0;
+    for (int32_t j = sh->clone_lo; j < sh->clone_hi; j++) {
+        n += dc[j];
+        rows += dr[j];
+        links += dl[j];
+        dc[j] = dr[j] = dl[j] = 0;
+        const uint8_t mk = sh->emark[e0 + j];
         if (mk & SH_COUNTED) {
-            sh_block *k = &sh->blk[b->blocks[e0 + i].block_id];
+            sh_block *k = &sh->blk[b->blocks[e0 + j].block_id];
             k->cnt += n;
             k->rows += rows;
         }
-        if (mk & SH_LINKED) sh->blk[b->blocks[e0 + i - 1].block_id].link += n;
+        if (mk & SH_LINKED) sh->blk[b->blocks[e0 + j - 1].block_id].link += links;
     }
+    if (sh->clone_hi > 0) dc[sh->clone_hi] = dr[sh->clone_hi] = dl[sh->clone_hi] = 0;
+    sh->clone_lo = INT32_MAX;
     sh->clone_hi = 0;
 }
 
 /* The one pass over the step's block entries (count_entries), in batch order. A sequence
- * whose first m entries equal those of the last sequence counted in full (its template: 999
- * of 1000 requests on one document) and whose other entries name blocks not seen yet in the
- * step (its own tail) is a clone: counted entry by entry, its first m entries would meet the
- * template's records and make the template's choices, so it is counted as one more holder of
- * each (add_clones, once the template's clones are known) and its own entries as usual. Any
- * other sequence is counted in full and becomes the template. The records end as a count of
- * every sequence in full would leave them; sh->clone_m[s] is m (0: counted in full). Returns
- * the number of candidates in sh->cand (distinct blocks, first-visit order). */
+ * that lists a segment of the entries of the last sequence counted in full (its template),
+ * its positions moved by one delta (the same document in another slot: lazy; or the same
+ * slot), and otherwise only blocks not seen yet in the step (its own preamble and tail) is a
+ * clone (find_clone): counted entry by entry, its segment would meet the template's records
+ * and make the template's choices with every shift moved by the delta. So it is counted as
+ * one more holder of each (add_clones, once the template's clones are known), and its own
+ * entries as usual. Any other sequence is counted in full and becomes the template. The
+ * records end as a count of every sequence in full would leave them (1000 requests on one
+ * document are 999 clones of the first); sh->clone[s] is s's segment. Returns the number of
+ * candidates in sh->cand (distinct blocks, first-visit order). */
 static int32_t count_holders(shared_plan *sh, const la_batch *b) {
+    const int32_t W = (int32_t)sh->cap_clone;
     int32_t n_cand = 0, t = -1;
     memset(sh->emark, 0, (size_t)b->n_blocks);
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
-        sh->clone_m[s] = 0;
+        sh_clone *cl = &sh->clone[s];
+        *cl = (sh_clone){0, 0, 0};
         if (!eligible(sh, sq)) continue;
-        int32_t m = 0;
-        if (t >= 0) {
-            const la_batch_seq *tq = &b->seqs[t];
-            m = common_prefix(b->blocks + sq->block0, b->blocks + tq->block0,
-                              sq->n_blocks < tq->n_blocks ? sq->n_blocks : tq->n_blocks);
-            if (m > 0 && !fresh_from(sh, b, sq, m)) m = 0;
-        }
-        if (m == 0) {
+        int32_t d = 0;
+        if (t >= 0) find_clone(sh, b, s, t, cl, &d);
+        if (cl->m == 0) {
             if (t >= 0) add_clones(sh, b, t);
-            count_entries(sh, b, s, 0, &n_cand);
+            count_entries(sh, b, s, 0, sq->n_blocks, &n_cand);
             t = s;
             continue;
         }
-        const int32_t e0 = b->seqs[t].block0;
-        memcpy(sh->emark + sq->block0, sh->emark + e0, (size_t)m);
-        memcpy(sh->eshift + sq->block0, sh->eshift + e0, (size_t)m * sizeof(int32_t));
-        sh->clone_cnt[m]++;
-        sh->clone_rows[m] += sq->n_rows;
-        if (m > sh->clone_hi) sh->clone_hi = m;
-        sh->clone_m[s] = m;
-        /* its own entries: fresh records, so no link reaches them from entry m - 1 */
-        count_entries(sh, b, s, m, &n_cand);
+        const int32_t e = sq->block0 + cl->i0, et = b->seqs[t].block0 + cl->j0, j1 = cl->j0 + cl->m;
+        memcpy(sh->emark + e, sh->emark + et, (size_t)cl->m);
+        for (int32_t i = 0; i < cl->m; i++) sh->eshift[e + i] = sh->eshift[et + i] + d;
+        sh->cdiff[cl->j0]++;
+        sh->cdiff[j1]--;
+        sh->cdiff[W + cl->j0] += sq->n_rows;
+        sh->cdiff[W + j1] -= sq->n_rows;
+        sh->cdiff[2 * W + cl->j0 + 1]++; /* links into the segment's entries after its first */
+        sh->cdiff[2 * W + j1]--;
+        if (cl->j0 < sh->clone_lo) sh->clone_lo = cl->j0;
+        if (j1 > sh->clone_hi) sh->clone_hi = j1;
+        /* its own entries: their records are new, so no link joins them to the segment */
+        count_entries(sh, b, s, 0, cl->i0, &n_cand);
+        count_entries(sh, b, s, cl->i0 + cl->m, sq->n_blocks, &n_cand);
     }
     if (t >= 0) add_clones(sh, b, t);
     return n_cand;
@@ -411,17 +459,18 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
             canon_blocks += sh->runs[r].n_blocks;
         }
     LA_TRY(la_cu_grow((void **)&sh->dblocks, &sh->cap_dblocks, b->n_blocks + canon_blocks, sizeof(la_attn_block), err));
-    /* each sequence's own blocks and its runs' parts (derive_entry); a clone (count_holders)
-     * repeats its template's actions over its first clone_m entries: sh->acts holds the
-     * template's entry offsets x 2 that are copied (+0) or head a grouped run (+1); its other
-     * entries are inside a grouped run */
+    /* each sequence's own blocks and its runs' parts (derive_entry). A clone (count_holders)
+     * repeats its template's actions over its segment: sh->acts holds the template's entry
+     * offsets x 2 that are copied (+0) or head a grouped run (+1), in order; its other entries
+     * are inside a grouped run. */
     derive_state ds = {0, 0, *rope_need};
     int32_t n_acts = 0;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
         const bool el = eligible(sh, sq);
-        const int32_t m = el ? sh->clone_m[s] : 0;
-        if (el && m == 0) n_acts = 0; /* a template: its acts follow */
+        const sh_clone cl = el ? sh->clone[s] : (sh_clone){0, 0, 0};
+        const bool tmpl = el && cl.m == 0;
+        if (tmpl) n_acts = 0; /* its acts follow */
         int32_t parts = 0, pmin = INT32_MAX, pmax = INT32_MIN;
         for (int32_t t = 0; t < sq->n_rows; t++) {
             const int32_t p = b->pos[sq->row0 + t];
@@ -429,14 +478,25 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
             if (p > pmax) pmax = p;
         }
         sh->dseqs[s] = (la_batch_seq){sq->row0, sq->n_rows, (int32_t)ds.nd, 0};
-        for (int32_t a = 0; m > 0 && a < n_acts && (sh->acts[a] >> 1) < m; a++)
-            derive_entry(sh, b, s, sq->block0 + (sh->acts[a] >> 1), sh->acts[a] & 1, pmin, pmax, &parts, &ds);
-        for (int32_t i = m; i < sq->n_blocks; i++) {
+        for (int32_t i = 0; i < sq->n_blocks; i++) {
+            if (i == cl.i0 && cl.m > 0) { /* the segment: the template's actions on it */
+                int32_t lo = 0, hi = n_acts; /* the first act at or after j0 */
+                while (lo < hi) {
+                    const int32_t mid = lo + (hi - lo) / 2;
+                    if ((sh->acts[mid] >> 1) < cl.j0) lo = mid + 1;
+                    else hi = mid;
+                }
+                for (int32_t a = lo; a < n_acts && (sh->acts[a] >> 1) < cl.j0 + cl.m; a++)
+                    derive_entry(sh, b, s, sq->block0 + cl.i0 + (sh->acts[a] >> 1) - cl.j0, sh->acts[a] & 1, pmin,
+                                 pmax, &parts, &ds);
+                i += cl.m - 1;
+                continue;
+            }
             const int32_t e = sq->block0 + i;
             const sh_block *k = el && (sh->emark[e] & SH_COUNTED) ? &sh->blk[b->blocks[e].block_id] : NULL;
             const bool head = k && k->run >= 0 && sh->runs[k->run].grouped;
             if (head && sh->runs[k->run].ref0 != k->ref) continue; /* inside a grouped run */
-            if (el && m == 0) sh->acts[n_acts++] = i * 2 + head;
+            if (tmpl) sh->acts[n_acts++] = i * 2 + head;
             derive_entry(sh, b, s, e, head, pmin, pmax, &parts, &ds);
         }
         sh->dseqs[s].n_blocks = (int32_t)(ds.nd - sh->dseqs[s].block0);
@@ -555,9 +615,8 @@ void la_cu_shared_free(shared_plan *sh) {
     free(sh->emark);
     free(sh->eshift);
     free(sh->cand);
-    free(sh->clone_m);
-    free(sh->clone_cnt);
-    free(sh->clone_rows);
+    free(sh->clone);
+    free(sh->cdiff);
     free(sh->acts);
     free(sh->runs);
     free(sh->sharers);

@@ -155,6 +155,12 @@ typedef struct sh_block {
     uint8_t pad_[2];
 } sh_block;
 
+/* A clone's segment (cuda_attn_shared.c, count_holders): its entries [i0, i0 + m) are its
+ * template's [j0, j0 + m), positions and shifts moved by one delta. */
+typedef struct sh_clone {
+    int32_t i0, j0, m;
+} sh_clone;
+
 /* A run: consecutive blocks of its first holder's list that every sharer lists in the same
  * order with one shift (cuda_attn_shared.c). */
 typedef struct sh_run {
@@ -186,10 +192,10 @@ typedef struct shared_plan {
     uint8_t *emark;               /* [batch entries] SH_COUNTED | SH_LINKED (cuda_attn_shared.c) */
     int32_t *eshift;              /* [batch entries] its shift (cuda_attn_shared.c) */
     int64_t cap_entries;
-    int32_t *clone_m;             /* [n_seqs] entries counted as its template's (0: in full) */
-    int32_t *clone_cnt, *clone_rows; /* [template entries + 1] clones, their rows, by clone_m */
-    int64_t cap_clone;
-    int32_t clone_hi;             /* the largest clone_m since the template's, 0: none */
+    sh_clone *clone;              /* [n_seqs] its segment counted as its template's (m 0: none) */
+    int32_t *cdiff;               /* [3][template entries + 1] clones' holders, rows and links, */
+    int64_t cap_clone;            /* as differences along the template's entries */
+    int32_t clone_lo, clone_hi;   /* the template's entries the clones cover (lo > hi: none) */
     int32_t *acts;                /* the template's derived-list actions (cuda_attn_shared.c) */
     int64_t cap_acts;
     int32_t *cand;                /* distinct candidate blocks, first-visit order */
@@ -202,7 +208,7 @@ typedef struct shared_plan {
     int32_t *sharer_run_fill;     /* its tokens' first part of the run (0 .. seq_parts - 1) */
     int64_t cap_sharers;
     int32_t *seq_parts;           /* [n_seqs] grouped parts of each token of the sequence */
-    int64_t cap_seqs;             /* of seq_parts and clone_m */
+    int64_t cap_seqs;             /* of seq_parts and clone */
     la_attn_block *dblocks;       /* the derived block list: own blocks, then canonical runs */
     int64_t cap_dblocks;
     la_batch_seq *dseqs;

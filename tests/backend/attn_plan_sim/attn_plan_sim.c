@@ -314,14 +314,16 @@ int main(void) {
           for (int s = 0; s < 300; s++) add_seq(&B0, &d0, &o0, 1, s % 10 == 9 ? 2 : 0, 0, 64 + s % 32, 1);
           fails += run_case("300 decode (lazy, prefix) on one 2000-token doc, GQA 32/8", &B0, mode, 64, 32, 8, 0, true, 132); }
         /* 6. clone chains (cuda_attn_shared.c, count_holders): each sequence repeats the one
-         * before's leading entries, over 3, 2 or 1 documents of one order; among them a block
-         * listed twice, an empty entry, a tail entry naming a document block, mepic sequences
-         * and 20-row questions */
+         * before's document entries, over 3, 2 or 1 documents of one order, every third after
+         * a preamble of its own (the documents in another slot); among them a block listed
+         * twice, an empty entry, a tail entry naming a document block, mepic sequences and
+         * 20-row questions */
         memset(&B0, 0, sizeof B0); next_block = 1;
         { doc docs[3]; for (int d = 0; d < 3; d++) { int len = 40 + ri(120); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; }
           int order[3] = {0, 1, 2};
           for (int s = 0; s < 36; s++) {
-              add_seq(&B0, docs, order, 3 - (s / 4) % 3, s % 9 == 4 ? 1 : 0, 0, 5 + s % 7, s % 11 == 5 ? 20 : 1);
+              add_seq(&B0, docs, order, 3 - (s / 4) % 3, s % 9 == 4 ? 1 : 0, s % 3 == 1 ? 1 + ri(30) : 0, 5 + s % 7,
+                      s % 11 == 5 ? 20 : 1);
               la_batch_seq *sq = &B0.seq[B0.ns - 1];
               if (s % 10 == 3) B0.blk[sq->block0 + 1].block_id = B0.blk[sq->block0].block_id;
               if (s % 10 == 6) B0.blk[sq->block0 + 2].n_valid = 0;
