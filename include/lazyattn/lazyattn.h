@@ -396,6 +396,10 @@ typedef struct la_engine_stats {
     double step_after_s;          /* after the forward: sampling, accepting tokens, retiring */
     double step_decode_forward_s; /* the decode-only steps' forward seconds */
     double step_decode_s;         /* the decode-only steps' whole seconds (schedule, forward, after) */
+    double step_batch_begin_s;    /* of step_forward_s: the backend's batch setup on the host (its
+                                     checks, the attention plan, the metadata upload; the GPU
+                                     waits for it) */
+    double step_decode_batch_begin_s; /* of step_decode_forward_s: the same */
 } la_engine_stats;
 
 /* Thread-safe snapshot. struct_size: the caller's sizeof(*s) (the macro passes it). */

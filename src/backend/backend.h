@@ -300,6 +300,8 @@ struct la_backend {
                                biases stay f32), or LA_WEIGHT_DTYPE_AUTO (the default); set by the
                                caller between la_backend_create and load_weights. CUDA: unused
                                (bf16) */
+    double batch_begin_ms;  /* host milliseconds in batch_begin during the last la_forward (its
+                               checks, attention planning and metadata upload; set by forward.c) */
     bool bf16_dot;          /* CPU: products with bf16 weight matrices round the activations to
                                bf16 and multiply bf16 pairs (AVX512_BF16 vdpbf16ps, llama.cpp's
                                bf16 arithmetic: twice the multiply rate, ~1e-2 on logits); where

@@ -32,10 +32,12 @@ static la_status make_engine(const la_bench_session_opts *o, const la_bench_poin
 
 /* The engine's steps between two snapshots of its stats (a before b), over wall_ms:
  *   {"steps", "decode_steps", "rows_per_step", "wall_ms_per_step",
- *    "ms_per_step": {"schedule", "forward", "after"}, "decode_step_ms", "decode_forward_ms_per_step"}
+ *    "ms_per_step": {"schedule", "forward", "batch_begin", "after"}, "decode_step_ms",
+ *    "decode_forward_ms_per_step", "decode_batch_begin_ms_per_step"}
  * (la_engine_stats: schedule = intake, admission and packing; forward = the backend's batch
- * setup, kernels and the wait for the results; after = sampling and bookkeeping; the decode
- * steps': every sequence one decode row, whole and forward alone). NULL when no step ran. */
+ * setup, kernels and the wait for the results, of which batch_begin the setup on the host;
+ * after = sampling and bookkeeping; the decode steps': every sequence one decode row, whole
+ * and forward alone). NULL when no step ran. */
 static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b, double wall_ms) {
     const int64_t n = b->steps_computed - a->steps_computed, nd = b->steps_decode - a->steps_decode;
     if (n <= 0) return NULL;
@@ -47,11 +49,14 @@ static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b
     cJSON *ms = cJSON_AddObjectToObject(j, "ms_per_step");
     cJSON_AddNumberToObject(ms, "schedule", 1e3 * (b->step_schedule_s - a->step_schedule_s) / (double)n);
     cJSON_AddNumberToObject(ms, "forward", 1e3 * (b->step_forward_s - a->step_forward_s) / (double)n);
+    cJSON_AddNumberToObject(ms, "batch_begin", 1e3 * (b->step_batch_begin_s - a->step_batch_begin_s) / (double)n);
     cJSON_AddNumberToObject(ms, "after", 1e3 * (b->step_after_s - a->step_after_s) / (double)n);
     if (nd > 0) {
         cJSON_AddNumberToObject(j, "decode_step_ms", 1e3 * (b->step_decode_s - a->step_decode_s) / (double)nd);
         cJSON_AddNumberToObject(j, "decode_forward_ms_per_step",
                                 1e3 * (b->step_decode_forward_s - a->step_decode_forward_s) / (double)nd);
+        cJSON_AddNumberToObject(j, "decode_batch_begin_ms_per_step",
+                                1e3 * (b->step_decode_batch_begin_s - a->step_decode_batch_begin_s) / (double)nd);
     }
     return j;
 }

@@ -559,9 +559,11 @@ static la_status step_locked(la_engine *e, la_err *err) {
             tm->rows += b->n_rows;
             tm->schedule_ms += t_fwd - t_begin;
             tm->forward_ms += t1 - t_fwd;
+            tm->begin_ms += e->be->batch_begin_ms;
             tm->after_ms += t2 - t1;
             if (dec) {
                 tm->decode_forward_ms += t1 - t_fwd;
+                tm->decode_begin_ms += e->be->batch_begin_ms;
                 tm->decode_ms += t2 - t_begin;
             }
         }

@@ -94,6 +94,7 @@ struct la_engine {
     struct la_step_time { /* engine.c's step_locked; published by la_scheduler_refresh_stats */
         int64_t computed, decode, rows;
         double schedule_ms, forward_ms, decode_forward_ms, decode_ms, after_ms;
+        double begin_ms, decode_begin_ms; /* of forward_ms, decode_forward_ms: batch_begin's */
     } step_time;
     int64_t fail_forward_in; /* tests: forwards until an injected failure (0: none) */
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/timer.h"
 
 typedef struct fwd_acts {
     la_act x, h, q, k, v, o, gate, up;
@@ -103,6 +104,14 @@ static la_status qkv_kv_write(la_backend *be, const la_act *x, int32_t layer, la
     return be->ops->kv_write(be, layer, k, v, err);
 }
 
+/* op->batch_begin, its host time added to be->batch_begin_ms. */
+static la_status begin_batch(la_backend *be, const la_batch *b, la_err *err) {
+    const double t0 = la_now_ms();
+    const la_status s = be->ops->batch_begin(be, b, err);
+    be->batch_begin_ms += la_now_ms() - t0;
+    return s;
+}
+
 /* Rows without logits from which the last layer's W_q and attention, too, run on the logit
  * rows alone (a second batch_begin, one-row sequences: logit_row_batch). Below it only W_o
  * and the MLP do: on a 64-token question the second batch_begin and the K/V GEMMs without
@@ -141,7 +150,7 @@ static la_status logit_row_batch(la_backend *be, const la_batch *b, la_err *err)
         tokens[i] = b->tokens[r], pos[i] = b->pos[r], k_pos[i] = b->k_pos[r], slots[i] = b->slots[r], rows[i] = i;
     }
     const la_batch sub = {nl, tokens, pos, k_pos, slots, nl, seqs, b->n_blocks, b->blocks, nl, rows};
-    la_status st = be->ops->batch_begin(be, &sub, err);
+    la_status st = begin_batch(be, &sub, err);
     free(mem);
     return st;
 }
@@ -163,7 +172,7 @@ static la_status run_layers(la_backend *be, const la_batch *b, fwd_tail t, fwd_a
     const la_backend_ops *op = be->ops;
     const int32_t n_layers = be->shape.n_layers, last = n_layers - 1;
     const bool every_row = t.every_row, rows_attn = t.rows_attn;
-    LA_TRY(op->batch_begin(be, b, err));
+    LA_TRY(begin_batch(be, b, err));
     LA_TRY(op->embed(be, &a->x, err));
     LA_TRY(op->rmsnorm(be, &a->x, LA_W_ATTN_NORM, 0, &a->h, err));
     for (int32_t l = 0; l < n_layers; l++) {
@@ -220,6 +229,7 @@ static la_status forward(la_backend *be, const la_batch *batch, float *logits, i
     for (int32_t i = 0; t.every_row && i < batch->n_logit_rows; i++) t.every_row = batch->logit_rows[i] == i;
     t.rows_attn = !t.every_row && batch->n_tokens - batch->n_logit_rows >= LAST_LAYER_ATTN_MIN_ROWS;
     fwd_acts a = {0};
+    be->batch_begin_ms = 0;
     la_status s = alloc_acts(be, batch, t, &a, err);
     if (s == LA_OK) s = run_layers(be, batch, t, &a, logits, ids, err);
     free_acts(be, &a);

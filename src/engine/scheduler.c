@@ -510,6 +510,8 @@ void la_scheduler_refresh_stats(la_engine *e) {
     e->stats.step_decode_forward_s = tm->decode_forward_ms / 1e3;
     e->stats.step_decode_s = tm->decode_ms / 1e3;
     e->stats.step_after_s = tm->after_ms / 1e3;
+    e->stats.step_batch_begin_s = tm->begin_ms / 1e3;
+    e->stats.step_decode_batch_begin_s = tm->decode_begin_ms / 1e3;
     e->store_stats = ss;
     e->store_busy = store_busy;
     e->jobs_left = jobs_left;

@@ -117,6 +117,11 @@ Test(scheduler, step_stats_count_the_prefill_and_decode_steps) {
     cr_assert(s1.step_forward_s > s0.step_forward_s);
     const double dec = s1.step_decode_s - s0.step_decode_s, dec_fwd = s1.step_decode_forward_s - s0.step_decode_forward_s;
     cr_assert(dec_fwd > 0 && dec_fwd <= dec && dec_fwd <= s1.step_forward_s - s0.step_forward_s);
+    /* batch_begin's host time is a part of the forward's */
+    const double bb = s1.step_batch_begin_s - s0.step_batch_begin_s,
+                 dec_bb = s1.step_decode_batch_begin_s - s0.step_decode_batch_begin_s;
+    cr_assert(bb > 0 && bb <= s1.step_forward_s - s0.step_forward_s, "batch_begin %g s", bb);
+    cr_assert(dec_bb > 0 && dec_bb <= bb && dec_bb <= dec_fwd, "decode batch_begin %g s", dec_bb);
     la_test_gen_free(&g);
     la_engine_destroy(e);
 }
