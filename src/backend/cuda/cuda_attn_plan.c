@@ -63,6 +63,14 @@ la_status la_cu_grow(void **arr, int64_t *cap, int64_t n, size_t elem, la_err *e
     return LA_OK;
 }
 
+int32_t la_cu_common_prefix(const la_attn_block *a, const la_attn_block *b, int32_t n) {
+    enum { CHUNK = 64 }; /* entries per memcmp before the entry-by-entry search */
+    int32_t i = 0;
+    while (i + CHUNK <= n && memcmp(a + i, b + i, CHUNK * sizeof *a) == 0) i += CHUNK;
+    while (i < n && memcmp(a + i, b + i, sizeof *a) == 0) i++;
+    return i;
+}
+
 /* ============================================================ batch_begin ============ */
 
 static int cmp_items_longest_first(const void *a, const void *b) {
@@ -75,14 +83,14 @@ static int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Block entries [at, at + n) of the batch: each names a block of the pool with 0..block_size
  * valid slots. Adds their valid slots to *keys, raises *need to the RoPE positions their
- * k_rope blocks reach, and sets their q_delta extremes (n > 0). One branch-free pass; the
- * first bad entry is looked for only when there is one. */
+ * k_rope blocks reach, and lowers *dmin / raises *dmax to their q_delta extremes. One
+ * branch-free pass; the first bad entry is looked for only when there is one. */
 static la_status check_entries(const cuda_backend *c, const la_attn_block *blocks, int32_t at, int32_t n,
                                int64_t *keys, int64_t *need, int64_t *dmin, int64_t *dmax, la_err *err) {
     const la_attn_block *bl = blocks + at;
     const int64_t n_pool = c->n_blocks;
     const uint32_t B = (uint32_t)c->block_size;
-    int64_t k = 0, kr = 0, lo = INT64_MAX, hi = INT64_MIN;
+    int64_t k = 0, kr = 0, lo = *dmin, hi = *dmax;
     bool bad = false;
     for (int32_t i = 0; i < n; i++) {
         const la_attn_block *x = &bl[i];
@@ -139,13 +147,53 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
         next = (int64_t)sq->block0 + sq->n_blocks;
     }
     tiled = tiled && next == b->n_blocks;
-    int64_t keys = 0, dmin, dmax, unused = 0;
-    if (!tiled) LA_TRY(check_entries(c, b->blocks, 0, b->n_blocks, &keys, &need, &dmin, &dmax, err));
+    /* A sequence whose first m entries equal those of the last one checked in full (its
+     * template: 1000 requests on one document in one slot) has them checked by a memcmp;
+     * their keys and q_delta extremes are the template's over its first m entries
+     * (c->chk_*, filled for a template once it has such a follower). */
+    int64_t keys = 0, unused = 0;
+    int32_t t = -1;
+    bool t_sums = false; /* c->chk_* hold t's */
+    if (!tiled) LA_TRY(check_entries(c, b->blocks, 0, b->n_blocks, &keys, &need, &(int64_t){0}, &(int64_t){0}, err));
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
         if (sq->n_blocks == 0) continue;
-        LA_TRY(check_entries(c, b->blocks, sq->block0, sq->n_blocks, tiled ? &keys : &unused, &need, &dmin, &dmax,
-                             err));
+        int64_t dmin = INT64_MAX, dmax = INT64_MIN, *kp = tiled ? &keys : &unused;
+        int32_t m = 0;
+        if (t >= 0) {
+            const la_batch_seq *tq = &b->seqs[t];
+            m = la_cu_common_prefix(b->blocks + sq->block0, b->blocks + tq->block0,
+                                    sq->n_blocks < tq->n_blocks ? sq->n_blocks : tq->n_blocks);
+        }
+        if (m > 0) {
+            if (!t_sums) { /* t's running sums, once */
+                const la_batch_seq *tq = &b->seqs[t];
+                int64_t cap = c->cap_chk;
+                LA_TRY(la_cu_grow((void **)&c->chk_keys, &cap, tq->n_blocks + 1, sizeof(int64_t), err));
+                cap = c->cap_chk;
+                LA_TRY(la_cu_grow((void **)&c->chk_lo, &cap, tq->n_blocks + 1, sizeof(int32_t), err));
+                cap = c->cap_chk;
+                LA_TRY(la_cu_grow((void **)&c->chk_hi, &cap, tq->n_blocks + 1, sizeof(int32_t), err));
+                c->cap_chk = cap;
+                const la_attn_block *y = b->blocks + tq->block0;
+                c->chk_keys[0] = 0;
+                c->chk_lo[0] = INT32_MAX;
+                c->chk_hi[0] = INT32_MIN;
+                for (int32_t i = 0; i < tq->n_blocks; i++) {
+                    c->chk_keys[i + 1] = c->chk_keys[i] + y[i].n_valid;
+                    c->chk_lo[i + 1] = y[i].q_delta < c->chk_lo[i] ? y[i].q_delta : c->chk_lo[i];
+                    c->chk_hi[i + 1] = y[i].q_delta > c->chk_hi[i] ? y[i].q_delta : c->chk_hi[i];
+                }
+                t_sums = true;
+            }
+            *kp += c->chk_keys[m];
+            dmin = c->chk_lo[m];
+            dmax = c->chk_hi[m];
+        } else {
+            t = s;
+            t_sums = false;
+        }
+        LA_TRY(check_entries(c, b->blocks, sq->block0 + m, sq->n_blocks - m, kp, &need, &dmin, &dmax, err));
         if (sq->n_rows == 0) continue;
         /* lazy: |p - q_delta| is bounded by the extremes of both */
         int64_t pmin = INT64_MAX, pmax = INT64_MIN;

@@ -192,15 +192,6 @@ static void count_entries(shared_plan *sh, const la_batch *b, int32_t s, int32_t
     }
 }
 
-/* The length of the common prefix of entry lists a and b, both at least n long. */
-static int32_t common_prefix(const la_attn_block *a, const la_attn_block *b, int32_t n) {
-    enum { CHUNK = 64 }; /* entries per memcmp before the entry-by-entry search */
-    int32_t i = 0;
-    while (i + CHUNK <= n && memcmp(a + i, b + i, CHUNK * sizeof *a) == 0) i += CHUNK;
-    while (i < n && memcmp(a + i, b + i, sizeof *a) == 0) i++;
-    return i;
-}
-
 /* Whether block entry x of a clone is the template's entry y (counted: its emark) with
  * positions moved by d: the same block and frame, so that frame_of gives x the shift of y
  * plus d against any ref. */
@@ -229,7 +220,7 @@ static void find_clone(const shared_plan *sh, const la_batch *b, int32_t s, int3
     const int64_t delta = (int64_t)x[i0].pos0 - y[j0].pos0;
     const int32_t n = sq->n_blocks - i0 < tq->n_blocks - j0 ? sq->n_blocks - i0 : tq->n_blocks - j0;
     if (delta == 0) { /* the same entries: the same choices, whatever they were */
-        m = common_prefix(x + i0, y + j0, n);
+        m = la_cu_common_prefix(x + i0, y + j0, n);
     } else { /* 64 entries at a time without branches, then the first that differs */
         const uint8_t *mk = sh->emark + tq->block0 + j0;
         const int32_t *sf = sh->eshift + tq->block0 + j0;

@@ -597,6 +597,9 @@ static void cuda_destroy(la_backend *be) {
     la_cu_shared_free(&c->sh);
     free(c->tiles);
     free(c->smin);
+    free(c->chk_keys);
+    free(c->chk_lo);
+    free(c->chk_hi);
     free(c->items_prefill);
     free(c->items_decode);
     free(c->combine);

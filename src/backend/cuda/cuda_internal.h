@@ -304,6 +304,9 @@ typedef struct cuda_backend {
     int64_t cap_tiles;
     int32_t *smin;
     int64_t cap_smin;
+    int64_t *chk_keys;                       /* check_batch: its template's valid keys, q_delta */
+    int32_t *chk_lo, *chk_hi;                /* extremes, over its entries [0, i) */
+    int64_t cap_chk;
     la_cuda_attn_item *items_prefill, *items_decode;
     int64_t cap_items_prefill, cap_items_decode;
     la_cuda_attn_combine_item *combine;
@@ -446,6 +449,8 @@ la_status la_cu_reserve_readback(cuda_backend *c, size_t n, la_err *err);
 la_status la_cu_batch_begin(la_backend *be, const la_batch *b, la_err *err);
 /* Grow a host array to hold n elements of elem bytes (keeps contents; LA_ERR_NO_MEMORY). */
 la_status la_cu_grow(void **arr, int64_t *cap, int64_t n, size_t elem, la_err *err);
+/* The number of leading entries of a and b (both at least n long) that are equal, bytewise. */
+int32_t la_cu_common_prefix(const la_attn_block *a, const la_attn_block *b, int32_t n);
 
 /* cuda_attn_shared.c (its top comment). Plan the step's shared-block attention before
  * schedule_attention, in the mode c->sh.mode: find the runs, decide which are grouped, build
