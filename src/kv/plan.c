@@ -396,17 +396,25 @@ int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc
 }
 
 /* Block b of doc as a later token sees it: its per-request copy where it has one. */
-static la_attn_block doc_block_view(const la_plan *plan, const la_plan_doc *doc, int32_t b, int32_t n_valid) {
-    int32_t B = plan->block_size;
-    la_attn_block blk = {.block_id = doc->copy_ids && doc->copy_ids[b] >= 0 ? doc->copy_ids[b] : doc->block_ids[b],
-                         .n_valid = n_valid,
-                         .pos0 = doc->start + b * B};
+/* The attention view of doc's first n_visible tokens: its blocks (or their copies) in
+ * order, with the method's rotation metadata; returns the count written to out. The fields
+ * that are the same for every block are read once (out may alias them, for the compiler). */
+static int32_t doc_view(const la_plan *plan, const la_plan_doc *doc, int32_t n_visible, la_attn_block *out) {
+    const int32_t B = plan->block_size, n = ceil_div(n_visible, B), start = doc->start;
+    const int32_t *ids = doc->block_ids, *copies = doc->copy_ids;
+    int32_t q_delta = 0, k_rope = 0;
     switch (plan->method) {
-    case LA_METHOD_LAZY: blk.q_delta = la_plan_doc_delta(doc); break; /* Δ_d = S_d - enc_start */
-    case LA_METHOD_MEPIC: blk.k_rope = 1; break;           /* rotate at S_d + i */
+    case LA_METHOD_LAZY: q_delta = la_plan_doc_delta(doc); break; /* Δ_d = S_d - enc_start */
+    case LA_METHOD_MEPIC: k_rope = 1; break;                       /* rotate at S_d + i */
     default: break; /* BLOCK: the R(S_d + i) copy; BLOCK_REF: absolute */
     }
-    return blk;
+    for (int32_t b = 0; b < n; b++)
+        out[b] = (la_attn_block){.block_id = copies && copies[b] >= 0 ? copies[b] : ids[b],
+                                 .n_valid = min_i32(B, n_visible - b * B),
+                                 .pos0 = start + b * B,
+                                 .q_delta = q_delta,
+                                 .k_rope = k_rope};
+    return n;
 }
 
 int32_t la_plan_doc_copies(const la_plan *plan, const la_plan_doc *doc) {
@@ -454,14 +462,9 @@ int32_t la_plan_recompute_view_size(const la_plan *plan, int32_t d, int32_t n_vi
 }
 
 int32_t la_plan_recompute_view(const la_plan *plan, int32_t d, int32_t n_visible, la_attn_block *out) {
-    int32_t B = plan->block_size, k = 0;
-    for (int32_t e = 0; e < d; e++) {
-        const la_plan_doc *doc = &plan->docs[e];
-        for (int32_t b = 0; b < doc->n_blocks; b++) out[k++] = doc_block_view(plan, doc, b, min_i32(B, doc->n_tokens - b * B));
-    }
-    const la_plan_doc *doc = &plan->docs[d];
-    for (int32_t b = 0; b < ceil_div(n_visible, B); b++) out[k++] = doc_block_view(plan, doc, b, min_i32(B, n_visible - b * B));
-    return k;
+    int32_t k = 0;
+    for (int32_t e = 0; e < d; e++) k += doc_view(plan, &plan->docs[e], plan->docs[e].n_tokens, out + k);
+    return k + doc_view(plan, &plan->docs[d], n_visible, out + k);
 }
 
 int32_t la_plan_view_size(const la_plan *plan, int32_t n_visible) {
@@ -472,10 +475,7 @@ int32_t la_plan_view_size(const la_plan *plan, int32_t n_visible) {
 
 int32_t la_plan_tail_view(const la_plan *plan, int32_t n_visible, la_attn_block *out) {
     int32_t B = plan->block_size, k = 0;
-    for (int32_t d = 0; d < plan->n_docs; d++) {
-        const la_plan_doc *doc = &plan->docs[d];
-        for (int32_t b = 0; b < doc->n_blocks; b++) out[k++] = doc_block_view(plan, doc, b, min_i32(B, doc->n_tokens - b * B));
-    }
+    for (int32_t d = 0; d < plan->n_docs; d++) k += doc_view(plan, &plan->docs[d], plan->docs[d].n_tokens, out + k);
     for (int32_t b = 0; b < ceil_div(n_visible, B); b++)
         out[k++] = (la_attn_block){.block_id = plan->tail_blocks[b],
                                    .n_valid = min_i32(B, n_visible - b * B),
