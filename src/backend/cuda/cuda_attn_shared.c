@@ -61,8 +61,8 @@
  * another slot, and otherwise blocks of its own (a clone: many requests on one document)
  * costs a comparison of that segment in the first pass and its template's few actions in
  * the second (count_holders). 1000 requests x 445 entries on one document, on this
- * project's CPU host: 0.65 ms in one slot, 1.85 ms in 61 slots; 3.8 ms before clones
- * (GPU_NOTES.md).
+ * project's CPU host: 0.65 ms in one slot, 1.85 ms in 61 slots; 3.8 ms before clones; the
+ * engine's own 1000-request decode batch: 0.68 ms, 4.2 before (GPU_NOTES.md).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -155,11 +155,13 @@ static la_status reserve(cuda_backend *c, const la_batch *b, la_err *err) {
 /* Counts entries [i0, i1) of sequence s (count_holders): holders per block,
  * consistency with the ref, shifts, the rows of each block's holders; and link candidates: a
  * holder's entry whose next entry is the block after the ref's entry with the same shift
- * (linked() checks the rest once every count is final). New candidates go to sh->cand. */
-static void count_entries(shared_plan *sh, const la_batch *b, int32_t s, int32_t i0, int32_t i1, int32_t *n_cand) {
+ * (linked() checks the rest once every count is final). New candidates go to sh->cand.
+ * prev: the record of entry i0 - 1 when that entry was counted, else NULL. Returns the
+ * record of entry i1 - 1 when it was counted, else NULL. */
+static sh_block *count_entries(shared_plan *sh, const la_batch *b, int32_t s, int32_t i0, int32_t i1, sh_block *prev,
+                               int32_t *n_cand) {
     const uint32_t ep = sh->epoch;
     const la_batch_seq *sq = &b->seqs[s];
-    sh_block *prev = NULL; /* the previous entry's record, when that entry was counted */
     for (int32_t i = i0; i < i1; i++) {
         const int32_t e = sq->block0 + i;
         const la_attn_block *x = &b->blocks[e];
@@ -190,6 +192,7 @@ static void count_entries(shared_plan *sh, const la_batch *b, int32_t s, int32_t
         }
         prev = k;
     }
+    return prev;
 }
 
 /* Whether block entry x of a clone is the template's entry y (counted: its emark) with
@@ -204,16 +207,18 @@ static inline bool moved_by(const la_attn_block *x, const la_attn_block *y, uint
     return same & ((x->n_valid <= 0) | moved); /* an empty entry is never counted */
 }
 
-/* Sequence s as a clone of template t (count_holders): its first entry whose block the step
- * has a record of starts a segment of t's entries, moved by one delta, and its other entries
- * name blocks without one. Sets *cl (m 0: not a clone) and *d. */
+/* Sequence s as a clone of template t (count_holders): its first entry whose block t lists
+ * (its record's last holder is t: clones leave records' holders as they are) starts a
+ * segment of t's entries, moved by one delta, and its other entries name no block t lists.
+ * Sets *cl (m 0: not a clone) and *d. */
 static void find_clone(const shared_plan *sh, const la_batch *b, int32_t s, int32_t t, sh_clone *cl, int32_t *d) {
     const la_batch_seq *sq = &b->seqs[s], *tq = &b->seqs[t];
     const la_attn_block *x = b->blocks + sq->block0, *y = b->blocks + tq->block0;
     const uint32_t ep = sh->epoch;
     *cl = (sh_clone){0, 0, 0};
     int32_t i0 = 0, j0 = 0, m = 0;
-    while (i0 < sq->n_blocks && (x[i0].n_valid <= 0 || sh->blk[x[i0].block_id].epoch != ep)) i0++;
+#define T_LISTS(id) (sh->blk[id].epoch == ep && sh->blk[id].seq == t)
+    while (i0 < sq->n_blocks && (x[i0].n_valid <= 0 || !T_LISTS(x[i0].block_id))) i0++;
     if (i0 == sq->n_blocks) return;
     while (j0 < tq->n_blocks && y[j0].block_id != x[i0].block_id) j0++;
     if (j0 == tq->n_blocks) return;
@@ -234,7 +239,8 @@ static void find_clone(const shared_plan *sh, const la_batch *b, int32_t s, int3
     }
     if (m == 0 || delta < INT32_MIN || delta > INT32_MAX) return;
     for (int32_t i = i0 + m; i < sq->n_blocks; i++)
-        if (x[i].n_valid > 0 && sh->blk[x[i].block_id].epoch == ep) return;
+        if (x[i].n_valid > 0 && T_LISTS(x[i].block_id)) return;
+#undef T_LISTS
     *cl = (sh_clone){i0, j0, m};
     *d = (int32_t)delta;
 }
@@ -268,11 +274,12 @@ static void add_clones(shared_plan *sh, const la_batch *b, int32_t t) {
 /* The one pass over the step's block entries (count_entries), in batch order. A sequence
  * that lists a segment of the entries of the last sequence counted in full (its template),
  * its positions moved by one delta (the same document in another slot: lazy; or the same
- * slot), and otherwise only blocks not seen yet in the step (its own preamble and tail) is a
- * clone (find_clone): counted entry by entry, its segment would meet the template's records
- * and make the template's choices with every shift moved by the delta. So it is counted as
- * one more holder of each (add_clones, once the template's clones are known), and its own
- * entries as usual. Any other sequence is counted in full and becomes the template. The
+ * slot), and otherwise no block the template lists (its own preamble and tail, blocks some
+ * other sequences share) is a clone (find_clone): counted entry by entry, its segment would
+ * meet the template's records and make the template's choices with every shift moved by the
+ * delta. So it is counted as one more holder of each (add_clones, once the template's clones
+ * are known), and its own entries as usual. Any other sequence is counted in full and
+ * becomes the template. The
  * records end as a count of every sequence in full would leave them (1000 requests on one
  * document are 999 clones of the first); sh->clone[s] is s's segment. Returns the number of
  * candidates in sh->cand (distinct blocks, first-visit order). */
@@ -289,7 +296,7 @@ static int32_t count_holders(shared_plan *sh, const la_batch *b) {
         if (t >= 0) find_clone(sh, b, s, t, cl, &d);
         if (cl->m == 0) {
             if (t >= 0) add_clones(sh, b, t);
-            count_entries(sh, b, s, 0, sq->n_blocks, &n_cand);
+            count_entries(sh, b, s, 0, sq->n_blocks, NULL, &n_cand);
             t = s;
             continue;
         }
@@ -304,9 +311,16 @@ static int32_t count_holders(shared_plan *sh, const la_batch *b) {
         sh->cdiff[2 * W + j1]--;
         if (cl->j0 < sh->clone_lo) sh->clone_lo = cl->j0;
         if (j1 > sh->clone_hi) sh->clone_hi = j1;
-        /* its own entries: their records are new, so no link joins them to the segment */
-        count_entries(sh, b, s, 0, cl->i0, &n_cand);
-        count_entries(sh, b, s, cl->i0 + cl->m, sq->n_blocks, &n_cand);
+        /* its own entries, and the links across the segment's ends as a count in full makes
+         * them (the template's count linked its own neighbours) */
+        sh_block *prev = count_entries(sh, b, s, 0, cl->i0, NULL, &n_cand);
+        const la_attn_block *x = b->blocks + sq->block0;
+        if (prev && (sh->emark[e] & SH_COUNTED) && sh->blk[x[cl->i0].block_id].ref == prev->ref + 1 &&
+            sh->eshift[e] == sh->eshift[e - 1])
+            prev->link++;
+        const int32_t last = cl->i0 + cl->m - 1;
+        prev = sh->emark[sq->block0 + last] & SH_COUNTED ? &sh->blk[x[last].block_id] : NULL;
+        count_entries(sh, b, s, cl->i0 + cl->m, sq->n_blocks, prev, &n_cand);
     }
     if (t >= 0) add_clones(sh, b, t);
     return n_cand;

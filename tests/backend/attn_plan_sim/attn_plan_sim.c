@@ -316,8 +316,8 @@ int main(void) {
         /* 6. clone chains (cuda_attn_shared.c, count_holders): each sequence repeats the one
          * before's document entries, over 3, 2 or 1 documents of one order, every third after
          * a preamble of its own (the documents in another slot); among them a block listed
-         * twice, an empty entry, a tail entry naming a document block, mepic sequences and
-         * 20-row questions */
+         * twice, an empty entry, a tail entry naming a document block or another sequence's
+         * tail block, mepic sequences and 20-row questions */
         memset(&B0, 0, sizeof B0); next_block = 1;
         { doc docs[3]; for (int d = 0; d < 3; d++) { int len = 40 + ri(120); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; }
           int order[3] = {0, 1, 2};
@@ -328,6 +328,10 @@ int main(void) {
               if (s % 10 == 3) B0.blk[sq->block0 + 1].block_id = B0.blk[sq->block0].block_id;
               if (s % 10 == 6) B0.blk[sq->block0 + 2].n_valid = 0;
               if (s % 10 == 8) B0.blk[sq->block0 + sq->n_blocks - 1].block_id = docs[0].first_block + 1;
+              if (s % 7 == 2 && s >= 2) { /* a tail block of the sequence two before */
+                  const la_batch_seq *pq = &B0.seq[B0.ns - 3];
+                  B0.blk[sq->block0 + sq->n_blocks - 1].block_id = B0.blk[pq->block0 + pq->n_blocks - 1].block_id;
+              }
           }
           fails += run_case("clone chains over 3/2/1 docs, 36 seqs", &B0, mode, hd, 8, 2, pk, true, 132); }
     }
