@@ -159,13 +159,13 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
         const la_batch_seq *sq = &b->seqs[s];
         if (sq->n_blocks == 0) continue;
         int64_t dmin = INT64_MAX, dmax = INT64_MIN, *kp = tiled ? &keys : &unused;
-        int32_t m = 0;
+        int32_t same = 0; /* leading entries equal to t's */
         if (t >= 0) {
             const la_batch_seq *tq = &b->seqs[t];
-            m = la_cu_common_prefix(b->blocks + sq->block0, b->blocks + tq->block0,
+            same = la_cu_common_prefix(b->blocks + sq->block0, b->blocks + tq->block0,
                                     sq->n_blocks < tq->n_blocks ? sq->n_blocks : tq->n_blocks);
         }
-        if (m > 0) {
+        if (same > 0) {
             if (!t_sums) { /* t's running sums, once */
                 const la_batch_seq *tq = &b->seqs[t];
                 int64_t cap = c->cap_chk;
@@ -186,14 +186,14 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
                 }
                 t_sums = true;
             }
-            *kp += c->chk_keys[m];
-            dmin = c->chk_lo[m];
-            dmax = c->chk_hi[m];
+            *kp += c->chk_keys[same];
+            dmin = c->chk_lo[same];
+            dmax = c->chk_hi[same];
         } else {
             t = s;
             t_sums = false;
         }
-        LA_TRY(check_entries(c, b->blocks, sq->block0 + m, sq->n_blocks - m, kp, &need, &dmin, &dmax, err));
+        LA_TRY(check_entries(c, b->blocks, sq->block0 + same, sq->n_blocks - same, kp, &need, &dmin, &dmax, err));
         if (sq->n_rows == 0) continue;
         /* lazy: |p - q_delta| is bounded by the extremes of both */
         int64_t pmin = INT64_MAX, pmax = INT64_MIN;

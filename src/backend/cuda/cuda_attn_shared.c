@@ -293,7 +293,7 @@ static int32_t count_holders(shared_plan *sh, const la_batch *b) {
         *cl = (sh_clone){0, 0, 0};
         if (!eligible(sh, sq)) continue;
         int32_t d = 0;
-        if (t >= 0) find_clone(sh, b, s, t, cl, &d);
+        if (t >= 0 && !sh->no_clones) find_clone(sh, b, s, t, cl, &d);
         if (cl->m == 0) {
             if (t >= 0) add_clones(sh, b, t);
             count_entries(sh, b, s, 0, sq->n_blocks, NULL, &n_cand);

@@ -196,6 +196,7 @@ typedef struct shared_plan {
     int32_t *cdiff;               /* [3][template entries + 1] clones' holders, rows and links, */
     int64_t cap_clone;            /* as differences along the template's entries */
     int32_t clone_lo, clone_hi;   /* the template's entries the clones cover (lo > hi: none) */
+    bool no_clones;               /* count every sequence in full (attn_plan_sim compares) */
     int32_t *acts;                /* the template's derived-list actions (cuda_attn_shared.c) */
     int64_t cap_acts;
     int32_t *cand;                /* distinct candidate blocks, first-visit order */

@@ -1,13 +1,16 @@
-/* Host simulation of the CUDA backend's attention planning, for developers without a GPU (not
- * built by CMake, not a ctest): cuda_attn_plan.c and cuda_attn_shared.c compiled as they are
- * against stubs of the CUDA runtime, then an emulator of the attention kernels' contract
+/* Host simulation of the CUDA backend's attention planning, for developers and CI without a
+ * GPU: cuda_attn_plan.c and cuda_attn_shared.c compiled as they are against stubs of the
+ * CUDA runtime, then an emulator of the attention kernels' contract
  * (cuda_kernels.h: items over block lists, la_cuda_attn_grow rows, partial rows, combine and
  * merge items; f64, exact softmax) run on the uploaded metadata, against a direct reference of
  * every sequence's attention over its own block list. It checks what the GPU tests cannot
  * check without a GPU: that the plans (per-sequence tiles, splits, shared-block runs, their
  * canonical frames and shifts, the parts each token's combine merges) compute the right
  * attention, and it catches a partial row written twice, never written or out of range.
- * It does not check the kernels themselves (test_cuda_kernels.c, test_cuda_shared_attn.c).
+ * Each plan is made twice, with and without clones (cuda_attn_shared.c, count_holders), and
+ * the uploaded metadata must be the same bytes. It does not check the kernels themselves
+ * (test_cuda_kernels.c, test_cuda_shared_attn.c). A ctest where the CUDA backend is built
+ * (backend/attn_plan_sim); by hand:
  *
  *   gcc -O2 -std=gnu17 -D_GNU_SOURCE -I/usr/local/cuda/include -Iinclude -Isrc \
  *       tests/backend/attn_plan_sim/attn_plan_sim.c src/base/err.c -lm -o /tmp/attn_plan_sim
@@ -245,8 +248,24 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     int32_t logit_rows[1] = {0};
     la_batch b = {x->n, x->tok, x->pos, x->kpos, x->slot, x->ns, x->seq, x->nb, x->blk, 0, logit_rows};
     la_err err = {0};
+    /* the plan without clones (every sequence counted in full) first: the uploaded metadata
+     * must be the same bytes with them (cuda_attn_shared.c, count_holders) */
+    c->sh.no_clones = true;
     la_status st = la_cu_batch_begin(&c->base, &b, &err);
     if (st != LA_OK) { printf("%s: batch_begin failed: %s\n", what, err.msg); return 1; }
+    const size_t n_meta = (size_t)c->sh.stats.meta_bytes;
+    char *full = malloc(n_meta + 1);
+    memcpy(full, c->meta.host, n_meta);
+    c->sh.no_clones = false;
+    st = la_cu_batch_begin(&c->base, &b, &err);
+    if (st != LA_OK) { printf("%s: batch_begin failed: %s\n", what, err.msg); return 1; }
+    int n_clones = 0;
+    for (int s = 0; c->sh.clone && s < x->ns; s++) n_clones += c->sh.clone[s].m > 0;
+    if ((size_t)c->sh.stats.meta_bytes != n_meta || memcmp(full, c->meta.host, n_meta) != 0) {
+        printf("%s mode %d hd %d: the plan with %d clones differs from the plan without\n", what, mode, hd, n_clones);
+        return 1;
+    }
+    free(full);
     double *o = malloc(sizeof(double) * (size_t)x->n * NH * HD), *r = malloc(sizeof(double) * (size_t)x->n * NH * HD);
     emulate(c, &b, o);
     reference(&b, r);
@@ -254,8 +273,8 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     for (int64_t i = 0; i < (int64_t)x->n * NH * HD; i++) { double d = fabs(o[i] - r[i]); if (isnan(o[i]) || d > worst) { worst = isnan(o[i]) ? INFINITY : d; at = i; } }
     la_cuda_attn_shared_stats s; memset(&s, 0, sizeof s);
     const sh_stats *ss = &c->sh.stats;
-    printf("%-60s mode %d hd %3d: grouped %d runs %lld sharers %lld items %lld (kernel v%d) chunks %lld keys shared %lld own %lld per-seq %lld | items p %d d %d comb %d merge %d | max err %.3g at %lld (rope need %lld)\n",
-           what, mode, hd, c->n_items_grouped > 0, (long long)ss->runs, (long long)ss->sharers, (long long)ss->items,
+    printf("%-60s mode %d hd %3d: clones %3d grouped %d runs %lld sharers %lld items %lld (kernel v%d) chunks %lld keys shared %lld own %lld per-seq %lld | items p %d d %d comb %d merge %d | max err %.3g at %lld (rope need %lld)\n",
+           what, mode, hd, n_clones, c->n_items_grouped > 0, (long long)ss->runs, (long long)ss->sharers, (long long)ss->items,
            la_cuda_prefill_kernels[c->sh.kernel].variant, (long long)ss->chunks_max, (long long)ss->keys_shared, (long long)ss->keys_own,
            (long long)ss->keys_per_seq, c->n_items_prefill, c->n_items_decode, c->n_combine, c->n_merge, worst, (long long)at, (long long)g_rope_need);
     (void)s;
