@@ -142,7 +142,12 @@ class la_engine_stats(Structure):
         "doc_tokens_reused", "doc_tokens_computed", "prefix_tokens_reused", "prompt_tokens",
         "kv_blocks_total", "kv_blocks_free", "kv_blocks_cached", "kv_blocks_pinned", "kv_hits",
         "kv_misses", "kv_evictions", "n_preemptions", "n_steps")] + [
-        ("block_size", c_int32), ("documents_computed", c_int64), ("documents_loaded", c_int64)]
+        ("block_size", c_int32), ("documents_computed", c_int64), ("documents_loaded", c_int64),
+        ("choose_s", c_double), ("grammar_s", c_double),
+        ("steps_computed", c_int64), ("steps_decode", c_int64), ("step_rows", c_int64)] + [
+        (name, c_double) for name in (
+            "step_schedule_s", "step_forward_s", "step_after_s", "step_decode_forward_s", "step_decode_s",
+            "step_batch_begin_s", "step_decode_batch_begin_s")]
 
 
 # ---- the library -----------------------------------------------------------------------------

@@ -102,6 +102,11 @@ def test_stats_count_requests(llm):
     assert after["requests_ok"] == before["requests_ok"] + 1
     assert after["model"] == "rag-tiny" and after["device"] == "cpu" and after["method"] == "lazy"
     assert after["kv_blocks_total"] > 0 and after["block_size"] == 16
+    # where the engine's steps went (la_engine_stats' tail): the backend's batch setup on the
+    # host is a part of the forward
+    assert after["steps_computed"] > before["steps_computed"] and after["step_rows"] > before["step_rows"]
+    fwd = after["step_forward_s"] - before["step_forward_s"]
+    assert 0 < after["step_batch_begin_s"] - before["step_batch_begin_s"] <= fwd
 
 
 def test_threads_share_one_engine(llm):
