@@ -176,8 +176,6 @@ void emit_fused(bench *bn) {
     jprintf(bn->out, ", \"fused\": %s, \"fused_groups\": \"%s\"", f ? "true" : "false", groups[0] ? groups : "none");
 }
 
-#endif /* LA_HAVE_CUDA */
-
 double hbm_bw(const char **source) {
     static double bw;
     static const char *src;
@@ -198,3 +196,5 @@ double hbm_bw(const char **source) {
     if (source) *source = src;
     return bw;
 }
+
+#endif /* LA_HAVE_CUDA */
