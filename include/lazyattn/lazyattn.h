@@ -398,7 +398,8 @@ typedef struct la_engine_stats {
     double step_decode_s;         /* the decode-only steps' whole seconds (schedule, forward, after) */
     double step_batch_begin_s;    /* of step_forward_s: the backend's batch setup on the host (its
                                      checks, the attention plan, the metadata upload; the GPU
-                                     waits for it) */
+                                     waits for it; on a device that queues work, it may also
+                                     wait for a step queued before) */
     double step_decode_batch_begin_s; /* of step_decode_forward_s: the same */
 } la_engine_stats;
 

@@ -395,10 +395,11 @@ int32_t la_plan_doc_view(la_method method, int32_t block_size, const la_plan_doc
     return k;
 }
 
-/* Block b of doc as a later token sees it: its per-request copy where it has one. */
-/* The attention view of doc's first n_visible tokens: its blocks (or their copies) in
- * order, with the method's rotation metadata; returns the count written to out. The fields
- * that are the same for every block are read once (out may alias them, for the compiler). */
+/* The attention view of doc's first n_visible tokens as a later token sees them: its blocks
+ * in order (each block's per-request copy where it has one) with the method's rotation
+ * metadata; returns the count written to out. The fields that are the same for every block
+ * are read once before the loop (a store through out could alias them, so the compiler
+ * would read them again for every block). */
 static int32_t doc_view(const la_plan *plan, const la_plan_doc *doc, int32_t n_visible, la_attn_block *out) {
     const int32_t B = plan->block_size, n = ceil_div(n_visible, B), start = doc->start;
     const int32_t *ids = doc->block_ids, *copies = doc->copy_ids;

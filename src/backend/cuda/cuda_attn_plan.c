@@ -96,7 +96,7 @@ static la_status check_entries(const cuda_backend *c, const la_attn_block *block
         const la_attn_block *x = &bl[i];
         bad |= x->block_id < 0 || x->block_id >= n_pool || (uint32_t)x->n_valid > B;
         k += x->n_valid;
-        const int64_t r = x->k_rope ? llabs((int64_t)x->pos0) : 0;
+        const int64_t r = x->k_rope ? llabs((int64_t)x->pos0) + c->block_size + 1 : 0;
         kr = r > kr ? r : kr;
         lo = x->q_delta < lo ? x->q_delta : lo;
         hi = x->q_delta > hi ? x->q_delta : hi;
@@ -108,7 +108,7 @@ static la_status check_entries(const cuda_backend *c, const la_attn_block *block
                               "blocks", x->block_id, x->n_valid, at + i, (long long)n_pool);
     }
     *keys += k;
-    if (kr > 0 && kr + c->block_size + 1 > *need) *need = kr + c->block_size + 1;
+    if (kr > *need) *need = kr;
     *dmin = lo;
     *dmax = hi;
     return LA_OK;

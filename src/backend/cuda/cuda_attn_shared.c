@@ -170,10 +170,11 @@ static sh_block *count_entries(shared_plan *sh, const la_batch *b, int32_t s, in
         prev = NULL;
         if (x->n_valid <= 0) continue;
         int32_t shift;
-        if (k->epoch != ep) {
-            if (!frame_of(x, x, &shift)) continue;
-            *k = (sh_block){ep, e, 1, s, 0, -1, sq->n_rows, 0, 0, {0, 0}};
+        if (k->epoch != ep) { /* a block whose first holder's frame is out of range: never shared */
+            const bool framed = frame_of(x, x, &shift);
+            *k = (sh_block){ep, e, 1, s, 0, -1, sq->n_rows, !framed, 0, {0, 0}};
             sh->cand[(*n_cand)++] = x->block_id;
+            if (!framed) continue;
         } else {
             if (k->seq == s) { /* a second entry of one sequence */
                 k->bad = 1;
@@ -301,8 +302,11 @@ static int32_t count_holders(shared_plan *sh, const la_batch *b) {
             continue;
         }
         const int32_t e = sq->block0 + cl->i0, et = b->seqs[t].block0 + cl->j0, j1 = cl->j0 + cl->m;
-        memcpy(sh->emark + e, sh->emark + et, (size_t)cl->m);
-        for (int32_t i = 0; i < cl->m; i++) sh->eshift[e + i] = sh->eshift[et + i] + d;
+        memmove(sh->emark + e, sh->emark + et, (size_t)cl->m); /* e == et: a list given twice */
+        if (d == 0) memmove(sh->eshift + e, sh->eshift + et, (size_t)cl->m * sizeof(int32_t));
+        else /* the counted entries' (the others' shifts are never read, and may be stale) */
+            for (int32_t i = 0; i < cl->m; i++)
+                if (sh->emark[et + i] & SH_COUNTED) sh->eshift[e + i] = sh->eshift[et + i] + d;
         sh->cdiff[cl->j0]++;
         sh->cdiff[j1]--;
         sh->cdiff[W + cl->j0] += sq->n_rows;

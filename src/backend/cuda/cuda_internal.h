@@ -150,7 +150,8 @@ typedef struct sh_block {
     int32_t link;    /* holders whose next entry is the block after the ref's, same shift */
     int32_t run;     /* its run, -1 before the runs are cut */
     int32_t rows;    /* new rows of its consistent holders (a run's rows: its head's) */
-    uint8_t bad;     /* listed twice by one sequence: never shared */
+    uint8_t bad;     /* listed twice by one sequence, or its first holder's frame is out of
+                        range (cuda_attn_shared.c, frame_of): never shared */
     uint8_t has_prev;/* a full link leads into it: not the head of a run */
     uint8_t pad_[2];
 } sh_block;

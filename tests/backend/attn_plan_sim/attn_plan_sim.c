@@ -16,6 +16,7 @@
  *       tests/backend/attn_plan_sim/attn_plan_sim.c src/base/err.c -lm -o /tmp/attn_plan_sim
  *   /tmp/attn_plan_sim        # prints one line per case, "all ok" and exit 0, or the failures
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,16 @@ static void add_seq(bt *x, const doc *docs, const int *order, int n_docs, int me
     x->seq[x->ns++] = (la_batch_seq){row0, n_new, block0, x->nb - block0};
 }
 
+/* a sequence of the given entries, then a one-token tail block of its own (the row at p) */
+static void add_list(bt *x, const la_attn_block *e, int n, int p) {
+    int block0 = x->nb, fb = next_block++;
+    for (int i = 0; i < n; i++) x->blk[x->nb++] = e[i];
+    x->blk[x->nb++] = (la_attn_block){fb, 1, p, 0, 0};
+    x->tok[x->n] = 5; x->pos[x->n] = p; x->kpos[x->n] = p; x->slot[x->n] = (int64_t)fb * B;
+    x->seq[x->ns++] = (la_batch_seq){x->n, 1, block0, x->nb - block0};
+    x->n++;
+}
+
 static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, int prefill_kernel, bool wgmma, int n_sm) {
     HD = hd; NH = nh; NKV = nkv;
     for (int i = 0; i < HD / 2; i++) inv_freq[i] = pow(10000.0, -2.0 * i / HD);
@@ -254,6 +265,7 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     la_status st = la_cu_batch_begin(&c->base, &b, &err);
     if (st != LA_OK) { printf("%s: batch_begin failed: %s\n", what, err.msg); return 1; }
     const size_t n_meta = (size_t)c->sh.stats.meta_bytes;
+    const int64_t rope_full = g_rope_need;
     char *full = malloc(n_meta + 1);
     memcpy(full, c->meta.host, n_meta);
     c->sh.no_clones = false;
@@ -261,11 +273,13 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     if (st != LA_OK) { printf("%s: batch_begin failed: %s\n", what, err.msg); return 1; }
     int n_clones = 0;
     for (int s = 0; c->sh.clone && s < x->ns; s++) n_clones += c->sh.clone[s].m > 0;
-    if ((size_t)c->sh.stats.meta_bytes != n_meta || memcmp(full, c->meta.host, n_meta) != 0) {
+    const bool same = (size_t)c->sh.stats.meta_bytes == n_meta && memcmp(full, c->meta.host, n_meta) == 0 &&
+                      g_rope_need == rope_full;
+    free(full);
+    if (!same) {
         printf("%s mode %d hd %d: the plan with %d clones differs from the plan without\n", what, mode, hd, n_clones);
         return 1;
     }
-    free(full);
     double *o = malloc(sizeof(double) * (size_t)x->n * NH * HD), *r = malloc(sizeof(double) * (size_t)x->n * NH * HD);
     emulate(c, &b, o);
     reference(&b, r);
@@ -353,6 +367,23 @@ int main(void) {
               }
           }
           fails += run_case("clone chains over 3/2/1 docs, 36 seqs", &B0, mode, hd, 8, 2, pk, true, 132); }
+        /* 7. a block whose first holder's frame is out of range (pos0 - q_delta beyond int32:
+         * never shared), listed again by sequences that repeat that holder's entries and by
+         * others in range (a review's counter-example to an earlier clone rule) */
+        if (variant == 1 && mode != 0) {
+            const la_attn_block a = {10, 16, 0, 0, 0}, a2 = {11, 16, 16, 0, 0}, x_far = {20, 16, INT32_MAX - 5, -10, 0},
+                                x_ok = {20, 16, 100, 0, 0};
+            const la_attn_block l0[] = {a, a2, x_far}, l1[] = {x_ok, a, a2, x_far}, l2[] = {a, a2, x_ok},
+                                l3[] = {a, a2, x_far, x_ok}, l4[] = {x_ok};
+            memset(&B0, 0, sizeof B0); next_block = 1000;
+            add_list(&B0, l0, 3, 300); add_list(&B0, l1, 4, 300);
+            for (int k = 0; k < 5; k++) add_list(&B0, l4, 1, 300);
+            fails += run_case("a block out of frame, then its clones", &B0, mode, 64, 8, 2, 0, true, 132);
+            memset(&B0, 0, sizeof B0); next_block = 1000;
+            add_list(&B0, l0, 3, 300); add_list(&B0, l2, 3, 300); add_list(&B0, l3, 4, 300);
+            for (int k = 0; k < 5; k++) add_list(&B0, l4, 1, 300);
+            fails += run_case("a block out of frame after a clone's segment", &B0, mode, 64, 8, 2, 0, true, 132);
+        }
     }
     printf(fails ? "FAILED %d\n" : "all ok\n", fails);
     return fails != 0;
