@@ -147,14 +147,17 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
         next = (int64_t)sq->block0 + sq->n_blocks;
     }
     tiled = tiled && next == b->n_blocks;
-    /* A sequence whose first m entries equal those of the last one checked in full (its
+    /* A sequence whose leading entries equal those of the last one checked in full (its
      * template: 1000 requests on one document in one slot) has them checked by a memcmp;
-     * their keys and q_delta extremes are the template's over its first m entries
-     * (c->chk_*, filled for a template once it has such a follower). */
+     * their keys and q_delta extremes are the template's over as many entries (c->chk_*,
+     * filled for a template once it has such a follower). */
     int64_t keys = 0, unused = 0;
     int32_t t = -1;
     bool t_sums = false; /* c->chk_* hold t's */
-    if (!tiled) LA_TRY(check_entries(c, b->blocks, 0, b->n_blocks, &keys, &need, &(int64_t){0}, &(int64_t){0}, err));
+    if (!tiled) { /* every entry, in or out of a sequence's list */
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        LA_TRY(check_entries(c, b->blocks, 0, b->n_blocks, &keys, &need, &lo, &hi, err));
+    }
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
         if (sq->n_blocks == 0) continue;
@@ -163,7 +166,7 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
         if (t >= 0) {
             const la_batch_seq *tq = &b->seqs[t];
             same = la_cu_common_prefix(b->blocks + sq->block0, b->blocks + tq->block0,
-                                    sq->n_blocks < tq->n_blocks ? sq->n_blocks : tq->n_blocks);
+                                       sq->n_blocks < tq->n_blocks ? sq->n_blocks : tq->n_blocks);
         }
         if (same > 0) {
             if (!t_sums) { /* t's running sums, once */

@@ -280,10 +280,10 @@ static void add_clones(shared_plan *sh, const la_batch *b, int32_t t) {
  * meet the template's records and make the template's choices with every shift moved by the
  * delta. So it is counted as one more holder of each (add_clones, once the template's clones
  * are known), and its own entries as usual. Any other sequence is counted in full and
- * becomes the template. The
- * records end as a count of every sequence in full would leave them (1000 requests on one
- * document are 999 clones of the first); sh->clone[s] is s's segment. Returns the number of
- * candidates in sh->cand (distinct blocks, first-visit order). */
+ * becomes the template. The records end as a count of every sequence in full would leave
+ * them (1000 requests on one document are 999 clones of the first); sh->clone[s] is s's
+ * segment. Returns the number of candidates in sh->cand (distinct blocks, first-visit
+ * order). */
 static int32_t count_holders(shared_plan *sh, const la_batch *b) {
     const int32_t W = (int32_t)sh->cap_clone;
     int32_t n_cand = 0, t = -1;
