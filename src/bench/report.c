@@ -308,6 +308,13 @@ cJSON *la_bench_definitions_json(bool http) {
                             "(with a KV store) host / disk / shared: document tokens the request's own "
                             "document jobs loaded from that tier / all document tokens; pool: doc_hit_ratio "
                             "minus those");
+    cJSON_AddStringToObject(
+        d, "engine_steps",
+        "(in-process engine only) the measured requests' engine steps (la_engine_stats between two "
+        "snapshots): steps computed, decode_steps (every sequence one decode row), rows_per_step; "
+        "wall_ms_per_step = the run's wall time / steps (idle time included); ms_per_step = "
+        "schedule / forward / after averaged over every step, batch_begin = the backend's host "
+        "setup, a part of forward; decode_* = averages over the decode steps (null without any)");
     cJSON_AddStringToObject(d, "exact_match",
                             "normalised containment of a gold answer (la_rag_answer_matches)");
     return d;

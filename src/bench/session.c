@@ -37,7 +37,7 @@ static la_status make_engine(const la_bench_session_opts *o, const la_bench_poin
  * (la_engine_stats: schedule = intake, admission and packing; forward = the backend's batch
  * setup, kernels and the wait for the results, of which batch_begin the setup on the host;
  * after = sampling and bookkeeping; the decode steps': every sequence one decode row, whole
- * and forward alone). NULL when no step ran. */
+ * and forward alone, null without any). NULL when no step ran. */
 static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b, double wall_ms) {
     const int64_t n = b->steps_computed - a->steps_computed, nd = b->steps_decode - a->steps_decode;
     if (n <= 0) return NULL;
@@ -57,6 +57,10 @@ static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b
                                 1e3 * (b->step_decode_forward_s - a->step_decode_forward_s) / (double)nd);
         cJSON_AddNumberToObject(j, "decode_batch_begin_ms_per_step",
                                 1e3 * (b->step_decode_batch_begin_s - a->step_decode_batch_begin_s) / (double)nd);
+    } else { /* present, so that a reader need not test for them */
+        cJSON_AddNullToObject(j, "decode_step_ms");
+        cJSON_AddNullToObject(j, "decode_forward_ms_per_step");
+        cJSON_AddNullToObject(j, "decode_batch_begin_ms_per_step");
     }
     return j;
 }

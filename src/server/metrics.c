@@ -345,6 +345,14 @@ char *la_metrics_render(la_metrics *m, const la_engine_stats *es, const la_engin
                (double)es->n_preemptions);
     put_metric(&o, "lazyattn_engine_steps_total", "counter", "Engine scheduler steps.",
                (double)es->n_steps);
+    put(&o, "# HELP lazyattn_engine_step_seconds_total Seconds of the engine's computed steps, by phase "
+            "(batch_begin: the backend's host setup, a part of forward).\n"
+            "# TYPE lazyattn_engine_step_seconds_total counter\n"
+            "lazyattn_engine_step_seconds_total{phase=\"schedule\"} %.6f\n"
+            "lazyattn_engine_step_seconds_total{phase=\"forward\"} %.6f\n"
+            "lazyattn_engine_step_seconds_total{phase=\"batch_begin\"} %.6f\n"
+            "lazyattn_engine_step_seconds_total{phase=\"after\"} %.6f\n",
+        es->step_schedule_s, es->step_forward_s, es->step_batch_begin_s, es->step_after_s);
     if (ss) put_store(&o, es, ss);
     if (o.oom) {
         free(o.p);

@@ -406,6 +406,11 @@ Test(server_api, metrics_count_requests_tokens_and_kv_blocks) {
     cr_assert_eq(ts_metric(m, "lazyattn_queue_depth"), 0);
     cr_assert_eq(ts_metric(m, "lazyattn_running_requests"), 0);
     cr_assert_eq(ts_metric(m, "lazyattn_engine_requests_total{outcome=\"ok\"}"), 3);
+    /* where the steps went: forward took time, and batch_begin is a part of it */
+    const double fwd = ts_metric(m, "lazyattn_engine_step_seconds_total{phase=\"forward\"}");
+    const double bb = ts_metric(m, "lazyattn_engine_step_seconds_total{phase=\"batch_begin\"}");
+    cr_assert(fwd > 0 && bb > 0 && bb <= fwd, "forward %g s, batch_begin %g s", fwd, bb);
+    cr_assert_geq(ts_metric(m, "lazyattn_engine_step_seconds_total{phase=\"schedule\"}"), 0);
     la_http_resp_free(&r);
     ts_stop(&t);
 }
