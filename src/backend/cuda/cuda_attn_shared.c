@@ -338,7 +338,8 @@ static bool linked(const shared_plan *sh, const la_batch *b, const sh_block *k) 
     return k2->epoch == sh->epoch && !k2->bad && k2->ref == k->ref + 1 && k2->cnt == k->cnt;
 }
 
-/* The derived lists as they are filled (la_cu_shared_plan). */
+/* The derived lists as they are filled (la_cu_shared_plan): each sequence's own entries,
+ * then the grouped runs' canonical blocks. */
 typedef struct derive_state {
     int64_t nd;       /* derived block entries so far */
     int64_t keys_own; /* their valid keys */
@@ -511,24 +512,22 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
         sh->dseqs[s].n_blocks = (int32_t)(ds.nd - sh->dseqs[s].block0);
         sh->seq_parts[s] = parts;
     }
-    const int64_t keys_own = ds.keys_own, need = ds.need;
-    int64_t nd = ds.nd;
     /* canonical blocks of the grouped runs, after every sequence's own */
     int64_t keys_shared = 0;
     for (int32_t r = 0; r < n_runs; r++) {
         sh_run *u = &sh->runs[r];
         if (!u->grouped) continue;
-        u->canon0 = (int32_t)nd;
+        u->canon0 = (int32_t)ds.nd;
         keys_shared += u->n_keys;
         for (int32_t i = 0; i < u->n_blocks; i++) {
             const la_attn_block x = b->blocks[u->ref0 + i];
-            sh->dblocks[nd++] = x.k_rope ? x : (la_attn_block){x.block_id, x.n_valid, x.pos0 - x.q_delta, 0, 0};
+            sh->dblocks[ds.nd++] = x.k_rope ? x : (la_attn_block){x.block_id, x.n_valid, x.pos0 - x.q_delta, 0, 0};
         }
     }
     db->blocks = sh->dblocks;
-    db->n_blocks = (int32_t)nd;
+    db->n_blocks = (int32_t)ds.nd;
     db->seqs = sh->dseqs;
-    *rope_need = need;
+    *rope_need = ds.need;
     *grouped = true;
     sh->active = true;
     sh->n_items = (int32_t)n_items; /* the count la_cu_shared_items fills */
@@ -541,7 +540,7 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
     st->items = n_items;
     st->chunks_max = chunks_max;
     st->keys_shared = keys_shared;
-    st->keys_own = keys_own;
+    st->keys_own = ds.keys_own;
     st->keys_per_seq = c->step_keys; /* every entry's valid keys (check_batch) */
     st->plan_ms = la_now_ms() - t0;
     return LA_OK;
