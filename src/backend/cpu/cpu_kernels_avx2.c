@@ -455,25 +455,101 @@ static void attn_block_heads(const float *q, int64_t q_stride, int32_t nq, const
 }
 #undef HEADS_CASES
 
+/* kt16 for H (<= 4) queries on 16 whole keys: the scores as 2H independent accumulators
+ * (q[g][d] broadcast times row d of kt; one query's two chains of hd dependent FMAs were
+ * latency-bound), then per query softmax16 and the accumulator 8 registers at a time. Every
+ * sum runs in kt_any's order (scores over d from 0; exp_sum's vector sum; acc rescaled, then
+ * keys in order), so the states are bit-equal to it. */
+AI void kt16(const float *q, int64_t q_stride, const float *kt, const float *v, int32_t hd, float scale, float *st,
+             int64_t st_stride, const int H) {
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int g = 0; g < H; g++) a[g][0] = a[g][1] = _mm256_setzero_ps();
+    for (int32_t d = 0; d < hd; d++) {
+        const __m256 k0 = _mm256_loadu_ps(kt + d * 16), k1 = _mm256_loadu_ps(kt + d * 16 + 8);
+#pragma GCC unroll 4
+        for (int g = 0; g < H; g++) {
+            const __m256 qd = _mm256_broadcast_ss(q + g * q_stride + d);
+            a[g][0] = _mm256_fmadd_ps(qd, k0, a[g][0]);
+            a[g][1] = _mm256_fmadd_ps(qd, k1, a[g][1]);
+        }
+    }
+    const __m256 sc = _mm256_set1_ps(scale);
+    float sv[4][16]; /* through memory: a[g] indexed by a rolled loop would spill the d loop's accumulators */
+#pragma GCC unroll 4
+    for (int g = 0; g < H; g++) {
+        _mm256_storeu_ps(sv[g], _mm256_mul_ps(a[g][0], sc));
+        _mm256_storeu_ps(sv[g] + 8, _mm256_mul_ps(a[g][1], sc));
+    }
+#pragma GCC unroll 1
+    for (int g = 0; g < H; g++) {
+        float *sg = st + g * st_stride, pj[16];
+        const __m256 s[2] = {_mm256_loadu_ps(sv[g]), _mm256_loadu_ps(sv[g] + 8)};
+        const __m256 al = _mm256_set1_ps(softmax16(s, sg, pj));
+        float *acc = sg + 2;
+        int32_t d = 0;
+        for (; d + 64 <= hd; d += 64) {
+            __m256 r[8];
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) r[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8 * c), al);
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) {
+                const __m256 pv = _mm256_broadcast_ss(pj + j);
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) r[c] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + j * hd + d + 8 * c), r[c]);
+            }
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) _mm256_storeu_ps(acc + d + 8 * c, r[c]);
+        }
+        for (; d < hd; d += 16) { /* hd a multiple of 16 */
+            __m256 r0 = _mm256_mul_ps(_mm256_loadu_ps(acc + d), al), r1 = _mm256_mul_ps(_mm256_loadu_ps(acc + d + 8), al);
+            for (int j = 0; j < 16; j++) {
+                const __m256 pv = _mm256_broadcast_ss(pj + j);
+                r0 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + j * hd + d), r0);
+                r1 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + j * hd + d + 8), r1);
+            }
+            _mm256_storeu_ps(acc + d, r0), _mm256_storeu_ps(acc + d + 8, r1);
+        }
+    }
+}
+
+/* One query on n <= 16 keys (a block's last keys, the causal diagonal). */
+static void kt_any(const float *qg, const float *kt, const float *v, int32_t n, int32_t hd, float scale, float *sg) {
+    float s[16];
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int32_t d = 0; d < hd; d++) { /* 16 keys' scores in two registers */
+        const __m256 qd = _mm256_set1_ps(qg[d]);
+        a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * 16), a0);
+        a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * 16 + 8), a1);
+    }
+    _mm256_storeu_ps(s, _mm256_mul_ps(a0, _mm256_set1_ps(scale)));
+    _mm256_storeu_ps(s + 8, _mm256_mul_ps(a1, _mm256_set1_ps(scale)));
+    float mx = sg[0];
+    for (int32_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    float alpha = sg[0] == mx ? 1.0f : expf(sg[0] - mx);
+    sg[1] = sg[1] * alpha + exp_sum(s, n, mx);
+    attn_accum(sg + 2, alpha, s, v, LA_DTYPE_F32, n, hd);
+    sg[0] = mx;
+}
+
+/* attn_block_kt (cpu_kernels.h): 16 whole keys run kt16, four queries at a time; fewer keys
+ * (the causal diagonal) run kt_any per query. Prefill of 2048 tokens on Llama-3.2-1B's shape
+ * (f16 weights, 2 threads, three interleaved pairs): 71.5-75.5 -> 79.0-82.2 tokens/s. */
 static void attn_block_kt(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
                           int32_t hd, float scale, float *st, int64_t st_stride) {
-    for (int32_t g = 0; g < nq; g++) {
-        const float *qg = q + g * q_stride;
-        float *sg = st + g * st_stride, s[16];
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        for (int32_t d = 0; d < hd; d++) { /* 16 keys' scores in two registers */
-            const __m256 qd = _mm256_set1_ps(qg[d]);
-            a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * 16), a0);
-            a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt + d * 16 + 8), a1);
+    if (n < 16) {
+        for (int32_t g = 0; g < nq; g++) kt_any(q + g * q_stride, kt, v, n, hd, scale, st + g * st_stride);
+        return;
+    }
+    for (int32_t g0 = 0; g0 < nq; g0 += 4) {
+        const float *qg = q + g0 * q_stride;
+        float *sg = st + g0 * st_stride;
+        switch (nq - g0 < 4 ? nq - g0 : 4) {
+        case 1: kt16(qg, q_stride, kt, v, hd, scale, sg, st_stride, 1); break;
+        case 2: kt16(qg, q_stride, kt, v, hd, scale, sg, st_stride, 2); break;
+        case 3: kt16(qg, q_stride, kt, v, hd, scale, sg, st_stride, 3); break;
+        default: kt16(qg, q_stride, kt, v, hd, scale, sg, st_stride, 4); break;
         }
-        _mm256_storeu_ps(s, _mm256_mul_ps(a0, _mm256_set1_ps(scale)));
-        _mm256_storeu_ps(s + 8, _mm256_mul_ps(a1, _mm256_set1_ps(scale)));
-        float mx = sg[0];
-        for (int32_t j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-        float alpha = sg[0] == mx ? 1.0f : expf(sg[0] - mx);
-        sg[1] = sg[1] * alpha + exp_sum(s, n, mx);
-        attn_accum(sg + 2, alpha, s, v, LA_DTYPE_F32, n, hd);
-        sg[0] = mx;
     }
 }
 
