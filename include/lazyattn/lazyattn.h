@@ -79,7 +79,11 @@ typedef struct la_engine_options {
     double gpu_memory_fraction;  /* CUDA: share of the free memory for the KV pool, in (0, 1]
                                     (0.8; the rest: activations, workspace, graphs) */
     la_method method;            /* default method of requests (LA_METHOD_LAZY) */
-    int32_t max_batch_tokens;    /* per-step token budget: decode + prefill chunks (1024) */
+    int32_t max_batch_tokens;    /* per-step token budget: decode rows + prefill chunks; 0 (the
+                                    default): 1024 on the CPU, 8192 on CUDA (vLLM's default for
+                                    its server on a GPU of 70 GiB or more: a 1024-row step leaves
+                                    1000 running requests 24 tokens of admission a step), and
+                                    never below max_running; la_engine_stats says which */
     int32_t max_running;         /* requests in prefill/decode at once (64) */
     int32_t max_queue;           /* waiting requests before submit says LA_ERR_BUSY (256) */
     int32_t max_docs;            /* documents per request (128) */
@@ -401,6 +405,7 @@ typedef struct la_engine_stats {
                                      waits for it; on a device that queues work, it may also
                                      wait for a step queued before) */
     double step_decode_batch_begin_s; /* of step_decode_forward_s: the same */
+    int32_t max_batch_tokens;     /* the per-step token budget in effect (la_engine_options) */
 } la_engine_stats;
 
 /* Thread-safe snapshot. struct_size: the caller's sizeof(*s) (the macro passes it). */

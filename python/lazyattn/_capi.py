@@ -147,7 +147,7 @@ class la_engine_stats(Structure):
         ("steps_computed", c_int64), ("steps_decode", c_int64), ("step_rows", c_int64)] + [
         (name, c_double) for name in (
             "step_schedule_s", "step_forward_s", "step_after_s", "step_decode_forward_s", "step_decode_s",
-            "step_batch_begin_s", "step_decode_batch_begin_s")]
+            "step_batch_begin_s", "step_decode_batch_begin_s")] + [("max_batch_tokens", c_int32)]
 
 
 # ---- the library -----------------------------------------------------------------------------

@@ -411,6 +411,9 @@ la_status la_bench_session_prepare(la_bench_session *b, la_err *err) {
         if (s == LA_OK) {
             snprintf(b->model, sizeof b->model, "%s", la_engine_model_name(b->engine));
             snprintf(b->device, sizeof b->device, "%s", la_engine_device_name(b->engine));
+            la_engine_stats st;
+            la_engine_get_stats(b->engine, &st);
+            b->max_batch_tokens = st.max_batch_tokens;
         }
     }
     b->store = !o->url && (o->eo.host_kv_bytes > 0 || o->eo.kv_dir || o->eo.kv_store_url ||

@@ -116,6 +116,8 @@ typedef struct la_bench_session {
     int64_t kv_request_tail_blocks; /*   the largest question and output, */
     int64_t kv_floor_blocks;        /*   and the least capacity every request runs in */
     int32_t block_size;
+    int32_t max_batch_tokens;   /* in process: the engine's token budget per step (its stats: the
+                                   device's default where the options leave 0) */
     int64_t n_failed, n_sent;   /* measured requests (the duration bound's are neither) */
     char loadavg_start[64];     /* /proc/loadavg when the run began (a shared machine's noise) */
     bool store;                 /* a KV store tier is configured (in process), or a server's

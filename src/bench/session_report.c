@@ -179,8 +179,8 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
         cJSON_AddStringToObject(ld, "mode", "closed loop");
         if (o->sweep != LA_BENCH_SWEEP_CONCURRENCY) cJSON_AddNumberToObject(ld, "concurrency", o->concurrency);
     }
-    if (!o->url) /* the in-process engine's token budget per step (la_engine_options.max_batch_tokens) */
-        cJSON_AddNumberToObject(ld, "max_batch_tokens", o->eo.max_batch_tokens);
+    if (!o->url) /* the in-process engine's token budget per step (la_engine_stats.max_batch_tokens) */
+        cJSON_AddNumberToObject(ld, "max_batch_tokens", b->max_batch_tokens);
     cJSON_AddItemToObject(root, "definitions", la_bench_definitions_json(o->url != NULL));
     if (!o->url && (b->store || o->eo.kv_secret_file)) { /* the store's configuration */
         cJSON *st = cJSON_AddObjectToObject(root, "store");

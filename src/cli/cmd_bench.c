@@ -97,7 +97,8 @@ static void usage(FILE *f) {
             "  --max-tokens   new tokens per request (32)\n"
             "  --concurrency  closed loop: requests in flight (1); --rate: Poisson arrivals per s\n"
             "  --max-batch-tokens  the engine's token budget per step: decode rows plus prefill\n"
-            "                 chunks (1024); the requests admitted together share their first steps\n"
+            "                 chunks (0: 1024 on the CPU, 8192 on CUDA, at least the requests\n"
+            "                 in flight); the requests admitted together share their first steps\n"
             "  --url          benchmark a running `lazyattn serve` instead of an engine in process\n"
             "  --sweep        kv (capacity vs document hit ratio), rate (vs TTFT), concurrency\n"
             "                 (vs TPOT), context (length vs TTFT), host-kv (host tier GiB vs TTFT and\n"
@@ -305,7 +306,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         return usage_error("--warmup-draws applies to --dataset synthetic with a warm-up%s", "");
     if (o->so.eo.kv_blocks < 0 || o->so.eo.n_threads < 0)
         return usage_error("--kv-blocks and --threads must be >= 0%s", "");
-    if (o->so.eo.max_batch_tokens < 1) return usage_error("--max-batch-tokens must be >= 1%s", "");
+    if (o->so.eo.max_batch_tokens < 0)
+        return usage_error("--max-batch-tokens must be >= 0 (0: the device's default)%s", "");
     if (o->so.url && o->set_in_process_only)
         return usage_error(
             "--url benchmarks the server's model: -m, --random-weights, --tokenizer, --device, "

@@ -76,7 +76,7 @@ static void options_defaults(la_engine_options *o) {
     o->block_size = 16;
     o->gpu_memory_fraction = 0.8;
     o->method = LA_METHOD_LAZY;
-    o->max_batch_tokens = 1024;
+    o->max_batch_tokens = 0; /* per device: la_engine_create */
     o->max_running = 64;
     o->max_queue = 256;
     o->max_docs = 128;
@@ -136,9 +136,9 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown cpu_kv %d", (int)o->cpu_kv);
     if ((unsigned)o->kv_read >= LA_KV_READ_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown kv_read %d", (int)o->kv_read);
-    if (o->max_batch_tokens < 1 || o->max_running < 1 || o->max_queue < 1 || o->max_docs < 0)
+    if (o->max_batch_tokens < 0 || o->max_running < 1 || o->max_queue < 1 || o->max_docs < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG,
-                          "max_batch_tokens, max_running and max_queue must be >= 1");
+                          "max_batch_tokens must be >= 0 (0: the device's default), max_running and max_queue >= 1");
     if (o->max_context < 0) return la_err_set(err, LA_ERR_INVALID_ARG, "max_context must be >= 0");
     if (o->kv_io_threads < 0 || o->kv_io_threads > 64)
         return la_err_set(err, LA_ERR_INVALID_ARG, "kv_io_threads=%d must be in [0, 64] (0: 2)", (int)o->kv_io_threads);
@@ -179,6 +179,11 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
     la_engine *e = calloc(1, sizeof *e);
     if (!e) return la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
     e->opts = *o;
+    if (!o->max_batch_tokens) { /* lazyattn.h: the device's default, at least max_running */
+        e->opts.max_batch_tokens = o->device == LA_DEVICE_CPU ? 1024 : 8192;
+        if (e->opts.max_batch_tokens < o->max_running) e->opts.max_batch_tokens = o->max_running;
+    }
+    e->stats.max_batch_tokens = e->opts.max_batch_tokens;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->step_mu, NULL);
     pthread_cond_init(&e->cv, NULL);

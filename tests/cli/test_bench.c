@@ -295,7 +295,7 @@ Test(cli_bench, usage_errors_exit_2_with_one_message) {
                            "--dataset synthetic --url ftp://x",
                            "--dataset synthetic --bogus",
                            "--dataset synthetic --requests 0",
-                           "--dataset synthetic --max-batch-tokens 0",
+                           "--dataset synthetic --max-batch-tokens -1",
                            "--dataset synthetic --max-batch-tokens 64 --url http://127.0.0.1:1"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_result r = run("", cases[i], 0);

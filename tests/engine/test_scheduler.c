@@ -361,6 +361,40 @@ Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gi
     la_engine_destroy(e);
 }
 
+/* The token budget: 0 (the default) is the device's (1024 on the CPU), raised to max_running
+ * so that every running request gets its decode row in a step; a value set is kept; a
+ * negative one is refused. la_engine_stats says which is in effect. */
+Test(scheduler, the_token_budget_defaults_per_device_and_covers_max_running) {
+    const int32_t set[][3] = {{0, 64, 1024}, {0, 2000, 2000}, {64, 2000, 64}, {4096, 8, 4096}};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+        la_engine_options o;
+        la_engine_options_init(&o);
+        cr_assert_eq(o.max_batch_tokens, 0);
+        o.model_dir = tiny_dir();
+        o.n_threads = 1;
+        o.kv_blocks = 64;
+        o.max_batch_tokens = set[i][0];
+        o.max_running = set[i][1];
+        la_engine *e;
+        la_err err = {0};
+        LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+        la_engine_stats st;
+        la_engine_get_stats(e, &st);
+        cr_assert_eq(st.max_batch_tokens, set[i][2], "budget %d, max_running %d: %d in effect", set[i][0],
+                     set[i][1], st.max_batch_tokens);
+        la_engine_destroy(e);
+    }
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = tiny_dir();
+    o.max_batch_tokens = -1;
+    la_engine *e = NULL;
+    la_err err = {0};
+    cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG);
+    cr_assert(strstr(err.msg, "max_batch_tokens"), "%s", err.msg);
+    cr_assert_null(e);
+}
+
 /* Issue 28's race, made certain: a hook inside la_engine_submit runs the engine until the
  * request is done before submit returns. Every event must already carry the id the caller
  * was given (written before the engine could see the request), never 0 or another one. */
