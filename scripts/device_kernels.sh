@@ -30,6 +30,8 @@
 #              256 and 1000 (eager and as a graph) -> steps_*.json, shared_kv_steps.*
 #     sampling bench_sampling on the 8B shape at batch 32: TPOT with logprobs, penalties and a
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
+#     budget   the engine's sweep (64 / 256 and 1000) at the old default token budget, 1024 a
+#              step, beside `engine`'s default (8192 on CUDA) -> engine_{sweep,c1000}_mbt1024.*
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
 #
 #   LA_COMMIT=$(git rev-parse --short HEAD) bash scripts/device_kernels.sh run
@@ -107,6 +109,21 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
                 echo "engine $name ($tag) exit $?"
                 tail -6 "$OUT/engine_${name}_$tag.txt"
             done
+        done
+        ;;
+    budget)
+        # the issue's sweep at the engine's old default token budget (1024 a step), beside the
+        # default (8192 on CUDA: la_engine_options.max_batch_tokens) that `engine` runs
+        common="--random-weights llama3-8b --device cuda --dataset synthetic --docs-per-request 1 --doc-tokens 7000
+                --pool-docs 1 --methods prefix,lazy --max-tokens 32 --ignore-eos --max-batch-tokens 1024"
+        for run in "sweep:--sweep concurrency --points ${LA_ENGINE_POINTS:-64,256}" "c1000:--concurrency 1000 --requests 1000"; do
+            name=${run%%:*}
+            step "engine $name --max-batch-tokens 1024"
+            # shellcheck disable=SC2086
+            timeout ${LA_ENGINE_TIMEOUT:-150} $bin/lazyattn bench $common ${run#*:} \
+                --json "$OUT/engine_${name}_mbt1024.json" >"$OUT/engine_${name}_mbt1024.txt" 2>"$OUT/engine_${name}_mbt1024.err"
+            echo "engine $name (budget 1024) exit $?"
+            tail -6 "$OUT/engine_${name}_mbt1024.txt"
         done
         ;;
     packed)
