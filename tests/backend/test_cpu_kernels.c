@@ -322,7 +322,7 @@ Test(cpu_kernels, attn_block_equals_portable) {
 /* attn_block_kt equals the portable one, and the portable one equals attn_block on the same
  * keys (row-major there): several queries, 16-key groups and shorter, over several steps. */
 Test(cpu_kernels, attn_block_kt_equals_attn_block) {
-    static const int32_t hds[] = {16, 48, 64, 128};
+    static const int32_t hds[] = {16, 48, 64, 80, 96, 128};
     static const int32_t ns[] = {16, 3, 16, 9, 1, 16};
     const la_cpu_kernels *tabs[LA_CPU_ISA_COUNT];
     int n_tabs = vector_tables(tabs);
@@ -370,6 +370,43 @@ Test(cpu_kernels, attn_block_kt_equals_attn_block) {
             for (int tb = 0; tb < n_tabs; tb++) free(st[tb]);
             free(ref), free(rowwise), free(kt);
         }
+}
+
+/* attn_block_kt on several queries is, byte for byte, the same call on each query alone:
+ * AVX2 runs four queries of 16 whole keys together (kt16), one alone otherwise, and their
+ * states must not depend on the grouping (a row's result would depend on its GQA group). */
+Test(cpu_kernels, attn_block_kt_groups_are_bit_equal_to_single_queries) {
+    static const int32_t hds[] = {16, 48, 64, 80, 96, 128, 256};
+    static const int32_t ns[] = {16, 16, 5, 16, 15, 1, 16};
+    const la_cpu_kernels *tabs[LA_CPU_ISA_COUNT];
+    int n_tabs = vector_tables(tabs);
+    for (int tb = 0; tb < n_tabs; tb++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
+            for (int32_t nq = 2; nq <= 9; nq++) {
+                const int32_t hd = hds[hi];
+                const int64_t sts = hd + 2;
+                float *grouped = malloc(sizeof(float) * (size_t)(nq * sts)), *alone = malloc(sizeof(float) * (size_t)(nq * sts));
+                for (int32_t g = 0; g < nq; g++) {
+                    grouped[g * sts] = alone[g * sts] = -INFINITY, grouped[g * sts + 1] = alone[g * sts + 1] = 0.0f;
+                    for (int32_t d = 0; d < hd; d++) grouped[g * sts + 2 + d] = alone[g * sts + 2 + d] = 0.0f;
+                }
+                float *kt = malloc(sizeof(float) * 16 * (size_t)hd);
+                for (size_t step = 0; step < sizeof ns / sizeof *ns; step++) {
+                    const int32_t n = ns[step];
+                    float *q = random_array(LA_DTYPE_F32, (size_t)(nq * hd), NULL);
+                    float *K = random_array(LA_DTYPE_F32, (size_t)16 * hd, NULL), *V = random_array(LA_DTYPE_F32, (size_t)n * hd, NULL);
+                    for (int32_t j = 0; j < 16; j++)
+                        for (int32_t d = 0; d < hd; d++) kt[d * 16 + j] = K[j * hd + d];
+                    const float scale = 1.0f / sqrtf((float)hd);
+                    tabs[tb]->attn_block_kt(q, hd, nq, kt, V, n, hd, scale, grouped, sts);
+                    for (int32_t g = 0; g < nq; g++)
+                        tabs[tb]->attn_block_kt(q + g * hd, hd, 1, kt, V, n, hd, scale, alone + g * sts, sts);
+                    cr_assert(!memcmp(grouped, alone, sizeof(float) * (size_t)(nq * sts)), "%s hd=%d nq=%d n=%d",
+                              tabs[tb]->name, hd, nq, n);
+                    free(q), free(K), free(V);
+                }
+                free(grouped), free(alone), free(kt);
+            }
 }
 
 /* attn_block_heads (a GQA group's heads against one block, decode; the tables that fuse it:

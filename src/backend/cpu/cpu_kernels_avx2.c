@@ -49,7 +49,11 @@ AI void tile(const float *x, int64_t ldx, const char *wg, la_dtype T, int64_t k,
     const char *p = wg;
     int64_t c = 0;
     for (; c < kf; c += 16, p += step) {
-        for (size_t l = 0; l < step; l += 64) _mm_prefetch(p + 4096 + l, _MM_HINT_T0);
+        /* 16-bit weights: 2 KiB ahead; f32 ones stream faster without (Llama-3.2-1B's decode at
+         * 64, 2 threads, three interleaved runs each: f32 142-165 -> 123-141 ms, bf16 83-86 ->
+         * 76-83 ms against 4 KiB ahead; bench/results/cpu_gemv_prefetch_ab.md) */
+        if (T != LA_DTYPE_F32)
+            for (size_t l = 0; l < step; l += 64) _mm_prefetch(p + 2048 + l, _MM_HINT_T0);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256 wv[4];
@@ -459,7 +463,8 @@ static void attn_block_heads(const float *q, int64_t q_stride, int32_t nq, const
  * (q[g][d] broadcast times row d of kt; one query's two chains of hd dependent FMAs were
  * latency-bound), then per query softmax16 and the accumulator 8 registers at a time. Every
  * sum runs in kt_any's order (scores over d from 0; exp_sum's vector sum; acc rescaled, then
- * keys in order), so the states are bit-equal to it. */
+ * keys in order), so for finite scores the states are bit-equal to it (a NaN score, from a
+ * non-finite q or K, makes the state NaN here as in block16; kt_any's max skips it). */
 AI void kt16(const float *q, int64_t q_stride, const float *kt, const float *v, int32_t hd, float scale, float *st,
              int64_t st_stride, const int H) {
     __m256 a[4][2];
@@ -534,7 +539,8 @@ static void kt_any(const float *qg, const float *kt, const float *v, int32_t n, 
 
 /* attn_block_kt (cpu_kernels.h): 16 whole keys run kt16, four queries at a time; fewer keys
  * (the causal diagonal) run kt_any per query. Prefill of 2048 tokens on Llama-3.2-1B's shape
- * (f16 weights, 2 threads, three interleaved pairs): 71.5-75.5 -> 79.0-82.2 tokens/s. */
+ * (f16 weights, 2 threads, three interleaved pairs): 71.5-75.5 -> 79.0-82.2 tokens/s
+ * (bench/results/cpu_prefill_attn_kt16_ab.md). */
 static void attn_block_kt(const float *q, int64_t q_stride, int32_t nq, const float *kt, const float *v, int32_t n,
                           int32_t hd, float scale, float *st, int64_t st_stride) {
     if (n < 16) {
