@@ -31,7 +31,7 @@
 #     sampling bench_sampling on the 8B shape at batch 32: TPOT with logprobs, penalties and a
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
 #     budget   the engine's sweep (64 / 256 and 1000) at the old default token budget, 1024 a
-#              step, beside `engine`'s default (8192 on CUDA) -> engine_{sweep,c1000}_mbt1024.*
+#              step, beside `engine`'s default (8192 on an H100 / H200) -> engine_{sweep,c1000}_mbt1024.*
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
 #
 #   LA_COMMIT=$(git rev-parse --short HEAD) bash scripts/device_kernels.sh run
@@ -113,7 +113,8 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
         ;;
     budget)
         # the issue's sweep at the engine's old default token budget (1024 a step), beside the
-        # default (8192 on CUDA: la_engine_options.max_batch_tokens) that `engine` runs
+        # default (8192 on a GPU of 70 GiB or more: la_engine_options.max_batch_tokens) that
+        # `engine` runs
         common="--random-weights llama3-8b --device cuda --dataset synthetic --docs-per-request 1 --doc-tokens 7000
                 --pool-docs 1 --methods prefix,lazy --max-tokens 32 --ignore-eos --max-batch-tokens 1024"
         for run in "sweep:--sweep concurrency --points ${LA_ENGINE_POINTS:-64,256}" "c1000:--concurrency 1000 --requests 1000"; do

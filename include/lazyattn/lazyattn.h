@@ -80,10 +80,11 @@ typedef struct la_engine_options {
                                     (0.8; the rest: activations, workspace, graphs) */
     la_method method;            /* default method of requests (LA_METHOD_LAZY) */
     int32_t max_batch_tokens;    /* per-step token budget: decode rows + prefill chunks; 0 (the
-                                    default): 1024 on the CPU, 8192 on CUDA (vLLM's default for
-                                    its server on a GPU of 70 GiB or more: a 1024-row step leaves
-                                    1000 running requests 24 tokens of admission a step), and
-                                    never below max_running; la_engine_stats says which */
+                                    default): vLLM's default for its server, 8192 on a GPU of
+                                    70 GiB or more, 2048 on a smaller one, and 1024 on the CPU
+                                    (a 1024-row step leaves 1000 running requests 24 tokens of
+                                    admission a step); never below max_running.
+                                    la_engine_stats.max_batch_tokens says which is in effect */
     int32_t max_running;         /* requests in prefill/decode at once (64) */
     int32_t max_queue;           /* waiting requests before submit says LA_ERR_BUSY (256) */
     int32_t max_docs;            /* documents per request (128) */

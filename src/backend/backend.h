@@ -165,8 +165,9 @@ typedef struct la_backend_ops {
     /* Bytes of K+V storage per block over all layers (for sizing pools). */
     int64_t (*kv_block_bytes)(const la_backend *be, int32_t block_size);
     /* Bytes of device memory free now (call after load_weights: sizes the KV pool from
-     * what the weights left); 0 for a backend without its own device memory (CPU). */
-    int64_t (*mem_free_bytes)(la_backend *be);
+     * what the weights left), and in *total (may be NULL) the device's whole memory; 0 for
+     * a backend without its own device memory (CPU). */
+    int64_t (*mem_free_bytes)(la_backend *be, int64_t *total);
 
     la_status (*act_alloc)(la_backend *be, int64_t n_rows, int64_t n_cols, la_act *out,
                            la_err *err);

@@ -65,6 +65,7 @@ void la_bench_session_print_header(const la_bench_session *b, FILE *f) {
             o->sweep == LA_BENCH_SWEEP_NONE   ? load_text(&b->points[0].load, lt, sizeof lt)
             : o->sweep == LA_BENCH_SWEEP_RATE ? "open loop per point"
                                      : load_text(&b->points[0].load, lt, sizeof lt));
+    if (!o->url) fprintf(f, "engine: %d tokens a step (decode rows and prefill chunks)\n", b->max_batch_tokens);
     fprintf(f, "warm-up: %s\n", b->points[0].w->warmup_policy);
 }
 

@@ -170,6 +170,18 @@ static char *model_name_of(const la_engine_options *o) {
     return dup_str(slash && slash[1] ? slash + 1 : buf);
 }
 
+/* The token budget per step (lazyattn.h): the options', else vLLM's default for its OpenAI
+ * server (vllm/engine/arg_utils.py): 8192 on a GPU of 70 GiB or more, 2048 on a smaller
+ * one (the activations of a step's rows share the memory the KV pool leaves), 1024 on the
+ * CPU; never below max_running. */
+static int32_t default_budget(la_engine *e, const la_engine_options *o) {
+    if (o->max_batch_tokens) return o->max_batch_tokens;
+    int64_t total = 0;
+    if (e->be->ops->mem_free_bytes) e->be->ops->mem_free_bytes(e->be, &total);
+    int32_t n = total <= 0 ? 1024 : total >= ((int64_t)70 << 30) ? 8192 : 2048;
+    return n > o->max_running ? n : o->max_running;
+}
+
 la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, la_err *err) {
     la_engine_options oc; /* the caller's options at this library's size (abi.h) */
     options_defaults(&oc);
@@ -179,11 +191,6 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
     la_engine *e = calloc(1, sizeof *e);
     if (!e) return la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
     e->opts = *o;
-    if (!o->max_batch_tokens) { /* lazyattn.h: the device's default, at least max_running */
-        e->opts.max_batch_tokens = o->device == LA_DEVICE_CPU ? 1024 : 8192;
-        if (e->opts.max_batch_tokens < o->max_running) e->opts.max_batch_tokens = o->max_running;
-    }
-    e->stats.max_batch_tokens = e->opts.max_batch_tokens;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->step_mu, NULL);
     pthread_cond_init(&e->cv, NULL);
@@ -223,7 +230,7 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
             /* kv_bytes, else gpu_memory_fraction of the device memory the weights left free
              * (the rest holds activations, cuBLAS workspace, CUDA graphs), else 1 GiB */
             int64_t bytes = o->kv_bytes, free_b = 0;
-            if (!bytes && e->be->ops->mem_free_bytes) free_b = e->be->ops->mem_free_bytes(e->be);
+            if (!bytes && e->be->ops->mem_free_bytes) free_b = e->be->ops->mem_free_bytes(e->be, NULL);
             if (!bytes) bytes = free_b > 0 ? (int64_t)(o->gpu_memory_fraction * (double)free_b)
                                            : (int64_t)1 << 30;
             n_blocks = bytes / e->be->ops->kv_block_bytes(e->be, o->block_size);
@@ -239,6 +246,10 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
         e->stats.kv_blocks_free = n_blocks;
         e->stats.block_size = o->block_size;
         if (s == LA_OK) s = e->be->ops->kv_alloc(e->be, n_blocks, o->block_size, err);
+    }
+    if (s == LA_OK) {
+        e->opts.max_batch_tokens = default_budget(e, o);
+        e->stats.max_batch_tokens = e->opts.max_batch_tokens;
     }
     if (s == LA_OK) s = la_doc_store_create(e, &e->docs, err);
     if (s == LA_OK) la_doc_store_get_stats(e->docs, &e->store_stats); /* which tiers exist, before a step */

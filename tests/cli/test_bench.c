@@ -139,6 +139,7 @@ Test(cli_bench, json_has_every_method_with_sane_values) {
     for (int i = 0; i < 5; i++)
         cr_assert(strstr(r.out, k_methods[i]), "table lacks %s:\n%s", k_methods[i], r.out);
     cr_assert(strstr(r.out, "warm-up:"), "the warm-up policy is not stated:\n%s", r.out);
+    cr_assert(strstr(r.out, "engine: 1024 tokens a step"), "the CPU's default budget is not stated:\n%s", r.out);
     run_free(&r);
 }
 

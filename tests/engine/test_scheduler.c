@@ -361,9 +361,10 @@ Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gi
     la_engine_destroy(e);
 }
 
-/* The token budget: 0 (the default) is the device's (1024 on the CPU), raised to max_running
- * so that every running request gets its decode row in a step; a value set is kept; a
- * negative one is refused. la_engine_stats says which is in effect. */
+/* The token budget: 0 (the default) is the device's (1024 on the CPU; a GPU's depends on its
+ * memory: not tested here), raised to max_running so that a step has room for a decode row of
+ * each request admitted; a value set is kept; a negative one is refused. la_engine_stats says
+ * which is in effect. */
 Test(scheduler, the_token_budget_defaults_per_device_and_covers_max_running) {
     const int32_t set[][3] = {{0, 64, 1024}, {0, 2000, 2000}, {64, 2000, 64}, {4096, 8, 4096}};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {

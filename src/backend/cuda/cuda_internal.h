@@ -429,7 +429,7 @@ la_status la_cu_ensure_rope(cuda_backend *c, int64_t need, la_err *err);
 la_status la_cu_staging_reserve(cuda_backend *c, staging *s, size_t bytes, la_err *err);
 la_status la_cu_staging_send(cuda_backend *c, staging *s, size_t bytes, la_err *err);
 void la_cu_staging_free(staging *s);
-int64_t la_cu_mem_free_bytes(la_backend *be);
+int64_t la_cu_mem_free_bytes(la_backend *be, int64_t *total);
 int64_t la_cu_kv_block_bytes(const la_backend *be, int32_t block_size);
 la_status la_cu_kv_alloc(la_backend *be, int64_t n_blocks, int32_t block_size, la_err *err);
 la_status la_cu_act_alloc(la_backend *be, int64_t n_rows, int64_t n_cols, la_act *out, la_err *err);

@@ -68,10 +68,12 @@ void la_cu_staging_free(staging *s) {
 
 /* ============================================================ KV pool ================ */
 
-int64_t la_cu_mem_free_bytes(la_backend *be) {
+int64_t la_cu_mem_free_bytes(la_backend *be, int64_t *total) {
     (void)be;
-    size_t free_b = 0, total = 0;
-    return cudaMemGetInfo(&free_b, &total) == cudaSuccess ? (int64_t)free_b : 0;
+    size_t free_b = 0, all = 0;
+    if (cudaMemGetInfo(&free_b, &all) != cudaSuccess) free_b = all = 0;
+    if (total) *total = (int64_t)all;
+    return (int64_t)free_b;
 }
 
 int64_t la_cu_kv_block_bytes(const la_backend *be, int32_t block_size) {
