@@ -150,16 +150,18 @@ static char *model_name_of(const la_engine_options *o) {
     return dup_str(slash && slash[1] ? slash + 1 : buf);
 }
 
-/* The token budget per step (lazyattn.h): the options', else vLLM's default for its OpenAI
- * server (vllm/engine/arg_utils.py): 8192 on a GPU of 70 GiB or more, 2048 on a smaller
- * one (the activations of a step's rows share the memory the KV pool leaves), 1024 on the
- * CPU; never below max_running. */
+int32_t la_engine_default_budget(int64_t device_bytes, int32_t max_running) {
+    int32_t n = device_bytes <= 0 ? 1024 : device_bytes >= ((int64_t)70 << 30) ? 8192 : 2048;
+    return n > max_running ? n : max_running;
+}
+
+/* The token budget per step (lazyattn.h): the options', else la_engine_default_budget of the
+ * backend's device memory. */
 static int32_t default_budget(la_engine *e, const la_engine_options *o) {
     if (o->max_batch_tokens) return o->max_batch_tokens;
     int64_t total = 0;
     if (e->be->ops->mem_free_bytes) e->be->ops->mem_free_bytes(e->be, &total);
-    int32_t n = total <= 0 ? 1024 : total >= ((int64_t)70 << 30) ? 8192 : 2048;
-    return n > o->max_running ? n : o->max_running;
+    return la_engine_default_budget(total, o->max_running);
 }
 
 la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, la_err *err) {

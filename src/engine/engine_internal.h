@@ -109,4 +109,11 @@ void la_engine_set_submit_hook(la_engine *e, void (*fn)(la_engine *e, void *user
  * 0: none. Call between steps. */
 void la_engine_fail_forward_in(la_engine *e, int64_t nth);
 
+/* The default token budget per step (la_engine_options.max_batch_tokens 0): vLLM's for its
+ * OpenAI server (vllm/engine/arg_utils.py), 8192 on a GPU of 70 GiB or more and 2048 on a
+ * smaller one (a step's activations share the memory the KV pool leaves); 1024 without
+ * device memory of its own (the CPU: device_bytes 0); never below max_running.
+ * device_bytes: the device's whole memory in bytes. */
+int32_t la_engine_default_budget(int64_t device_bytes, int32_t max_running);
+
 #endif

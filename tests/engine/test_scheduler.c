@@ -385,6 +385,12 @@ Test(scheduler, the_token_budget_defaults_per_device_and_covers_max_running) {
                      set[i][1], st.max_batch_tokens);
         la_engine_destroy(e);
     }
+    /* the GPU's default, from its memory: an H100 / H200 (80 / 141 GB), a 24 GB card */
+    cr_assert_eq(la_engine_default_budget((int64_t)80 << 30, 64), 8192);
+    cr_assert_eq(la_engine_default_budget((int64_t)141 << 30, 1000), 8192);
+    cr_assert_eq(la_engine_default_budget((int64_t)24 << 30, 64), 2048);
+    cr_assert_eq(la_engine_default_budget((int64_t)24 << 30, 4000), 4000);
+    cr_assert_eq(la_engine_default_budget(0, 64), 1024);
     la_engine_options o;
     la_engine_options_init(&o);
     o.model_dir = tiny_dir();
