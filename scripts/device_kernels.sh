@@ -32,6 +32,8 @@
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
 #     budget   the engine's sweep (64 / 256 and 1000) at the old default token budget, 1024 a
 #              step, beside `engine`'s default (8192 on an H100 / H200) -> engine_{sweep,c1000}_mbt1024.*
+#     cpu      the machine's CPU (lscpu.txt) and backend_test_cpu_kernels on it (cpu_tests.log:
+#              the AVX-512 kernels where it has them)
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
 #
 #   LA_COMMIT=$(git rev-parse --short HEAD) bash scripts/device_kernels.sh run
@@ -188,6 +190,16 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
             --out "$OUT/bench_sampling_h200_8b.json" >"$OUT/sampling.log" 2>&1
         echo "bench_sampling exit $?"
         tail -12 "$OUT/sampling.log"
+        ;;
+    cpu)
+        step cpu
+        lscpu >"$OUT/lscpu.txt" 2>&1
+        grep -E 'Model name|^CPU\(s\)|Thread|Flags' "$OUT/lscpu.txt" | cut -c1-200
+        cd /work/main
+        timeout ${LA_TEST_TIMEOUT:-150} $bin/backend_test_cpu_kernels --jobs 1 >"$OUT/cpu_tests.log" 2>&1
+        echo "backend_test_cpu_kernels exit $?"
+        cd "$root"
+        grep -E 'Synthesis|FAIL|isa|avx' "$OUT/cpu_tests.log" | head -20
         ;;
     *) echo "device_kernels.sh: unknown phase $phase" ;;
     esac

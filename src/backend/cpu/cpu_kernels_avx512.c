@@ -363,24 +363,36 @@ static void attn_block(const float *q, const void *k, const void *v, la_dtype kv
 }
 
 /* attn_block_kt for G (<= 4) queries: scores as 16-lane vectors (q[d] broadcast times row d of
- * kt), the softmax step on them, then V row by row into G x NC accumulator registers per
- * 16 NC columns of head_dim (NC 4 where 64 divides it, else 1). */
+ * kt; even and odd d in two accumulators a query, added at the end: 2G independent FMA
+ * chains, where one chain of hd dependent FMAs a query was latency-bound), the softmax step
+ * on them, then V row by row into G x NC accumulator registers per 16 NC columns of
+ * head_dim (NC 4 where 64 divides it, else 1). A query's sums do not depend on G. */
 AI void kt_group(const float *q, int64_t qs, const float *kt, const float *v, int32_t n, int32_t hd, float scale,
                  float *st, int64_t sts, const int G, const int NC) {
     const __mmask16 km = n >= 16 ? (__mmask16)0xffff : tail_mask(n);
-    __m512 s[4];
+    __m512 s0[4], s1[4];
 #pragma GCC unroll 4
-    for (int g = 0; g < G; g++) s[g] = _mm512_setzero_ps();
-    for (int32_t d = 0; d < hd; d++) {
-        const __m512 kd = _mm512_loadu_ps(kt + d * 16);
+    for (int g = 0; g < G; g++) s0[g] = s1[g] = _mm512_setzero_ps();
+    int32_t d = 0;
+    for (; d + 2 <= hd; d += 2) {
+        const __m512 k0 = _mm512_loadu_ps(kt + d * 16), k1 = _mm512_loadu_ps(kt + d * 16 + 16);
 #pragma GCC unroll 4
-        for (int g = 0; g < G; g++) s[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * qs + d]), kd, s[g]);
+        for (int g = 0; g < G; g++) {
+            s0[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * qs + d]), k0, s0[g]);
+            s1[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * qs + d + 1]), k1, s1[g]);
+        }
+    }
+    if (d < hd) {
+        const __m512 k0 = _mm512_loadu_ps(kt + d * 16);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) s0[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[g * qs + d]), k0, s0[g]);
     }
     float pj[4][16], alpha[4];
 #pragma GCC unroll 4
     for (int g = 0; g < G; g++) {
         float *sg = st + g * sts;
-        const __m512 sc = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), km, _mm512_mul_ps(s[g], _mm512_set1_ps(scale)));
+        const __m512 sc = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), km,
+                                             _mm512_mul_ps(_mm512_add_ps(s0[g], s1[g]), _mm512_set1_ps(scale)));
         const float bmax = _mm512_reduce_max_ps(sc), mx = sg[0] > bmax ? sg[0] : bmax;
         alpha[g] = sg[0] == mx ? 1.0f : expf(sg[0] - mx);
         const __m512 p = _mm512_maskz_mov_ps(km, exp16(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));

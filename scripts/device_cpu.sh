@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue 27 on another CPU: the device machine's host CPU (AVX-512 where it has it), our CPU
+# backend against llama.cpp built for AVX-512, side by side (bench/cpu_speed.py), and the
+# baseline binary for a before/after of the kernels. Two halves:
+#
+#   LA_BASE_BIN=/tmp/base/b/bench_cpu_decode LA_LLAMACPP_PY=DIR LA_LLAMACPP_SRC=DIR \
+#     scripts/device_cpu.sh prepare
+#       here: bench_cpu_decode and write_random_checkpoint from .carry/build, the baseline's
+#       bench_cpu_decode (LA_BASE_BIN, built from an earlier commit), llama-cpp-python built
+#       for AVX-512 and unpacked into LA_LLAMACPP_PY (with diskcache beside it: pip wheel with
+#       CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON
+#       -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON ..."), llama.cpp's converter from its
+#       source (LA_LLAMACPP_SRC: vendor/llama.cpp of the sdist) and the Llama-3 tokenizer,
+#       packed into .carry/cpu/bundle.tar.xz
+#   LA_COMMIT=<sha> LA_BASE_COMMIT=<sha> scripts/device_cpu.sh run
+#       there, repository root, $OUT set: lscpu; GGUFs of models/rag-tiny (bf16, f16, f32)
+#       and of a random Llama-3.2-1B checkpoint (LA_1B_DTYPES, default bf16); cpu_speed.py on
+#       the bundled model (LA_TINY_CONFIGS, 1 and 2 threads, LA_TINY_ROUNDS rounds) and on
+#       the 1B shape (LA_1B_CONFIGS, 2 threads, LA_1B_ROUNDS) -> cpu_speed_{rag_tiny,llama32_1b}.json/.md.
+#       LA_1B=0 skips the 1B shape: writing its checkpoint took ~330 s on the H100 machine's
+#       Xeon (bench/results/cpu_speed_avx512_emr_device), and its 2-thread prefill of 2048
+#       tokens ~100 s a configuration before the backend kept products off OpenBLAS's
+#       Prescott fallback.
+set -u
+mode=${1:-run}
+if [ "$mode" = prepare ]; then
+    set -e
+    : "${LA_BASE_BIN:?the baseline bench_cpu_decode}" "${LA_LLAMACPP_PY:?}" "${LA_LLAMACPP_SRC:?}"
+    cmake --build .carry/build -j2 --target bench_cpu_decode write_random_checkpoint
+    st=.carry/cpu_stage
+    rm -rf $st && mkdir -p $st/bin $st/lib $st/conv $st/tok .carry/cpu
+    cp .carry/build/bench_cpu_decode .carry/build/write_random_checkpoint $st/bin/
+    cp "$LA_BASE_BIN" $st/bin/bench_cpu_decode_base
+    . scripts/device_pack.sh
+    la_pack_libs $st/lib $st/bin/*
+    cp -r "$LA_LLAMACPP_PY" $st/py
+    cp -r "$LA_LLAMACPP_SRC/convert_hf_to_gguf.py" "$LA_LLAMACPP_SRC/conversion" "$LA_LLAMACPP_SRC/gguf-py" $st/conv/
+    cp ../shared/data/tokenizers/llama3/tokenizer.json ../shared/data/tokenizers/llama3/tokenizer_config.json $st/tok/
+    tar -C $st -cJf .carry/cpu/bundle.tar.xz bin lib py conv tok
+    ls -la .carry/cpu/bundle.tar.xz
+    exit 0
+fi
+: "${OUT:?OUT must be set (the device tool sets it)}"
+t0=$(date +%s)
+step() { echo "=== $* ($(($(date +%s) - t0)) s)"; }
+lc=/tmp/lacpu
+mkdir -p $lc && tar -C $lc -xJf .carry/cpu/bundle.tar.xz
+export LD_LIBRARY_PATH=$lc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONPATH=$lc/py${PYTHONPATH:+:$PYTHONPATH}
+lscpu >"$OUT/lscpu.txt" 2>&1
+grep -E 'Model name|^CPU\(s\)|Thread|Flags' "$OUT/lscpu.txt" | cut -c1-300
+python3 -c "import llama_cpp; print(llama_cpp.llama_cpp.llama_print_system_info().decode())" | tee "$OUT/llamacpp_system_info.txt"
+OPENBLAS_VERBOSE=2 $lc/bin/bench_cpu_decode --help 2>&1 | grep -i core | tee "$OUT/openblas_core.txt"
+base=(--base-bin $lc/bin/bench_cpu_decode_base --base-commit "${LA_BASE_COMMIT:-}")
+
+step "rag-tiny GGUFs"
+for t in bf16 f16 f32; do
+    python3 tools/peers/convert_gguf.py --llamacpp $lc/conv --outtype $t models/rag-tiny /tmp/rag-tiny-$t.gguf \
+        >"$OUT/convert_rag_tiny_$t.log" 2>&1 || echo "convert rag-tiny $t failed"
+done
+step "cpu_speed rag-tiny"
+python3 bench/cpu_speed.py --label rag-tiny-device-cpu --hf models/rag-tiny --gguf-bf16 /tmp/rag-tiny-bf16.gguf \
+    --gguf-f16 /tmp/rag-tiny-f16.gguf --gguf-f32 /tmp/rag-tiny-f32.gguf --build $lc/bin "${base[@]}" \
+    --configs "${LA_TINY_CONFIGS:-before,ours,ours-kv-bf16,ours-f32,llamacpp-bf16,llamacpp-f16,llamacpp-f32}" \
+    --threads 1,2 --rounds "${LA_TINY_ROUNDS:-2}" --out "$OUT/cpu_speed_rag_tiny.json" 2>"$OUT/cpu_speed_rag_tiny.log"
+echo "exit $?"
+cat "$OUT/cpu_speed_rag_tiny.md" 2>/dev/null
+
+[ "${LA_1B:-1}" = 0 ] && { step done; exit 0; }
+step "1B checkpoint and GGUFs"
+$lc/bin/write_random_checkpoint --shape llama3.2-1b --tokenizer $lc/tok --out /tmp/l1b >"$OUT/l1b.log" 2>&1
+gg=()
+for t in ${LA_1B_DTYPES:-bf16}; do
+    python3 tools/peers/convert_gguf.py --llamacpp $lc/conv --outtype $t /tmp/l1b /tmp/l1b-$t.gguf \
+        >"$OUT/convert_l1b_$t.log" 2>&1 || echo "convert 1B $t failed"
+    gg+=(--gguf-$t /tmp/l1b-$t.gguf)
+done
+step "cpu_speed 1B"
+python3 bench/cpu_speed.py --label llama32-1b-device-cpu --hf /tmp/l1b "${gg[@]}" --build $lc/bin "${base[@]}" \
+    --configs "${LA_1B_CONFIGS:-before,ours,llamacpp-bf16}" --threads 2 --rounds "${LA_1B_ROUNDS:-1}" \
+    --contexts 64,1536 --prefill 512,2048 --decode-tokens 16 --out "$OUT/cpu_speed_llama32_1b.json" \
+    2>"$OUT/cpu_speed_llama32_1b.log"
+echo "exit $?"
+cat "$OUT/cpu_speed_llama32_1b.md" 2>/dev/null
+step done
