@@ -151,6 +151,76 @@ Test(cuda_kernels, row_ops_and_gemms_match_cpu_odd_widths) { row_ops(64, 4, 1, 2
  * the two-pass path */
 Test(cuda_kernels, row_ops_and_gemms_match_cpu_wide_hidden) { row_ops(8448, 66, 33, 128, 256, 512); }
 
+/* Decode-sized matmuls (1 to 9 rows: the gemv kernel up to LA_CUDA_GEMV_MAX_ROWS, cuBLAS
+ * above it and with the kernel switched off) against the CPU's, every weight; the gemv's
+ * result twice is bit-equal, and a row's values do not depend on how many rows the launch
+ * has (row 0 of a 5-row product equals the 1-row product bit for bit). */
+static void decode_matmuls(int hidden, int n_heads, int n_kv, int hd, int inter, int vocab) {
+    la_test_synth s;
+    la_test_synth_init(&s, hidden, n_heads, n_kv, hd, inter, vocab, 2);
+    la_test_pair p;
+    if (!la_test_pair_open(&p, &s, 64, 16)) return;
+    la_err err = {0};
+    const struct {
+        la_weight_kind k;
+        int64_t in, out;
+    } mm[] = {{LA_W_Q, hidden, (int64_t)n_heads * hd}, {LA_W_K, hidden, (int64_t)n_kv * hd},
+              {LA_W_O, (int64_t)n_heads * hd, hidden}, {LA_W_GATE, hidden, inter},
+              {LA_W_DOWN, inter, hidden}, {LA_W_LM_HEAD, hidden, vocab}};
+    const int32_t rows[] = {1, 2, 3, 5, 8, 9};
+    const int32_t gemv_default = la_cuda_gemv_rows(p.be[1]);
+    cr_assert_eq(gemv_default, LA_CUDA_GEMV_MAX_ROWS, "the gemv kernel is on by default (LA_CUDA_GEMV unset)");
+    for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            const int32_t n = rows[r];
+            la_act in[2], out[2];
+            la_test_act_pair(&p, n, mm[i].in, in);
+            la_test_act_pair(&p, n, mm[i].out, out);
+            la_test_random_pair(&p, in, -1.f, 1.f);
+            char what[96];
+            for (int way = 0; way < 2; way++) { /* 0: the default, 1: cuBLAS only */
+                la_cuda_gemv_rows_set(p.be[1], way == 0 ? gemv_default : 0);
+                la_test_poison_gpu(&p, out);
+                for (int j = 0; j < 2; j++)
+                    LA_CHECK_OK(p.be[j]->ops->matmul(p.be[j], &in[j], mm[i].k, 1, &out[j], &err), err);
+                snprintf(what, sizeof what, "matmul %d [%d x %lld] x [%lld x %lld]^T, %s", (int)mm[i].k, n,
+                         (long long)mm[i].in, (long long)mm[i].out, (long long)mm[i].in, way ? "cuBLAS" : "default");
+                la_test_expect_close(what, out, &p, 0, GEMM_TOL_REL);
+            }
+            la_cuda_gemv_rows_set(p.be[1], gemv_default);
+            if (n <= LA_CUDA_GEMV_MAX_ROWS && mm[i].in % 8 == 0) {
+                /* twice: the same bits; row 0 alone: the same bits as row 0 of n */
+                snprintf(what, sizeof what, "gemv %d [%d x %lld] x [%lld x %lld]^T", (int)mm[i].k, n,
+                         (long long)mm[i].in, (long long)mm[i].out, (long long)mm[i].in);
+                LA_CHECK_OK(p.be[1]->ops->matmul(p.be[1], &in[1], mm[i].k, 1, &out[1], &err), err);
+                float *a = la_test_read_act(p.be[1], &out[1]);
+                LA_CHECK_OK(p.be[1]->ops->matmul(p.be[1], &in[1], mm[i].k, 1, &out[1], &err), err);
+                float *b = la_test_read_act(p.be[1], &out[1]);
+                cr_assert(memcmp(a, b, sizeof(float) * (size_t)(n * mm[i].out)) == 0, "%s: not deterministic", what);
+                la_act one_in = in[1], one_out = out[1];
+                one_in.n_rows = one_out.n_rows = 1;
+                la_test_poison_gpu(&p, out);
+                LA_CHECK_OK(p.be[1]->ops->matmul(p.be[1], &one_in, mm[i].k, 1, &one_out, &err), err);
+                float *c1 = la_test_read_act(p.be[1], &one_out);
+                cr_assert(memcmp(a, c1, sizeof(float) * (size_t)mm[i].out) == 0, "%s: row 0 differs alone", what);
+                free(a);
+                free(b);
+                free(c1);
+            }
+            la_test_act_pair_free(&p, in);
+            la_test_act_pair_free(&p, out);
+        }
+    }
+    la_test_pair_close(&p);
+    la_test_synth_free(&s);
+}
+
+/* head_dim 64 and the 1B shape's ratios, scaled down; down's n_in 4168 = 521 chunks of 8:
+ * three batches of a lane's loads, the last partial */
+Test(cuda_kernels, decode_matmuls_match_cpu_gemv_and_cublas) { decode_matmuls(512, 8, 2, 64, 4168, 1000); }
+/* n_in 68 (not a multiple of 8): cuBLAS at every row count */
+Test(cuda_kernels, decode_matmuls_match_cpu_unaligned_width) { decode_matmuls(68, 4, 1, 16, 136, 300); }
+
 /* argmax_to_host (greedy decoding on the device) against la_argmax (engine/sampling.c) on
  * the same bf16 values, at Llama-3's vocabulary width and an odd one: random rows, equal
  * maxima far apart (the lowest column wins), NaN (never wins), all NaN, all -inf. */
