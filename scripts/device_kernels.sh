@@ -32,9 +32,6 @@
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
 #     budget   the engine's sweep (64 / 256 and 1000) at the old default token budget, 1024 a
 #              step, beside `engine`'s default (8192 on an H100 / H200) -> engine_{sweep,c1000}_mbt1024.*
-#     gemv     the decode GEMMs on our gemv kernel (default) against cuBLAS (LA_CUDA_GEMV=0):
-#              bench_gpu's TPOT rows at 8K on the 1B and 8B shapes, on / off / on / off
-#              -> gpu_tpot_gemv_{on,off}_{1,2}.json, tpot_gemv_*.log
 #     cpu      the machine's CPU (lscpu.txt) and backend_test_cpu_kernels on it (cpu_tests.log:
 #              the AVX-512 kernels where it has them)
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
@@ -193,19 +190,6 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
             --out "$OUT/bench_sampling_h200_8b.json" >"$OUT/sampling.log" 2>&1
         echo "bench_sampling exit $?"
         tail -12 "$OUT/sampling.log"
-        ;;
-    gemv)
-        for rep in 1 2; do
-            for g in on off; do
-                step "gemv $g ($rep)"
-                LA_CUDA_GEMV=$([ $g = on ] && echo 8 || echo 0) timeout ${LA_SHAPES_TIMEOUT:-200} $bin/bench_gpu \
-                    --commit "$commit" --shapes llama3.2-1b,llama3-8b --contexts 8192 --reps 3 --no-ttft --no-engine \
-                    --out "$OUT/gpu_tpot_gemv_${g}_$rep.json" 2>"$OUT/tpot_gemv_${g}_$rep.log"
-                echo "bench_gpu gemv $g exit $?"
-                python3 -c "import json,sys; [print(s['shape'], t['batch'], t['kind'], t.get('tpot_graphs_ms'), t.get('graphs_ratio_to_floor')) for s in json.load(open(sys.argv[1]))['shapes'] for t in s['tpot']]" \
-                    "$OUT/gpu_tpot_gemv_${g}_$rep.json"
-            done
-        done
         ;;
     cpu)
         step cpu

@@ -1,5 +1,5 @@
 /* CUDA backend (backend/backend.h): bf16 weights, activations and paged KV cache on the
- * device; cuBLAS for x W^T (our gemv kernel at a few rows); our kernels (cuda_kernels.h) for the rest. This file: the
+ * device; cuBLAS for x W^T; our kernels (cuda_kernels.h) for the rest. This file: the
  * lifecycle and the forward ops; the rest of the backend is listed in cuda_internal.h.
  *
  * Streams and waiting: every operation is queued in order on one stream owned by the
@@ -27,11 +27,6 @@
  * (LA_CUDA_FUSED_ADD_NORM, LA_CUDA_FUSED_SWIGLU), and qkv_kv_write feeds the KV write
  * from the fused QKV GEMM's output, copying q, k and v out in the same kernel
  * (LA_CUDA_FUSED_KV_WRITE). A Llama decode step is then 10 launches per layer instead of 14.
- *
- * Decode-sized GEMMs (at most LA_CUDA_GEMV_MAX_ROWS rows of x: decode steps of a few
- * sequences) run our gemv kernel (gemv.cu) instead of cuBLAS: it streams W near the copy
- * ceiling at the small shapes where cuBLAS does not, and it starts reading W during the
- * kernel before it (PDL). LA_CUDA_GEMV=0..8 / la_cuda_gemv_rows_set sets the row limit.
  *
  * Greedy decoding (argmax_to_host): the argmax of each logit row is taken on the device
  * (rows.cu) and only the token ids come back, instead of n_rows x vocab f32 logits.
@@ -142,15 +137,9 @@ static la_status cuda_add_rmsnorm(la_backend *be, la_act *x, const la_act *y, la
 /* Row-major y[n_rows, n_out] = x[n_rows, n_in] W^T, W the row-major [n_out, n_in] weight,
  * bf16 in and out, f32 accumulation: column-major y^T = W^T(op T on W's column-major
  * [n_in, n_out] view) x^T. */
-/* y = x W^T (+ y when accumulate: the product and y summed in f32, rounded once). At most
- * c->gemv_rows rows: our gemv kernel (gemv.cu), else cuBLAS. */
+/* y = x W^T (+ y when accumulate: the product and y summed in f32, rounded once). */
 static la_status gemm_acc(cuda_backend *c, const void *x, const la_bf16_t *w, int64_t n_rows, int64_t n_in,
                           int64_t n_out, void *y, bool accumulate, la_err *err) {
-    if (n_rows <= c->gemv_rows && la_cuda_gemv_fits(x, w, n_rows, n_in, n_out)) {
-        la_cuda_gemv_params p = {.x = x, .w = w, .y = y, .n_rows = (int32_t)n_rows, .n_in = (int32_t)n_in,
-                                 .n_out = (int32_t)n_out, .accumulate = accumulate};
-        return la_cuda_gemv(&p, c->stream, err);
-    }
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     cublasStatus_t st = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)n_rows, (int)n_in, &alpha, w,
                                      CUDA_R_16BF, (int)n_in, x, CUDA_R_16BF, (int)n_in, &beta, y, CUDA_R_16BF,
@@ -192,14 +181,8 @@ static la_status cuda_matmul(la_backend *be, const la_act *x, la_weight_kind k, 
         const la_weight_kind bk = k == LA_W_Q ? LA_W_Q_BIAS : k == LA_W_K ? LA_W_K_BIAS : LA_W_V_BIAS;
         la_cuda_bias_params bp = {out->data, la_cu_weight_ptr(c, bk, layer), x->n_rows, (int32_t)n_out};
         if (!bp.bias) return la_err_set(err, LA_ERR_INTERNAL, "cuda matmul: no bias %d for layer %d", (int)bk, layer);
-        if (x->n_rows <= c->gemv_rows && la_cuda_gemv_fits(x->data, w, x->n_rows, n_in, n_out)) {
-            la_cuda_gemv_params gp = {.x = x->data, .w = w, .bias = bp.bias, .y = out->data,
-                                      .n_rows = (int32_t)x->n_rows, .n_in = (int32_t)n_in, .n_out = (int32_t)n_out};
-            LA_TRY(la_cuda_gemv(&gp, c->stream, err));
-        } else {
-            LA_TRY(la_cuda_fill_bias(&bp, c->stream, err));
-            LA_TRY(gemm_acc(c, x->data, w, x->n_rows, n_in, n_out, out->data, true, err));
-        }
+        LA_TRY(la_cuda_fill_bias(&bp, c->stream, err));
+        LA_TRY(gemm_acc(c, x->data, w, x->n_rows, n_in, n_out, out->data, true, err));
     } else {
         LA_TRY(gemm(c, x->data, w, x->n_rows, n_in, n_out, out->data, err));
     }
@@ -787,17 +770,6 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     int32_t shared, packed; /* la_cuda_attn_shared_set, la_cuda_attn_decode_packed_set */
     LA_TRY(env_mode("LA_ATTN_SHARED", &shared, err));
     LA_TRY(env_mode("LA_ATTN_DECODE_PACKED", &packed, err));
-    /* la_cuda_gemv_rows_set: LA_CUDA_GEMV=0 (cuBLAS only) to LA_CUDA_GEMV_MAX_ROWS */
-    int32_t gemv_rows = LA_CUDA_GEMV_MAX_ROWS;
-    const char *gemv_env = getenv("LA_CUDA_GEMV");
-    if (gemv_env && *gemv_env) {
-        char *end;
-        long v = strtol(gemv_env, &end, 10);
-        if (*end || v < 0 || v > LA_CUDA_GEMV_MAX_ROWS)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_CUDA_GEMV=%s: expected 0 to %d (most rows of x for the "
-                              "gemv kernel)", gemv_env, LA_CUDA_GEMV_MAX_ROWS);
-        gemv_rows = (int32_t)v;
-    }
     bool graphs, pdl; /* la_cuda_graphs_enable; programmatic dependent launch */
     LA_TRY(env_switch("LA_CUDA_GRAPHS", &graphs, err));
     LA_TRY(env_switch("LA_CUDA_PDL", &pdl, err));
@@ -805,7 +777,6 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->pdl = pdl;
     c->fused = fused;
-    c->gemv_rows = gemv_rows;
     c->split_ctas = split_ctas;
     c->split_ctas_decode = split_ctas_decode;
     c->sh.mode = shared;

@@ -155,18 +155,6 @@ void la_cuda_fused_gemm_set(la_backend *be, uint32_t groups) {
     c->fused = groups & LA_CUDA_FUSED_ALL;
 }
 
-void la_cuda_gemv_rows_set(la_backend *be, int32_t rows) {
-    if (!la_cuda_backend_is(be)) return;
-    cuda_backend *c = cu(be);
-    (void)la_cu_flush_recorded(c, NULL); /* a failure resurfaces at the next wait */
-    la_cu_graph_cache_clear(c);          /* cached graphs launch the kernels they were captured with */
-    c->gemv_rows = rows < 0 ? 0 : rows > LA_CUDA_GEMV_MAX_ROWS ? LA_CUDA_GEMV_MAX_ROWS : rows;
-}
-
-int32_t la_cuda_gemv_rows(const la_backend *be) {
-    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->gemv_rows : 0;
-}
-
 uint32_t la_cuda_fused_gemm(const la_backend *be) {
     return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->fused : 0;
 }

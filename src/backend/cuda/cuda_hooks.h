@@ -103,16 +103,6 @@ void la_cuda_fused_gemm_set(la_backend *be, uint32_t groups);
 /* The groups fused now; 0 for a backend that is not CUDA. */
 uint32_t la_cuda_fused_gemm(const la_backend *be);
 
-/* GEMMs of at most `rows` rows of x (decode steps of a few sequences) run the gemv kernel
- * (kernels/gemv.cu), larger ones cuBLAS; 0: cuBLAS for all. Clamped to [0,
- * LA_CUDA_GEMV_MAX_ROWS]. The default comes from the environment at create: LA_CUDA_GEMV=0
- * to 8 (unset: 8; another value fails the create with LA_ERR_INVALID_ARG). The two give
- * the same values up to f32 summation order (GEMM_TOL_REL in the tests). Runs any step in
- * progress and frees the cached CUDA graphs. Tests and benchmarks compare. */
-void la_cuda_gemv_rows_set(la_backend *be, int32_t rows);
-/* The limit now; 0 for a backend that is not CUDA. */
-int32_t la_cuda_gemv_rows(const la_backend *be);
-
 /* Which attn_prefill kernel the steps from the next batch_begin on ask for, by its variant
  * number (la_cuda_prefill_kernels, kernels/attn_prefill.cu): 4 = warp-specialized wgmma,
  * 256 rows per CTA, 3 = wgmma, 2 = mma.sync, 128 rows per CTA. A step runs the kernel

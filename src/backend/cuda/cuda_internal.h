@@ -247,8 +247,6 @@ typedef struct cuda_backend {
                                                 later members point into the first's
                                                 allocation (k_fused_groups) */
     uint32_t fused;                          /* LA_CUDA_FUSED_* groups matmul_group fuses */
-    int32_t gemv_rows;                       /* GEMMs of at most this many rows run gemv.cu
-                                                (la_cuda_gemv_rows_set; 0: cuBLAS only) */
     la_bf16_t *gemm_scratch;                 /* [LA_CUDA_FUSED_MAX_ROWS, widest group] */
     int32_t n_layers;
     int32_t heads_per_cta, n_head_chunks;    /* GQA packing of attention CTAs */

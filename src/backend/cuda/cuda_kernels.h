@@ -327,29 +327,6 @@ typedef struct la_cuda_argmax_params {
 } la_cuda_argmax_params;
 la_status la_cuda_argmax(const la_cuda_argmax_params *p, cudaStream_t stream, la_err *err);
 
-/* ---- small-batch GEMM (gemv.cu) --------------------------------------------------------- */
-
-#define LA_CUDA_GEMV_MAX_ROWS 8 /* rows of x one gemv launch takes */
-
-/* y[m, n] = sum_k x[m, k] W[n, k] (+ bias[n]) (+ y[m, n] when accumulate), m < n_rows <=
- * LA_CUDA_GEMV_MAX_ROWS: the decode steps' matmuls, bound by reading W once. bf16 in and
- * out, f32 accumulation, the sum (and bias, y) rounded to bf16 once, as cublasGemmEx with
- * beta 1 and torch's addmm. One warp a row n of W, its 16-byte chunks strided over the
- * lanes; row n's value depends only on x, W[n] and n_in, so fused (stacked) weights give the
- * same bits as separate ones. W is read before the PDL wait: weights never change while
- * kernels run. Needs n_in % 8 == 0 and 16-byte aligned x and W (la_cuda_gemv_fits);
- * LA_ERR_INTERNAL otherwise or for n_rows outside [1, LA_CUDA_GEMV_MAX_ROWS]. */
-typedef struct la_cuda_gemv_params {
-    const la_bf16_t *x;         /* [n_rows, n_in] */
-    const la_bf16_t *w;         /* [n_out, n_in] row-major (nn.Linear's weight) */
-    const la_bf16_t *bias;      /* [n_out] or NULL */
-    la_bf16_t *y;               /* [n_rows, n_out] */
-    int32_t n_rows, n_in, n_out;
-    bool accumulate;
-} la_cuda_gemv_params;
-bool la_cuda_gemv_fits(const void *x, const void *w, int64_t n_rows, int64_t n_in, int64_t n_out);
-la_status la_cuda_gemv(const la_cuda_gemv_params *p, cudaStream_t stream, la_err *err);
-
 /* ---- element-wise kernels (elementwise.cu) -------------------------------------------- */
 
 typedef struct la_cuda_binary_params {
