@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "common/fixture.h"
 #include "common/test_util.h"
@@ -635,4 +636,42 @@ Test(cpu_kernels, bf16_dot_products) {
 Test(cpu_kernels, bf16_kv_cache_within_its_tolerance) {
     check_forward("tiny-f32-tied", LA_WEIGHT_DTYPE_AUTO, LA_DTYPE_BF16, BF16_KV_LOGIT_TOL);
     check_forward("tiny-bf16-untied", LA_WEIGHT_DTYPE_AUTO, LA_DTYPE_BF16, BF16_KV_LOGIT_TOL);
+}
+
+/* OpenBLAS's cores without FMA (the Prescott it falls back to on a CPU its detection does not
+ * know) never run a product under a vector table: every row count stays on gemm_nt. The rule's
+ * names, then the backend's routes under the OpenBLAS core this process runs; ctest runs this
+ * binary a second time under OPENBLAS_CORETYPE=Prescott (backend/test_cpu_kernels_prescott_blas),
+ * so both branches run wherever the vector tables do. */
+Test(cpu_blas, a_blas_core_without_fma_keeps_every_product_on_gemm_nt) {
+    static const char *const old[] = {"Prescott", "prescott", "Nehalem", "Core2", "Sandybridge", "Barcelona", "Unknown"};
+    static const char *const fma[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", "HASWELL", "Neoverse"};
+    for (size_t i = 0; i < sizeof old / sizeof *old; i++) cr_assert(la_cpu_blas_core_predates_fma(old[i]), "%s", old[i]);
+    for (size_t i = 0; i < sizeof fma / sizeof *fma; i++) cr_assert(!la_cpu_blas_core_predates_fma(fma[i]), "%s", fma[i]);
+    cr_assert(!la_cpu_blas_core_predates_fma(NULL));
+
+    la_err err = {0};
+    la_backend *be = NULL;
+    LA_CHECK_OK(la_cpu_backend_create(1, &be, &err), err);
+    la_cpu_gemm_route r;
+    cr_assert(la_cpu_backend_gemm_route(be, &r));
+    const la_cpu_kernels *k = la_cpu_kernels_get();
+    const char *forced = getenv("OPENBLAS_CORETYPE");
+    printf("OpenBLAS core %s (OPENBLAS_CORETYPE %s), table %s: gemm_nt up to %lld rows (16-bit) / %lld (f32)\n",
+           r.blas_core, forced ? forced : "unset", la_cpu_backend_isa(be), (long long)r.max_rows_16bit,
+           (long long)r.max_rows_f32);
+    if (forced && strcmp(forced, "Prescott") == 0)
+        cr_assert(la_cpu_blas_core_predates_fma(r.blas_core), "OPENBLAS_CORETYPE=Prescott runs core %s", r.blas_core);
+    const char *env = getenv("LA_CPU_GEMM_MAX_ROWS");
+    if (!env || !*env) {
+        if (k->isa != LA_CPU_ISA_PORTABLE && la_cpu_blas_core_predates_fma(r.blas_core))
+            cr_assert(r.max_rows_16bit == INT64_MAX && r.max_rows_f32 == INT64_MAX && r.x_bytes == INT64_MAX,
+                      "core %s under %s: products still reach BLAS", r.blas_core, k->name);
+        else
+            cr_assert(r.max_rows_16bit == k->gemm_max_rows_16bit && r.max_rows_f32 == k->gemm_max_rows_f32 &&
+                          r.x_bytes == k->gemm_x_bytes,
+                      "core %s under %s: the table's crossovers", r.blas_core, k->name);
+    }
+    la_backend_destroy(be);
+    cr_assert(!la_cpu_backend_gemm_route(NULL, &r));
 }

@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 
 #include "backend/cpu/cpu_internal.h"
@@ -37,8 +38,9 @@
 
 /* Matrix products run gemm_nt where it beats OpenBLAS, BLAS above: the crossovers belong to
  * the kernel table (la_cpu_kernels.gemm_max_rows_*, cpu_kernels_*.c, measured with
- * bench/bench_cpu_gemm.c). LA_CPU_GEMM_MAX_ROWS=N makes it N rows on every weight (a
- * benchmark switch and a test hook). */
+ * bench/bench_cpu_gemm.c), unless OpenBLAS runs a core without FMA under a vector table
+ * (la_cpu_blas_core_predates_fma): then every product is ours. LA_CPU_GEMM_MAX_ROWS=N makes
+ * it N rows on every weight (a benchmark switch and a test hook). */
 /* Output columns per task of a weight product: gemm_nt (a multiple of LA_CPU_PACK_ROWS) / a
  * BLAS tile (unpacked to f32 in the worker's scratch, 64 rows of n_in floats). */
 #define GEMV_CHUNK 16
@@ -677,6 +679,23 @@ static const la_backend_ops k_cpu_ops = {
     .kv_copy_poll = cpu_kv_copy_poll,
 };
 
+/* OpenBLAS's cores (driver/others/dynamic.c's corename table) whose SGEMM kernels have no
+ * FMA. Its dynamic detection falls back to Prescott for a CPU it does not know: 0.3.21 (Debian
+ * 12) on a Xeon of family 6 model 207 (Emerald Rapids) prefilled Llama-3.2-1B's shape at 20
+ * tokens/s with 2 threads, ~25 GFLOP/s a core; OPENBLAS_CORETYPE=Prescott on this repository's
+ * AVX2 host gives 18.8-20.0 tokens/s at 512 tokens against 66.1-67.0 with every product on
+ * gemm_nt (bench/results/cpu_blas_prescott_ab.md). Newer and unknown names are taken as FMA
+ * cores. */
+bool la_cpu_blas_core_predates_fma(const char *core) {
+    static const char *const old[] = {"Unknown", "Katmai", "Coppermine", "Northwood", "Prescott", "Banias",
+                                      "Atom", "Core2", "Penryn", "Dunnington", "Nehalem", "Athlon", "Opteron",
+                                      "Opteron_SSE3", "Barcelona", "Nano", "Sandybridge", "Bobcat", "Bulldozer"};
+    if (!core) return false;
+    for (size_t i = 0; i < sizeof old / sizeof *old; i++)
+        if (strcasecmp(core, old[i]) == 0) return true;
+    return false;
+}
+
 la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cpu backend: out of memory");
@@ -688,6 +707,8 @@ la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
     c->gemm_max_rows_f32 = c->kern->gemm_max_rows_f32;
     c->gemm_max_rows_16bit = c->kern->gemm_max_rows_16bit;
     c->gemm_x_bytes = c->kern->gemm_x_bytes;
+    if (c->kern->isa != LA_CPU_ISA_PORTABLE && la_cpu_blas_core_predates_fma(openblas_get_corename()))
+        c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = c->gemm_x_bytes = INT64_MAX;
     const char *env = getenv("LA_CPU_GEMM_MAX_ROWS"); /* a benchmark switch (README "CPU backend") */
     if (env && *env) c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = strtoll(env, NULL, 10), c->gemm_x_bytes = 0;
     la_status s = la_threadpool_create(n_threads, &c->tp, err);
@@ -709,4 +730,12 @@ la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
 
 const char *la_cpu_backend_isa(const la_backend *be) {
     return be && be->ops == &k_cpu_ops ? ((const cpu_backend *)be)->kern->name : NULL;
+}
+
+bool la_cpu_backend_gemm_route(const la_backend *be, la_cpu_gemm_route *out) {
+    if (!be || be->ops != &k_cpu_ops) return false;
+    const cpu_backend *c = (const cpu_backend *)be;
+    *out = (la_cpu_gemm_route){.blas_core = openblas_get_corename(), .max_rows_f32 = c->gemm_max_rows_f32,
+                               .max_rows_16bit = c->gemm_max_rows_16bit, .x_bytes = c->gemm_x_bytes};
+    return true;
 }

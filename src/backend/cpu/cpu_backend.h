@@ -5,6 +5,9 @@
 #ifndef LA_BACKEND_CPU_BACKEND_H
 #define LA_BACKEND_CPU_BACKEND_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "backend/backend.h"
 
 /* Create a CPU backend with n_threads workers (<= 0: all online CPUs).
@@ -14,5 +17,22 @@ la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err);
 /* The kernel table a CPU backend runs ("avx512", "avx2", "portable"); NULL for another
  * backend. Static storage. */
 const char *la_cpu_backend_isa(const la_backend *be);
+
+/* Where a CPU backend's weight products run: x of at most max_rows_16bit rows (bf16 / f16
+ * weights) or max_rows_f32 rows (f32 weights), or of at most x_bytes bytes, on our gemm_nt;
+ * larger ones on OpenBLAS sgemm, whose core (openblas_get_corename(), OpenBLAS's static
+ * string) is blas_core. INT64_MAX: never BLAS. */
+typedef struct la_cpu_gemm_route {
+    const char *blas_core;
+    int64_t max_rows_f32, max_rows_16bit, x_bytes;
+} la_cpu_gemm_route;
+/* Fill *out for a CPU backend; false (nothing written) for another backend. */
+bool la_cpu_backend_gemm_route(const la_backend *be, la_cpu_gemm_route *out);
+
+/* Whether OpenBLAS's core `core` (a name of its corename table, any case) has SGEMM kernels
+ * without FMA (Prescott, Nehalem, Sandybridge, ...: cpu_backend.c lists them). Under the AVX2
+ * and AVX-512 tables such a BLAS never runs: the backend keeps every product on gemm_nt. NULL
+ * and names it does not list (newer cores): false. */
+bool la_cpu_blas_core_predates_fma(const char *core);
 
 #endif
