@@ -12,7 +12,7 @@
 #       -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON ..."), llama.cpp's converter from its
 #       source (LA_LLAMACPP_SRC: vendor/llama.cpp of the sdist) and the Llama-3 tokenizer,
 #       packed into .carry/cpu/bundle.tar.xz
-#   LA_COMMIT=<sha> LA_BASE_COMMIT=<sha> scripts/device_cpu.sh run
+#   LA_BASE_COMMIT=<sha> scripts/device_cpu.sh run
 #       there, repository root, $OUT set: lscpu; GGUFs of models/rag-tiny (bf16, f16, f32)
 #       and of a random Llama-3.2-1B checkpoint (LA_1B_DTYPES, default bf16); cpu_speed.py on
 #       the bundled model (LA_TINY_CONFIGS, 1 and 2 threads, LA_TINY_ROUNDS rounds) and on
@@ -35,7 +35,8 @@ if [ "$mode" = prepare ]; then
     la_pack_libs $st/lib $st/bin/*
     cp -r "$LA_LLAMACPP_PY" $st/py
     cp -r "$LA_LLAMACPP_SRC/convert_hf_to_gguf.py" "$LA_LLAMACPP_SRC/conversion" "$LA_LLAMACPP_SRC/gguf-py" $st/conv/
-    cp ../shared/data/tokenizers/llama3/tokenizer.json ../shared/data/tokenizers/llama3/tokenizer_config.json $st/tok/
+    data=${LA_SHARED_DATA:-../shared/data}
+    cp "$data/tokenizers/llama3/tokenizer.json" "$data/tokenizers/llama3/tokenizer_config.json" $st/tok/
     tar -C $st -cJf .carry/cpu/bundle.tar.xz bin lib py conv tok
     ls -la .carry/cpu/bundle.tar.xz
     exit 0
@@ -71,9 +72,8 @@ step "1B checkpoint and GGUFs"
 $lc/bin/write_random_checkpoint --shape llama3.2-1b --tokenizer $lc/tok --out /tmp/l1b >"$OUT/l1b.log" 2>&1
 gg=()
 for t in ${LA_1B_DTYPES:-bf16}; do
-    python3 tools/peers/convert_gguf.py --llamacpp $lc/conv --outtype $t /tmp/l1b /tmp/l1b-$t.gguf \
-        >"$OUT/convert_l1b_$t.log" 2>&1 || echo "convert 1B $t failed"
-    gg+=(--gguf-$t /tmp/l1b-$t.gguf)
+    if python3 tools/peers/convert_gguf.py --llamacpp $lc/conv --outtype $t /tmp/l1b /tmp/l1b-$t.gguf \
+        >"$OUT/convert_l1b_$t.log" 2>&1; then gg+=(--gguf-$t /tmp/l1b-$t.gguf); else echo "convert 1B $t failed"; fi
 done
 step "cpu_speed 1B"
 python3 bench/cpu_speed.py --label llama32-1b-device-cpu --hf /tmp/l1b "${gg[@]}" --build $lc/bin "${base[@]}" \

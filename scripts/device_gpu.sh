@@ -21,9 +21,9 @@ root=$(pwd)
 if [ "$mode" = prepare ]; then
     set -e
     cmake -S . -B .carry/build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm backend_test_cuda_kv_store backend_test_cuda_shared_attn bench_gpu bench_sampling lazyattn
+    cmake --build .carry/build -j2 --target backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm backend_test_cuda_kv_store backend_test_cuda_shared_attn backend_test_cpu_kernels bench_gpu bench_sampling lazyattn
     rm -rf .carry/stage && mkdir -p .carry/stage/bin .carry/stage/lib .carry/stage/data .carry/dev
-    bins="backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm backend_test_cuda_kv_store backend_test_cuda_shared_attn bench_gpu bench_sampling lazyattn"
+    bins="backend_test_cuda_kernels backend_test_cuda_forward backend_test_cuda_fused_gemm backend_test_cuda_kv_store backend_test_cuda_shared_attn backend_test_cpu_kernels bench_gpu bench_sampling lazyattn"
     # the engine runs (scripts/device_engine.sh) read a real RAG file and the Llama-3
     # tokenizer; ../shared does not travel to the GPU machine
     data=${LA_SHARED_DATA:-../shared/data}

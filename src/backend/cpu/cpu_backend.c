@@ -679,18 +679,19 @@ static const la_backend_ops k_cpu_ops = {
     .kv_copy_poll = cpu_kv_copy_poll,
 };
 
-/* OpenBLAS's cores (driver/others/dynamic.c's corename table) whose SGEMM kernels have no
- * FMA. Its dynamic detection falls back to Prescott for an Intel model it has no entry for:
- * 0.3.21 (Debian 12) predates the Xeon of family 6 model 207 (Emerald Rapids) of the GPU
+/* OpenBLAS's cores whose SGEMM kernels have no FMA3: the DYNAMIC_ARCH corename table
+ * (driver/others/dynamic.c) and "Generic" of a build for no particular CPU. Through 0.3.24 its
+ * dynamic detection takes Prescott for an Intel family-6 model it has no entry for (0.3.25 on
+ * picks by CPU features): 0.3.21 (Debian 12) predates the Xeon of family 6 model 207 (Emerald Rapids) of the GPU
  * machine's host, which prefilled Llama-3.2-1B's shape there at 20 tokens/s with 2 threads,
  * ~25 GFLOP/s a core (SSE3's rate; the core name was not printed there).
  * OPENBLAS_CORETYPE=Prescott on this repository's AVX2 host: 18.8-20.0 tokens/s at 512
  * tokens against 66.1-67.0 with every product on gemm_nt (bench/results/cpu_blas_prescott_ab.md).
  * Newer and unknown names are taken as FMA cores. */
 bool la_cpu_blas_core_predates_fma(const char *core) {
-    static const char *const old[] = {"Unknown", "Katmai", "Coppermine", "Northwood", "Prescott", "Banias",
-                                      "Atom", "Core2", "Penryn", "Dunnington", "Nehalem", "Athlon", "Opteron",
-                                      "Opteron_SSE3", "Barcelona", "Nano", "Sandybridge", "Bobcat", "Bulldozer"};
+    static const char *const old[] = {"Unknown", "Generic", "Katmai", "Coppermine", "Northwood", "Prescott",
+                                      "Banias", "Atom", "Core2", "Penryn", "Dunnington", "Nehalem", "Athlon",
+                                      "Opteron", "Opteron_SSE3", "Barcelona", "Nano", "Sandybridge", "Bobcat"};
     if (!core) return false;
     for (size_t i = 0; i < sizeof old / sizeof *old; i++)
         if (strcasecmp(core, old[i]) == 0) return true;
@@ -736,7 +737,10 @@ const char *la_cpu_backend_isa(const la_backend *be) {
 bool la_cpu_backend_gemm_route(const la_backend *be, la_cpu_gemm_route *out) {
     if (!be || be->ops != &k_cpu_ops) return false;
     const cpu_backend *c = (const cpu_backend *)be;
-    *out = (la_cpu_gemm_route){.blas_core = openblas_get_corename(), .max_rows_f32 = c->gemm_max_rows_f32,
+    const char *config = openblas_get_config();
+    *out = (la_cpu_gemm_route){.blas_core = openblas_get_corename(),
+                               .blas_dynamic = config && strstr(config, "DYNAMIC_ARCH"),
+                               .max_rows_f32 = c->gemm_max_rows_f32,
                                .max_rows_16bit = c->gemm_max_rows_16bit, .x_bytes = c->gemm_x_bytes};
     return true;
 }
