@@ -680,14 +680,14 @@ static const la_backend_ops k_cpu_ops = {
 };
 
 /* OpenBLAS's cores whose SGEMM kernels have no FMA3: the DYNAMIC_ARCH corename table
- * (driver/others/dynamic.c) and "Generic" of a build for no particular CPU. Through 0.3.24 its
- * dynamic detection takes Prescott for an Intel family-6 model it has no entry for (0.3.25 on
- * picks by CPU features): 0.3.21 (Debian 12) predates the Xeon of family 6 model 207 (Emerald Rapids) of the GPU
- * machine's host, which prefilled Llama-3.2-1B's shape there at 20 tokens/s with 2 threads,
- * ~25 GFLOP/s a core (SSE3's rate; the core name was not printed there).
- * OPENBLAS_CORETYPE=Prescott on this repository's AVX2 host: 18.8-20.0 tokens/s at 512
- * tokens against 66.1-67.0 with every product on gemm_nt (bench/results/cpu_blas_prescott_ab.md).
- * Newer and unknown names are taken as FMA cores. */
+ * (driver/others/dynamic.c) and "Generic" of a build for no particular CPU. Through 0.3.24
+ * its dynamic detection takes Prescott for an Intel family-6 model it has no entry for
+ * (0.3.25 on picks by CPU features). 0.3.21 (Debian 12) predates the Xeon of family 6 model
+ * 207 (Emerald Rapids) of the GPU machine's host, which prefilled Llama-3.2-1B's shape there
+ * at 20 tokens/s with 2 threads, ~25 GFLOP/s a core (SSE3's rate; the core name was not
+ * printed there). OPENBLAS_CORETYPE=Prescott on this repository's AVX2 host: 18.8-20.0
+ * tokens/s at 512 tokens against 66.1-67.0 with every product on gemm_nt
+ * (bench/results/cpu_blas_prescott_ab.md). Newer and unknown names are taken as FMA cores. */
 bool la_cpu_blas_core_predates_fma(const char *core) {
     static const char *const old[] = {"Unknown", "Generic", "Katmai", "Coppermine", "Northwood", "Prescott",
                                       "Banias", "Atom", "Core2", "Penryn", "Dunnington", "Nehalem", "Athlon",

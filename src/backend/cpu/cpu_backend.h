@@ -33,9 +33,9 @@ typedef struct la_cpu_gemm_route {
 bool la_cpu_backend_gemm_route(const la_backend *be, la_cpu_gemm_route *out);
 
 /* Whether OpenBLAS's core `core` (a name of its corename table, any case) has SGEMM kernels
- * without FMA3 (Prescott, Nehalem, Sandybridge, Generic, ...: cpu_backend.c lists them). Under the AVX2
- * and AVX-512 tables such a BLAS never runs: the backend keeps every product on gemm_nt. NULL
- * and names it does not list (newer cores): false. */
+ * without FMA3 (Prescott, Nehalem, Sandybridge, Generic, ...: cpu_backend.c lists them).
+ * Under the AVX2 and AVX-512 tables such a BLAS never runs: the backend keeps every product
+ * on gemm_nt. NULL and names it does not list (newer cores): false. */
 bool la_cpu_blas_core_predates_fma(const char *core);
 
 #endif
