@@ -17,10 +17,10 @@
 #       and of a random Llama-3.2-1B checkpoint (LA_1B_DTYPES, default bf16); cpu_speed.py on
 #       the bundled model (LA_TINY_CONFIGS, 1 and 2 threads, LA_TINY_ROUNDS rounds) and on
 #       the 1B shape (LA_1B_CONFIGS, 2 threads, LA_1B_ROUNDS) -> cpu_speed_{rag_tiny,llama32_1b}.json/.md.
-#       LA_1B=0 skips the 1B shape: writing its checkpoint took ~330 s on the H100 machine's
-#       Xeon (bench/results/cpu_speed_avx512_emr_device), and its 2-thread prefill of 2048
-#       tokens ~100 s a configuration before the backend kept products off OpenBLAS's
-#       Prescott fallback.
+#       LA_1B=0 skips the 1B shape. Times on the H100 machine's Xeon
+#       (bench/results/cpu_speed_avx512_emr_device): the bundled model's table ~330 s, the
+#       1B checkpoint and its bf16 GGUF ~25 s, and one 1B configuration over 250 s at 2
+#       threads while OpenBLAS's Prescott fallback ran its prefills (20 tokens/s at 2048).
 set -u
 mode=${1:-run}
 if [ "$mode" = prepare ]; then
