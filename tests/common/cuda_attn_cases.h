@@ -1,6 +1,6 @@
 /* The CUDA kernel tests' shared pieces (tests/backend/test_cuda_kernels.c,
- * test_cuda_shared_attn.c): a synthetic Llama-shaped model with random bf16 weights loaded
- * into a CPU backend (the reference) and a CUDA backend side by side, activations uploaded
+ * test_cuda_shared_attn.c): the synthetic model (common/synth_model.h) loaded into a CPU
+ * backend (the reference) and a CUDA backend side by side, activations uploaded
  * to both, batch builders for attention cases (plain prefills, lazy and mepic documents,
  * decode rows), and the attention case runners that compare the GPU with the CPU under
  * every attn_prefill kernel (and, for shared blocks, with shared-block attention off, on and
@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_hooks.h"
+#include "common/synth_model.h"
 #include "engine/backend_model.h"
 
 /* Tolerances (absolute, on values of order 1):
@@ -33,14 +34,6 @@
 #define SHARED_TOL ATTN_TOL
 
 #define LA_TEST_MAX_SEQS 1024 /* sequences of one test batch */
-
-typedef struct la_test_synth {
-    la_model_config cfg;
-    la_weights w;
-    la_layer_weights *layers;
-    la_st_tensor *t;
-    int n_t;
-} la_test_synth;
 
 typedef struct la_test_pair {
     la_backend *be[2]; /* [0] CPU reference, [1] CUDA */
@@ -67,13 +60,7 @@ typedef struct la_test_geometry {
 
 /* ---- the synthetic model, both backends ---- */
 
-/* A uniform random number in [0, 1) (xorshift, fixed seed: the tests are repeatable). */
-double la_test_urand(void);
-float la_test_bf16_round(float x);
-/* Random bf16 weights of the given shape (norm weights in [0.5, 1.5), matrices in [-0.1, 0.1)). */
-void la_test_synth_init(la_test_synth *s, int hidden, int n_heads, int n_kv, int head_dim, int inter, int vocab,
-                        int n_layers);
-void la_test_synth_free(la_test_synth *s);
+/* (la_test_synth, la_test_urand: common/synth_model.h) */
 /* Both backends with s's weights and a pool of n_blocks x B; false (the skip line printed,
  * s freed: the caller just returns) when there is no GPU. */
 bool la_test_pair_open(la_test_pair *p, la_test_synth *s, int64_t n_blocks, int32_t B);
