@@ -17,6 +17,8 @@
 #       and of a random Llama-3.2-1B checkpoint (LA_1B_DTYPES, default bf16); cpu_speed.py on
 #       the bundled model (LA_TINY_CONFIGS, 1 and 2 threads, LA_TINY_ROUNDS rounds) and on
 #       the 1B shape (LA_1B_CONFIGS, 2 threads, LA_1B_ROUNDS) -> cpu_speed_{rag_tiny,llama32_1b}.json/.md.
+#       The device tool brings back only ~8 files of $OUT: end the command with
+#       `cd $OUT && tar -czf /tmp/o.tgz . && rm -rf $OUT/* && mv /tmp/o.tgz $OUT/`.
 #       LA_1B=0 skips the 1B shape. Times on the H100 machine's Xeon
 #       (bench/results/cpu_speed_avx512_emr_device): the bundled model's table ~330 s, the
 #       1B checkpoint and its bf16 GGUF ~25 s, and one 1B configuration over 250 s at 2
