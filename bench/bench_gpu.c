@@ -610,6 +610,9 @@ int main(int argc, char **argv) {
     int32_t ctxs[8] = {2048, 8192, 32768};
     int n_ctx = 3, reps = 5;
     bool engine = true, ttft = true, tpots = true, probe = false, shared = false;
+    int32_t tpot_batches[3] = {1, 8, 32};
+    int n_tpot_batches = 3;
+    uint32_t tpot_kinds = 7u; /* bit k: kinds[k] of the TPOT loop (plain, lazy, lazy_shared) */
     shared_opts so = {.points = {1, 64, 256, 1000}, .n_points = 4, .doc_tokens = 7000, .kinds = 3u,
                       .modes = {LA_CUDA_ATTN_SHARED_OFF, LA_CUDA_ATTN_SHARED_AUTO}, .n_modes = 2, .steps = 8};
     int32_t probe_doc = 16384, probe_steps = 128;
@@ -629,6 +632,27 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
         else if (!strcmp(argv[i], "--no-ttft")) ttft = false;
         else if (!strcmp(argv[i], "--no-tpot")) tpots = false;
+        else if (!strcmp(argv[i], "--tpot-batches") && i + 1 < argc) {
+            n_tpot_batches = parse_list(argv[++i], tpot_batches, 3);
+            for (int j = 0; j < n_tpot_batches; j++)
+                if (tpot_batches[j] < 1 || tpot_batches[j] > 64) n_tpot_batches = 0;
+            if (n_tpot_batches == 0) {
+                fprintf(stderr, "bench_gpu: --tpot-batches %s: expected up to 3 batch sizes in 1..64\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--tpot-kinds") && i + 1 < argc) {
+            char list[64];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            tpot_kinds = 0;
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                const int k = !strcmp(tok, "plain") ? 0 : !strcmp(tok, "lazy") ? 1 : !strcmp(tok, "lazy_shared") ? 2 : -1;
+                if (k < 0) {
+                    fprintf(stderr, "bench_gpu: --tpot-kinds %s: expected some of plain,lazy,lazy_shared\n", tok);
+                    return 2;
+                }
+                tpot_kinds |= 1u << k;
+            }
+        }
         else if (!strcmp(argv[i], "--shared-kv")) shared = true;
         else if (!strcmp(argv[i], "--shared-points") && i + 1 < argc) so.n_points = parse_list(argv[++i], so.points, 8);
         else if (!strcmp(argv[i], "--shared-doc-tokens") && i + 1 < argc) so.doc_tokens = atoi(argv[++i]);
@@ -717,7 +741,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v2,v3,v4] "
                             "[--fused off,qkv,gate_up,gemm,on,nomerge,nokv_write|both] [--readback argmax,logits] "
                             "[--methods recompute,prefix,block,mepic,lazy] [--out FILE] [--commit SHA] [--no-engine] "
-                            "[--no-ttft] [--no-tpot] [--shared-kv [--shared-points 1,64,256,1000] [--shared-doc-tokens N] "
+                            "[--no-ttft] [--no-tpot] [--tpot-batches 1,8,32] [--tpot-kinds plain,lazy,lazy_shared] [--shared-kv [--shared-points 1,64,256,1000] [--shared-doc-tokens N] "
                             "[--shared-kinds prefix,lazy,mepic] [--shared-modes 0,1,auto] [--shared-steps N]] "
                             "[--decode-probe [--probe-doc-tokens N] [--probe-steps N]]\n");
             return 2;
@@ -787,17 +811,18 @@ int main(int argc, char **argv) {
         bn.first_row = true;
         la_err ferr = {0};
         if (la_cuda_kv_fill_random(bn.be, 7, &ferr) != LA_OK) fprintf(stderr, "bench_gpu: fill: %s\n", ferr.msg);
-        const int32_t batches[3] = {1, 8, 32};
         const decode_kind kinds[3] = {DEC_PLAIN, DEC_LAZY, DEC_LAZY_SHARED};
         const char *const kind_names[3] = {"plain", "lazy", "lazy_shared"};
-        for (int i = 0; tpots && i < 3; i++)
-            for (int k = 0; k < 3; k++)
+        for (int i = 0; tpots && i < n_tpot_batches; i++)
+            for (int k = 0; k < 3; k++) {
+                if (!(tpot_kinds >> k & 1u)) continue;
                 for (int f = 0; f < bn.n_fused; f++)
                     for (int r = 0; r < bn.n_readbacks; r++) {
                         la_cuda_fused_gemm_set(bn.be, bn.fused[f]);
                         bn.argmax = bn.readbacks[r];
-                        tpot(&bn, batches[i], kinds[k], &b, kind_names[k]);
+                        tpot(&bn, tpot_batches[i], kinds[k], &b, kind_names[k]);
                     }
+            }
         bn.argmax = true;
         la_cuda_fused_gemm_set(bn.be, bn.default_fused);
         jprintf(&out, "\n    ],");

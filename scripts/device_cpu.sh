@@ -12,6 +12,10 @@
 #       -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON ..."), llama.cpp's converter from its
 #       source (LA_LLAMACPP_SRC: vendor/llama.cpp of the sdist) and the Llama-3 tokenizer,
 #       packed into .carry/cpu/bundle.tar.xz
+#   scripts/device_cpu.sh repack
+#       here: the same, but llama-cpp-python, the converter and the tokenizer come from the
+#       bundle already in .carry/cpu (a build of llama-cpp-python takes ~10 minutes on 2 cores);
+#       our binaries are rebuilt, and the baseline binary is kept unless LA_BASE_BIN is given
 #   LA_BASE_COMMIT=<sha> scripts/device_cpu.sh run
 #       there, repository root, $OUT set: lscpu; GGUFs of models/rag-tiny (bf16, f16, f32)
 #       and of a random Llama-3.2-1B checkpoint (LA_1B_DTYPES, default bf16); cpu_speed.py on
@@ -19,7 +23,7 @@
 #       the 1B shape (LA_1B_CONFIGS, 2 threads, LA_1B_ROUNDS) -> cpu_speed_{rag_tiny,llama32_1b}.json/.md.
 #       The device tool brings back only ~8 files of $OUT: end the command with
 #       `cd $OUT && tar -czf /tmp/o.tgz . && rm -rf $OUT/* && mv /tmp/o.tgz $OUT/`.
-#       LA_1B=0 skips the 1B shape. Times on the H100 machine's Xeon
+#       LA_1B=0 skips the 1B shape, LA_TINY=0 the bundled model's. Times on the H100 machine's Xeon
 #       (bench/results/cpu_speed_avx512_emr_device): the bundled model's table ~330 s, the
 #       1B checkpoint and its bf16 GGUF ~25 s, and one 1B configuration over 250 s at 2
 #       threads while OpenBLAS's Prescott fallback ran its prefills (20 tokens/s at 2048).
@@ -43,6 +47,20 @@ if [ "$mode" = prepare ]; then
     ls -la .carry/cpu/bundle.tar.xz
     exit 0
 fi
+if [ "$mode" = repack ]; then
+    set -e
+    [ -f .carry/cpu/bundle.tar.xz ] || { echo "device_cpu.sh repack: no .carry/cpu/bundle.tar.xz (run prepare)"; exit 1; }
+    cmake --build .carry/build -j2 --target bench_cpu_decode write_random_checkpoint
+    st=.carry/cpu_stage
+    rm -rf $st && mkdir -p $st && tar -C $st -xJf .carry/cpu/bundle.tar.xz
+    cp .carry/build/bench_cpu_decode .carry/build/write_random_checkpoint $st/bin/
+    [ -z "${LA_BASE_BIN:-}" ] || cp "$LA_BASE_BIN" $st/bin/bench_cpu_decode_base
+    . scripts/device_pack.sh
+    la_pack_libs $st/lib $st/bin/*
+    tar -C $st -cJf .carry/cpu/bundle.tar.xz bin lib py conv tok
+    ls -la .carry/cpu/bundle.tar.xz
+    exit 0
+fi
 : "${OUT:?OUT must be set (the device tool sets it)}"
 t0=$(date +%s)
 step() { echo "=== $* ($(($(date +%s) - t0)) s)"; }
@@ -56,6 +74,7 @@ python3 -c "import llama_cpp; print(llama_cpp.llama_cpp.llama_print_system_info(
 OPENBLAS_VERBOSE=2 $lc/bin/bench_cpu_decode --help 2>&1 | grep -i core | tee "$OUT/openblas_core.txt"
 base=(--base-bin $lc/bin/bench_cpu_decode_base --base-commit "${LA_BASE_COMMIT:-}")
 
+if [ "${LA_TINY:-1}" != 0 ]; then
 step "rag-tiny GGUFs"
 for t in bf16 f16 f32; do
     python3 tools/peers/convert_gguf.py --llamacpp $lc/conv --outtype $t models/rag-tiny /tmp/rag-tiny-$t.gguf \
@@ -68,6 +87,7 @@ python3 bench/cpu_speed.py --label rag-tiny-device-cpu --hf models/rag-tiny --gg
     --threads 1,2 --rounds "${LA_TINY_ROUNDS:-2}" --out "$OUT/cpu_speed_rag_tiny.json" 2>"$OUT/cpu_speed_rag_tiny.log"
 echo "exit $?"
 cat "$OUT/cpu_speed_rag_tiny.md" 2>/dev/null
+fi
 
 [ "${LA_1B:-1}" = 0 ] && { step done; exit 0; }
 step "1B checkpoint and GGUFs"

@@ -32,6 +32,8 @@
 #              JSON schema against greedy (issue 21) -> bench_sampling_h200_8b.json
 #     budget   the engine's sweep (64 / 256 and 1000) at the old default token budget, 1024 a
 #              step, beside `engine`'s default (8192 on an H100 / H200) -> engine_{sweep,c1000}_mbt1024.*
+#     trace    nsys (else ncu) over bench_gpu: one 1B decode at batch 1 (plain, graphs) and one
+#              lazy 8K question -> trace_{decode_b1,lazy_8k}.csv.gz, trace_tools.txt
 #     cpu      the machine's CPU (lscpu.txt) and backend_test_cpu_kernels on it (cpu_tests.log:
 #              the AVX-512 kernels where it has them)
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
@@ -200,6 +202,31 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
         echo "backend_test_cpu_kernels exit $?"
         cd "$root"
         grep -E 'Synthesis|FAIL|isa|avx' "$OUT/cpu_tests.log" | head -20
+        ;;
+    trace)
+        # one replayed decode step of the 1B shape at batch 1 and one lazy 8K question, kernel
+        # by kernel: nsys where the image has it (a timeline: gaps between kernels show),
+        # else ncu (each kernel's own duration, serialised). LA_TRACE_SHAPE picks the shape.
+        step trace
+        nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys /usr/local/cuda*/nsight-systems*/bin/nsys 2>/dev/null | head -1)
+        ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute*/ncu 2>/dev/null | head -1)
+        echo "nsys: ${nsys:-none}; ncu: ${ncu:-none}" | tee "$OUT/trace_tools.txt"
+        targs="--shapes ${LA_TRACE_SHAPE:-llama3.2-1b} --contexts 8192 --reps 1 --no-engine"
+        for run in "decode_b1:--no-ttft --tpot-batches 1 --tpot-kinds plain" "lazy_8k:--no-tpot --methods lazy"; do
+            name=${run%%:*}
+            if [ -n "$nsys" ]; then
+                timeout ${LA_TRACE_TIMEOUT:-120} "$nsys" profile -t cuda --cuda-graph-trace=node -o "/tmp/trace_$name" -f true \
+                    $bin/bench_gpu $targs ${run#*:} --out "$OUT/trace_${name}_bench.json" >"$OUT/trace_$name.log" 2>&1
+                echo "nsys $name exit $?"
+                "$nsys" stats -r cuda_gpu_trace -f csv -o "/tmp/trace_$name" "/tmp/trace_$name.nsys-rep" >>"$OUT/trace_$name.log" 2>&1
+                gzip -c /tmp/trace_${name}_cuda_gpu_trace.csv >"$OUT/trace_$name.csv.gz" 2>/dev/null
+            elif [ -n "$ncu" ]; then
+                timeout ${LA_TRACE_TIMEOUT:-120} "$ncu" --cache-control none --clock-control none --metrics gpu__time_duration.sum \
+                    --csv $bin/bench_gpu $targs ${run#*:} --out "$OUT/trace_${name}_bench.json" 2>"$OUT/trace_$name.log" \
+                    | gzip >"$OUT/trace_$name.csv.gz"
+                echo "ncu $name exit $?"
+            fi
+        done
         ;;
     *) echo "device_kernels.sh: unknown phase $phase" ;;
     esac
