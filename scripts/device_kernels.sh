@@ -33,7 +33,9 @@
 #     budget   the engine's sweep (64 / 256 and 1000) at the old default token budget, 1024 a
 #              step, beside `engine`'s default (8192 on an H100 / H200) -> engine_{sweep,c1000}_mbt1024.*
 #     trace    nsys (else ncu) over bench_gpu: one 1B decode at batch 1 (plain, graphs) and one
-#              lazy 8K question -> trace_{decode_b1,lazy_8k}.csv.gz, trace_tools.txt
+#              lazy 8K question -> trace_{decode_b1,lazy_8k}.csv.gz, trace_tools.txt; with
+#              LA_TRACE_DETAIL=1 also ncu's full set for one launch of each one's attention
+#              kernel -> detail_{decode_b1,lazy_8k}.txt (LA_TRACE=0 skips the traces)
 #     cpu      the machine's CPU (lscpu.txt) and backend_test_cpu_kernels on it (cpu_tests.log:
 #              the AVX-512 kernels where it has them)
 #   LA_PHASES="tests shared peer shapes probe engine" (the default) picks and orders them.
@@ -213,6 +215,7 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
         echo "nsys: ${nsys:-none}; ncu: ${ncu:-none}" | tee "$OUT/trace_tools.txt"
         targs="--shapes ${LA_TRACE_SHAPE:-llama3.2-1b} --contexts 8192 --reps 1 --no-engine"
         for run in "decode_b1:--no-ttft --tpot-batches 1 --tpot-kinds plain" "lazy_8k:--no-tpot --methods lazy"; do
+            [ "${LA_TRACE:-1}" = 0 ] && break
             name=${run%%:*}
             if [ -n "$nsys" ]; then
                 timeout ${LA_TRACE_TIMEOUT:-120} "$nsys" profile -t cuda --cuda-graph-trace=node -o "/tmp/trace_$name" -f true \
@@ -227,6 +230,18 @@ for phase in ${LA_PHASES:-tests shared peer shapes probe engine}; do
                 echo "ncu $name exit $?"
             fi
         done
+        # LA_TRACE_DETAIL=1: ncu's full set (stall reasons, memory, occupancy) for one launch
+        # of the attention kernel of each run (the 21st: past the warm-up and the capture)
+        if [ "${LA_TRACE_DETAIL:-0}" = 1 ] && [ -n "$ncu" ]; then
+            for run in "decode_b1:attn_decode_kernel:--no-ttft --tpot-batches 1 --tpot-kinds plain" \
+                "lazy_8k:attn_prefill_wgmma_kernel:--no-tpot --methods lazy"; do
+                name=${run%%:*}; rest=${run#*:}; kern=${rest%%:*}
+                timeout ${LA_TRACE_TIMEOUT:-120} "$ncu" --set full -k "regex:$kern" --launch-skip 20 --launch-count 1 \
+                    -f -o "/tmp/detail_$name" $bin/bench_gpu $targs ${rest#*:} --out /tmp/detail_$name.json >"$OUT/detail_$name.log" 2>&1
+                echo "ncu --set full $name exit $?"
+                "$ncu" --import "/tmp/detail_$name.ncu-rep" --page details >"$OUT/detail_$name.txt" 2>&1
+            done
+        fi
         ;;
     *) echo "device_kernels.sh: unknown phase $phase" ;;
     esac
