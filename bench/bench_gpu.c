@@ -38,7 +38,7 @@
  * kernel (la_cuda_attn_prefill_variant_set; default: the backend's, v4 on an H100/H200, else
  * v2), in the same run; every TTFT row names the "prefill_variant" asked for (v3 and v4 run
  * v2 at head_dims other than 64 and 128: la_cuda_attn_prefill_kernel) and the "prefill_kernel"
- * that ran (v4 runs v3 for the steps with rotation metadata, mepic's and lazy's questions:
+ * that ran (v4 runs v3 for steps with a k_rope block, mepic's questions:
  * la_cuda_attn_prefill_kernel_ran).
  *
  * Every TPOT row names its "decode_variant": v2, the one attn_decode kernel (GPU_NOTES.md

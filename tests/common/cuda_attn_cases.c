@@ -232,8 +232,9 @@ uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *c
     la_act *k = in.k, *v = in.v, *q = in.q, *o = in.o;
     const float *kh = in.kh;
     /* v4 and v3 (wgmma, head_dim 64 or 128 on a 9.0 GPU; elsewhere they run v2) where they exist,
-     * then v2: a state one run leaves behind for the next would show in the later ones. v4 runs plain steps only (no q_delta, no k_rope): under "v4" a lazy or mepic
-     * case runs v3 */
+     * then v2: a state one run leaves behind for the next would show in the later ones. v4
+     * runs every step without a k_rope block (a lazy case's items cut where q_delta
+     * changes): under "v4" a mepic case runs v3 */
     const int32_t first = la_cuda_attn_prefill_variant_set(p->be[1], 4, &err) == LA_OK ? 4 : 2;
     uint32_t ran = 0; /* bit k: attn_prefill kernel k ran a step (la_cuda_attn_prefill_kernel_ran) */
     for (int32_t variant = first; variant >= 2; variant--) {

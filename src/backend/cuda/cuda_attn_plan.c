@@ -14,10 +14,13 @@
  *     one token for decode (a sequence with one new row);
  *   - a tile reads key slots [0, kv_len): the blocks up to the last whose first slot is
  *     causally visible to the tile's latest token (a binary search over the suffix
- *     minimum of pos0, so blocks after the question are never staged);
+ *     minimum of pos0, so blocks after the question are never staged); in a lazy step
+ *     (q_delta, no k_rope) under the warp-specialized kernel, which rotates an item's
+ *     queries once, the prefill tiles' ranges are cut where q_delta changes (segments: a
+ *     document each, the question's own blocks one more), and no item crosses a cut;
  *   - when tiles x KV-head groups would leave SMs idle (fewer CTAs than 2 per SM: a
  *     64-token question, a small decode batch), every tile is split over its key range
- *     into balanced chunks of at least 2 key tiles so the total reaches about 2 CTAs per
+ *     (each segment) into balanced chunks of at least 2 key tiles so the total reaches about 2 CTAs per
  *     SM (flash-decoding; 1 warp-specialized CTA per SM, as it holds two 128-row CTAs'
  *     rows). A step of
  *     decode rows only targets 1 CTA per SM, at most one
@@ -258,12 +261,33 @@ static la_status pad_split_schedule(cuda_backend *c, const la_batch *b, int64_t 
  * rows and its combine item merges those too; the row of token t's grouped part 0 goes to
  * c->sh.tok_gbase[t], its stride between KV-head groups to tok_gstride[t]. extra_ctas: the
  * grouped launch's CTAs, counted against the split target. */
+/* Segment i of tile tp (tile_plan): its key tiles, and the parts a split at `chunk` key tiles
+ * a part cuts it into (INT64_MAX: no split, one part). */
+static int64_t seg_key_tiles(const cuda_backend *c, const tile_plan *tp, int32_t i) {
+    return ceil_div64((int64_t)c->segs[tp->seg0 + i + 1] - c->segs[tp->seg0 + i], LA_ATTN_KEYS_PER_TILE);
+}
+static int64_t seg_parts(int64_t key_tiles, int64_t chunk) {
+    return chunk == INT64_MAX || key_tiles <= 1 ? 1 : ceil_div64(key_tiles, chunk);
+}
+/* The items tile tp becomes at `chunk`: every segment's parts. */
+static int64_t tile_parts(const cuda_backend *c, const tile_plan *tp, int64_t chunk) {
+    int64_t n = 0;
+    for (int32_t i = 0; i < tp->n_seg; i++) n += seg_parts(seg_key_tiles(c, tp, i), chunk);
+    return n;
+}
+
 static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fixed_grid, const int32_t *seq_parts,
                                     int64_t extra_ctas, la_err *err) {
     const la_backend_shape *m = &c->base.shape;
-    bool plain = true; /* no block carries rotation metadata (la_cuda_prefill_kernel_pick) */
-    for (int32_t i = 0; i < b->n_blocks && plain; i++) plain = b->blocks[i].q_delta == 0 && b->blocks[i].k_rope == 0;
-    const la_cuda_prefill_kernel kernel = la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, m->head_dim, plain);
+    la_cuda_step_rotation rotation = LA_CUDA_ROTATION_NONE; /* la_cuda_prefill_kernel_pick */
+    for (int32_t i = 0; i < b->n_blocks && rotation != LA_CUDA_ROTATION_K_ROPE; i++)
+        if (b->blocks[i].k_rope) rotation = LA_CUDA_ROTATION_K_ROPE;
+        else if (b->blocks[i].q_delta) rotation = LA_CUDA_ROTATION_Q_DELTA;
+    const la_cuda_prefill_kernel kernel = la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, m->head_dim, rotation);
+    /* the warp-specialized kernel rotates an item's queries once, at its first block's
+     * q_delta (attn_prefill_wgmma_ws.cu): in a step with q_delta (lazy), every prefill tile's
+     * key range is cut where q_delta changes, so no item crosses a document's edge */
+    const bool cut = kernel == LA_CUDA_PREFILL_WGMMA_WS && rotation == LA_CUDA_ROTATION_Q_DELTA;
     const int32_t rows = la_cuda_prefill_kernels[kernel].rows;
     const int32_t B = c->block_size, hpc = c->heads_per_cta, TT = rows / hpc;
     const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
@@ -276,7 +300,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     }
     LA_TRY(la_cu_grow((void **)&c->tiles, &c->cap_tiles, n_tiles, sizeof(tile_plan), err));
     LA_TRY(la_cu_grow((void **)&c->smin, &c->cap_smin, max_nb + 1, sizeof(int32_t), err));
-    int64_t k = 0;
+    int64_t k = 0, n_segs = 0;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
         if (sq->n_rows <= 0) continue;
@@ -299,15 +323,26 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
                 if (c->smin[mid] > pmax) hi = mid;
                 else lo = mid + 1;
             }
-            c->tiles[k++] = (tile_plan){s, sq->row0 + r0, n, pmax, lo * B, sq->n_rows == 1};
+            tile_plan tp = {s, sq->row0 + r0, n, pmax, lo * B, sq->n_rows == 1, (int32_t)n_segs, 1};
+            LA_TRY(la_cu_grow((void **)&c->segs, &c->cap_segs, n_segs + lo + 2, sizeof(int32_t), err));
+            c->segs[n_segs++] = 0;
+            if (cut && !tp.decode)
+                for (int32_t i = 1; i < lo; i++)
+                    if (bl[i].q_delta != bl[i - 1].q_delta) {
+                        c->segs[n_segs++] = i * B;
+                        tp.n_seg++;
+                    }
+            c->segs[n_segs++] = lo * B;
+            c->tiles[k++] = tp;
         }
     }
     /* split over the key range when the tiles alone leave SMs idle */
     const int64_t KT = LA_ATTN_KEYS_PER_TILE;
-    int64_t key_tiles = 0;
+    int64_t key_tiles = 0, min_items = 0; /* min_items: one per segment */
     bool all_decode = true;
     for (int64_t t = 0; t < n_tiles; t++) {
-        key_tiles += ceil_div64(c->tiles[t].kv_len, KT);
+        for (int32_t i = 0; i < c->tiles[t].n_seg; i++) key_tiles += seg_key_tiles(c, &c->tiles[t], i);
+        min_items += c->tiles[t].n_seg;
         all_decode = all_decode && c->tiles[t].decode;
     }
     key_tiles *= n_groups;
@@ -318,7 +353,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
                                                                 : c->split_ctas;
     const int64_t slots = per_sm * c->n_sm;
     int64_t chunk = INT64_MAX;
-    if (n_tiles * n_groups + extra_ctas < slots && key_tiles > 0) {
+    if (min_items * n_groups + extra_ctas < slots && key_tiles > 0) {
         chunk = ceil_div64(key_tiles, slots);
         /* at least 2 key tiles per split; 8 (512 keys) in a decode-only step, whose items
          * are too short otherwise (Llama-3-8B, batch 1 at 8K: 33 splits of 256 keys, the
@@ -327,11 +362,8 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         if (chunk < min_chunk) chunk = min_chunk;
         for (;;) {
             int64_t total = 0;
-            for (int64_t t = 0; t < n_tiles; t++) {
-                int64_t ntk = ceil_div64(c->tiles[t].kv_len, KT);
-                total += ntk > 1 ? ceil_div64(ntk, chunk) : 1;
-            }
-            if (total * n_groups + extra_ctas <= slots) break; /* n_tiles of them fit: ends */
+            for (int64_t t = 0; t < n_tiles; t++) total += tile_parts(c, &c->tiles[t], chunk);
+            if (total * n_groups + extra_ctas <= slots) break; /* min_items of them fit: ends */
             chunk++;
         }
     }
@@ -349,8 +381,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
     }
     for (int64_t t = 0; t < n_tiles; t++) {
         const tile_plan *tp = &c->tiles[t];
-        int64_t ntk = ceil_div64(tp->kv_len, KT);
-        int64_t n_split = (chunk == INT64_MAX || ntk <= 1) ? 1 : ceil_div64(ntk, chunk);
+        const int64_t n_split = tile_parts(c, tp, chunk);
         int32_t R = tp->decode ? hpc : rows;
         decode_split = decode_split || (tp->decode && n_split > 1);
         const int64_t n_grouped = seq_parts ? seq_parts[tp->seq_id] : 0; /* parts from the grouped launch */
@@ -364,7 +395,7 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
             (*items)[(*n_items)++] = item;
             continue;
         }
-        int64_t base = part_rows, per = ntk / n_split, extra = ntk % n_split, t0 = 0;
+        const int64_t base = part_rows;
         part_rows += (n_split + n_grouped) * n_groups * R;
         if (part_rows > INT32_MAX) return la_err_set(err, LA_ERR_UNSUPPORTED, "attention: too many partial rows");
         const la_cuda_attn_combine_item ci = {tp->row0, tp->n_tokens, (int32_t)base, (int32_t)(n_split + n_grouped), R,
@@ -388,13 +419,19 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
             c->merge[n_m++] = ci;
         }
         if (n_split == 1) continue;
-        for (int64_t s = 0; s < n_split; s++) {
-            int64_t nt = per + (s < extra ? 1 : 0);
-            item.kv0 = (int32_t)(t0 * KT);
-            item.kv1 = (int32_t)((t0 + nt) * KT < tp->kv_len ? (t0 + nt) * KT : tp->kv_len);
-            item.part_row0 = (int32_t)(base + s * n_groups * R);
-            t0 += nt;
-            (*items)[(*n_items)++] = item;
+        int64_t s = 0; /* the tile's part */
+        for (int32_t i = 0; i < tp->n_seg; i++) { /* each segment in balanced parts of whole key tiles */
+            const int64_t lo = c->segs[tp->seg0 + i], hi = c->segs[tp->seg0 + i + 1];
+            const int64_t ntk = seg_key_tiles(c, tp, i), np = seg_parts(ntk, chunk);
+            const int64_t per = ntk / np, extra = ntk % np;
+            for (int64_t q = 0, t0 = 0; q < np; q++, s++) {
+                const int64_t nt = per + (q < extra ? 1 : 0);
+                item.kv0 = (int32_t)(lo + t0 * KT);
+                item.kv1 = (int32_t)(lo + (t0 + nt) * KT < hi ? lo + (t0 + nt) * KT : hi);
+                item.part_row0 = (int32_t)(base + s * n_groups * R);
+                t0 += nt;
+                (*items)[(*n_items)++] = item;
+            }
         }
     }
     if (n_p > LA_ATTN_MAX_PREFILL_ITEMS) /* refused here, before the step writes anything */

@@ -102,9 +102,11 @@ static bool eligible(const shared_plan *sh, const la_batch_seq *sq) {
     return sq->n_rows > 0 && (sh->mode == LA_CUDA_ATTN_SHARED_ON || sq->n_rows <= LA_ATTN_SHARED_MAX_ROWS);
 }
 
-/* The grouped launch's kernel and rows per CTA for the grouped runs (plain: no k_rope). */
+/* The grouped launch's kernel and rows per CTA for the grouped runs (plain: no k_rope; the
+ * canonical blocks carry no q_delta, top of this file). */
 static la_cuda_prefill_kernel grouped_kernel(const cuda_backend *c, bool plain) {
-    return la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, c->base.shape.head_dim, plain);
+    return la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, c->base.shape.head_dim,
+                                       plain ? LA_CUDA_ROTATION_NONE : LA_CUDA_ROTATION_K_ROPE);
 }
 
 static la_status reserve(cuda_backend *c, const la_batch *b, la_err *err) {

@@ -596,6 +596,7 @@ static void cuda_destroy(la_backend *be) {
     la_cu_staging_free(&c->jobs_stage);
     la_cu_shared_free(&c->sh);
     free(c->tiles);
+    free(c->segs);
     free(c->smin);
     free(c->chk_keys);
     free(c->chk_lo);

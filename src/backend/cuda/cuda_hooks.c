@@ -39,7 +39,8 @@ int32_t la_cuda_attn_prefill_variant(const la_backend *be) {
 int32_t la_cuda_attn_prefill_kernel(const la_backend *be) {
     if (!la_cuda_backend_is(be)) return 0;
     const cuda_backend *c = (const cuda_backend *)be;
-    return la_cuda_prefill_kernels[la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, c->base.shape.head_dim, true)]
+    return la_cuda_prefill_kernels[la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, c->base.shape.head_dim,
+                                                               LA_CUDA_ROTATION_NONE)]
         .variant;
 }
 

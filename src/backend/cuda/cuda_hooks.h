@@ -106,9 +106,9 @@ uint32_t la_cuda_fused_gemm(const la_backend *be);
 /* Which attn_prefill kernel the steps from the next batch_begin on ask for, by its variant
  * number (la_cuda_prefill_kernels, kernels/attn_prefill.cu): 4 = warp-specialized wgmma,
  * 256 rows per CTA, 3 = wgmma, 2 = mma.sync, 128 rows per CTA. A step runs the kernel
- * asked for, or the next in the table whose needs it meets: 4 runs plain steps only (no
- * block with a q_delta or k_rope: full recompute, prefix caching, BlockAttention's copies;
- * the other steps run 3), 3 and 4 need head_dim 64 or 128 (other head dims run 2). The default is
+ * asked for, or the next in the table whose needs it meets: 4 runs steps without a k_rope
+ * block (full recompute, prefix caching, BlockAttention's copies, lazy; mepic's steps run
+ * 3), 3 and 4 need head_dim 64 or 128 (other head dims run 2). The default is
  * 4 on a compute capability 9.0 GPU when the build has sm_90a code (LA_CUDA_ARCHITECTURES
  * with 90a, the default), else 2. The environment variable LA_ATTN_PREFILL=v2|v3|v4 sets it
  * at create. LA_ERR_INVALID_ARG for another value or another backend, LA_ERR_UNSUPPORTED
@@ -118,11 +118,11 @@ la_status la_cuda_attn_prefill_variant_set(la_backend *be, int32_t variant, la_e
 /* The variant of the next steps; 0 for a backend that is not CUDA. */
 int32_t la_cuda_attn_prefill_variant(const la_backend *be);
 /* The variant number of the kernel a plain step runs for the loaded model's head_dim (3
- * and 4 run 2 at a head_dim other than 64 and 128; under 4, a step that is not plain runs 3); 0
- * for a backend that is not CUDA. */
+ * and 4 run 2 at a head_dim other than 64 and 128; under 4, a step with a k_rope block runs
+ * 3); 0 for a backend that is not CUDA. */
 int32_t la_cuda_attn_prefill_kernel(const la_backend *be);
 /* The variant number of the attn_prefill kernel (2 to 4) that the latest step with prefill
- * tiles was scheduled for (batch_begin): under 4, 3 for a step that is not plain. 0 for a
+ * tiles was scheduled for (batch_begin): under 4, 3 for a step with a k_rope block. 0 for a
  * backend that is not CUDA or before any such step. Tests and benchmarks report it. */
 int32_t la_cuda_attn_prefill_kernel_ran(const la_backend *be);
 

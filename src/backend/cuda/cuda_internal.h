@@ -62,9 +62,13 @@ typedef struct dev_block {
     size_t bytes;
 } dev_block;
 
-/* Host-side work of one attention tile (before splitting). */
+/* Host-side work of one attention tile (before splitting): key slots [0, kv_len) of its
+ * sequence's list, as n_seg segments [segs[seg0 + i], segs[seg0 + i + 1]) that no item
+ * crosses (one, [0, kv_len), unless schedule_attention cuts the range where q_delta
+ * changes). */
 typedef struct tile_plan {
     int32_t seq_id, row0, n_tokens, pos_max, kv_len, decode;
+    int32_t seg0, n_seg;
 } tile_plan;
 
 /* ---- CUDA graphs (cuda_graphs.c, top comment) ---- */
@@ -304,6 +308,8 @@ typedef struct cuda_backend {
     /* host scratch of the scheduler */
     tile_plan *tiles;
     int64_t cap_tiles;
+    int32_t *segs; /* the tiles' segment bounds (tile_plan) */
+    int64_t cap_segs;
     int32_t *smin;
     int64_t cap_smin;
     int64_t *chk_keys;                       /* check_batch: its template's valid keys, q_delta */

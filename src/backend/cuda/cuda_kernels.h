@@ -161,6 +161,15 @@ typedef enum la_cuda_prefill_kernel {
     LA_CUDA_PREFILL_KERNEL_COUNT
 } la_cuda_prefill_kernel;
 
+/* The rotation metadata a step's block entries carry (backend/backend.h, la_attn_block),
+ * least first: what decides which attn_prefill kernels can run it. */
+typedef enum la_cuda_step_rotation {
+    LA_CUDA_ROTATION_NONE,    /* plain: no q_delta, no k_rope (recompute, prefix caching,
+                                 BlockAttention's copies) */
+    LA_CUDA_ROTATION_Q_DELTA, /* some block has a q_delta, none a k_rope (lazy) */
+    LA_CUDA_ROTATION_K_ROPE   /* some block has a k_rope (mepic) */
+} la_cuda_step_rotation;
+
 /* What a kernel needs and how the host cuts its tiles: one row per la_cuda_prefill_kernel. */
 typedef struct la_cuda_prefill_kernel_info {
     int32_t variant;  /* its number n in LA_ATTN_PREFILL=v<n>, la_cuda_attn_prefill_variant_set
@@ -172,19 +181,23 @@ typedef struct la_cuda_prefill_kernel_info {
     bool sm90a;       /* needs wgmma: compute capability 9.0 and sm_90a code */
     int32_t head_dims[2]; /* the head_dims it runs (Llama-3.2-1B's 64, Llama-3-8B's 128);
                              {0, 0}: any (a multiple of 8, <= 128) */
-    bool plain_only;  /* runs plain steps only: no block with a q_delta or a k_rope */
+    la_cuda_step_rotation max_rotation; /* the most rotation metadata it runs: Q_DELTA for the
+                                           warp-specialized kernel, whose items the host cuts
+                                           where q_delta changes (it rotates an item's
+                                           queries once, at its first block's q_delta);
+                                           K_ROPE for the others */
 } la_cuda_prefill_kernel_info;
 
 extern const la_cuda_prefill_kernel_info la_cuda_prefill_kernels[LA_CUDA_PREFILL_KERNEL_COUNT];
 
 /* The kernel a step runs: the first of the table from `asked` on whose needs the step and
  * the device meet (sm90a: the device and the build can run wgmma; head_dim one it runs;
- * plain: no block of the step carries a q_delta or k_rope). LA_CUDA_PREFILL_MMA meets every
+ * rotation: the step's, la_cuda_step_rotation). LA_CUDA_PREFILL_MMA meets every
  * step of a head_dim the backend loads (a multiple of 8, <= 128: la_cu_load_weights refuses
  * others with LA_ERR_UNSUPPORTED), so a head_dim other than 64 and 128 (e.g. 72, 96) runs the
  * slower mma kernel, never a wrong one. */
 la_cuda_prefill_kernel la_cuda_prefill_kernel_pick(la_cuda_prefill_kernel asked, bool sm90a, int32_t head_dim,
-                                                   bool plain);
+                                                   la_cuda_step_rotation rotation);
 
 /* Run p->prefill_kernel's entry over p->items (nothing for none). */
 la_status la_cuda_attn_prefill(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);

@@ -38,15 +38,16 @@ la_status la_cu_staging_reserve(cuda_backend *c, staging *s, size_t bytes, la_er
 la_status la_cu_staging_send(cuda_backend *c, staging *s, size_t bytes, la_err *err) { (void)c;(void)s;(void)bytes;(void)err; return LA_OK; }
 size_t la_cuda_attn_decode_smem(int32_t hd, int32_t deep) { (void)hd; (void)deep; return 1; }
 const la_cuda_prefill_kernel_info la_cuda_prefill_kernels[LA_CUDA_PREFILL_KERNEL_COUNT] = {
-    {4, "wgmma_ws", NULL, LA_ATTN_PREFILL_ROWS_WS, true, {64, 128}, true},
-    {3, "wgmma", NULL, LA_ATTN_PREFILL_ROWS, true, {64, 128}, false},
-    {2, "mma", NULL, LA_ATTN_PREFILL_ROWS, false, {0, 0}, false},
+    {4, "wgmma_ws", NULL, LA_ATTN_PREFILL_ROWS_WS, true, {64, 128}, LA_CUDA_ROTATION_Q_DELTA},
+    {3, "wgmma", NULL, LA_ATTN_PREFILL_ROWS, true, {64, 128}, LA_CUDA_ROTATION_K_ROPE},
+    {2, "mma", NULL, LA_ATTN_PREFILL_ROWS, false, {0, 0}, LA_CUDA_ROTATION_K_ROPE},
 };
-la_cuda_prefill_kernel la_cuda_prefill_kernel_pick(la_cuda_prefill_kernel asked, bool sm90a, int32_t head_dim, bool plain) {
+la_cuda_prefill_kernel la_cuda_prefill_kernel_pick(la_cuda_prefill_kernel asked, bool sm90a, int32_t head_dim,
+                                                   la_cuda_step_rotation rotation) {
     for (int k = (int)asked; k < LA_CUDA_PREFILL_KERNEL_COUNT; k++) {
         const la_cuda_prefill_kernel_info *e = &la_cuda_prefill_kernels[k];
         const bool hd_ok = e->head_dims[0] == 0 || e->head_dims[0] == head_dim || e->head_dims[1] == head_dim;
-        if ((!e->sm90a || sm90a) && hd_ok && (!e->plain_only || plain)) return (la_cuda_prefill_kernel)k;
+        if ((!e->sm90a || sm90a) && hd_ok && rotation <= e->max_rotation) return (la_cuda_prefill_kernel)k;
     }
     return LA_CUDA_PREFILL_MMA;
 }
@@ -81,8 +82,12 @@ static const double *kv_at(const double *pool, int blk, int kvh, int j) { return
 
 typedef struct part { double m, l; double o[128]; } part;
 
-/* one row against keys [kv0, kv1) of list L: partial state */
-static void attend(const la_attn_block *L, int kv0, int kv1, int kvh, const double *q, int32_t rpos, part *P) {
+/* one row against keys [kv0, kv1) of list L: partial state. item_delta: NULL rotates the
+ * query at rpos - q_delta of each key's block (the wgmma and mma kernels, the reference);
+ * else at rpos - *item_delta for every key (the warp-specialized kernel's contract: an item
+ * rotates its queries once, at its first block's q_delta) */
+static void attend(const la_attn_block *L, int kv0, int kv1, int kvh, const double *q, int32_t rpos,
+                   const int32_t *item_delta, part *P) {
     P->m = -INFINITY; P->l = 0; memset(P->o, 0, sizeof P->o);
     double qr[128], kr[128];
     double sc = 1.0 / sqrt((double)HD);
@@ -94,7 +99,8 @@ static void attend(const la_attn_block *L, int kv0, int kv1, int kvh, const doub
         int j = f % B;
         s[f - kv0] = -INFINITY;
         if (j >= b->n_valid || (int64_t)b->pos0 + j > rpos) continue;
-        if ((int64_t)rpos - b->q_delta != angle) { angle = (int64_t)rpos - b->q_delta; rope(q, qr, angle); }
+        const int64_t delta = item_delta ? *item_delta : b->q_delta;
+        if ((int64_t)rpos - delta != angle) { angle = (int64_t)rpos - delta; rope(q, qr, angle); }
         const double *k = kv_at(Kp, b->block_id, kvh, j);
         if (b->k_rope) { rope(k, kr, (int64_t)b->pos0 + j); k = kr; }
         double d = 0; for (int i = 0; i < HD; i++) d += qr[i] * k[i];
@@ -139,13 +145,16 @@ static void emulate(cuda_backend *c, const la_batch *b, double *out) {
         const la_cuda_attn_item *items = pass == 0 ? c->d_items_grouped : pass == 1 ? c->d_items_prefill : c->d_items_decode;
         int n = pass == 0 ? c->n_items_grouped : pass == 1 ? c->n_items_prefill : c->n_items_decode;
         const la_cuda_attn_grow *gr = pass == 0 ? c->d_grows : NULL;
-        int rows = pass == 2 ? hpc : la_cuda_prefill_kernels[pass == 0 ? c->sh.kernel : c->step_prefill_kernel].rows;
+        const la_cuda_prefill_kernel kern = pass == 0 ? c->sh.kernel : c->step_prefill_kernel;
+        int rows = pass == 2 ? hpc : la_cuda_prefill_kernels[kern].rows;
+        const bool ws = pass < 2 && kern == LA_CUDA_PREFILL_WGMMA_WS; /* 128-key tiles from any 16-key group */
         for (int it = 0; it < n; it++) {
             const la_cuda_attn_item *I = &items[it];
             if (I->n_tokens == 0) continue;
             if (pass == 2 && I->n_tokens != 1) { fprintf(stderr, "decode item with %d tokens\n", I->n_tokens); exit(3); }
             if (I->kv0 % 16) { fprintf(stderr, "kv0 %d not a multiple of 16\n", I->kv0); exit(3); }
-            if (pass < 2 && I->kv0 % 64) { fprintf(stderr, "prefill kv0 %d not a multiple of 64\n", I->kv0); exit(3); }
+            if (pass < 2 && !ws && I->kv0 % 64) { fprintf(stderr, "prefill kv0 %d not a multiple of 64\n", I->kv0); exit(3); }
+            const int32_t item_delta = I->kv1 > I->kv0 ? blocks[I->block0 + I->kv0 / B].q_delta : 0;
             if (I->n_tokens * hpc > rows) { fprintf(stderr, "item rows %d > %d\n", I->n_tokens * hpc, rows); exit(3); }
             for (int g = 0; g < ng; g++) {
                 int kvh = g / c->n_head_chunks, head0 = kvh * (NH / NKV) + (g % c->n_head_chunks) * hpc;
@@ -156,7 +165,8 @@ static void emulate(cuda_backend *c, const la_batch *b, double *out) {
                     if (rpos > I->pos_max) { fprintf(stderr, "row pos %d > item pos_max %d\n", rpos, I->pos_max); exit(3); }
                     for (int h = 0; h < hpc; h++) {
                         part P;
-                        attend(blocks + I->block0, I->kv0, I->kv1, kvh, Q + ((int64_t)tok * NH + head0 + h) * HD, rpos, &P);
+                        attend(blocks + I->block0, I->kv0, I->kv1, kvh, Q + ((int64_t)tok * NH + head0 + h) * HD, rpos,
+                               ws ? &item_delta : NULL, &P);
                         if (gr) *part_at(gr[I->row0 + t].part_row + (int64_t)g * gr[I->row0 + t].part_stride + h) = P;
                         else if (I->part_row0 >= 0) *part_at(I->part_row0 + (int64_t)g * rows + t * hpc + h) = P;
                         else merge(&P, 1, out + ((int64_t)tok * NH + head0 + h) * HD);
@@ -192,7 +202,8 @@ static void reference(const la_batch *b, double *out) {
             for (int h = 0; h < NH; h++) {
                 int tok = sq->row0 + t, kvh = h / (NH / NKV);
                 part P;
-                attend(b->blocks + sq->block0, 0, sq->n_blocks * B, kvh, Q + ((int64_t)tok * NH + h) * HD, b->pos[tok], &P);
+                attend(b->blocks + sq->block0, 0, sq->n_blocks * B, kvh, Q + ((int64_t)tok * NH + h) * HD, b->pos[tok], NULL,
+                       &P);
                 merge(&P, 1, out + ((int64_t)tok * NH + h) * HD);
             }
     }
@@ -341,6 +352,21 @@ int main(void) {
         { int lens[4] = {16, 32, 15, 17}; doc docs[4]; for (int d = 0; d < 4; d++) { docs[d] = (doc){next_block, lens[d]}; next_block += (lens[d] + B - 1) / B; }
           for (int s = 0; s < 30; s++) { int order[4] = {0, 1, 2, 3}; if (s % 2) { order[0] = 2; order[2] = 0; } add_seq(&B0, docs, order, 4, s % 3 == 1 ? 1 : 0, 0, s % 5, s % 4 == 0 ? 5 : 1); }
           fails += run_case("block-boundary docs 16/32/15/17, 30 seqs", &B0, mode, hd, 8, 2, pk, true, 132); }
+        /* 4b. lazy questions (prefill rows, documents past the first at q_delta != 0, no mepic)
+         * over 1..5 documents in rotating slots, some after a preamble, some over 64 rows (two
+         * tiles), beside decode rows: under the warp-specialized kernel each prefill item must
+         * stay inside one q_delta (its contract, emulate); on 132 SMs (split) and on 2 (not) */
+        for (int n_sm = 132; n_sm >= 2; n_sm = n_sm == 132 ? 2 : 0) {
+            memset(&B0, 0, sizeof B0); next_block = 1;
+            doc docs[5];
+            for (int d = 0; d < 5; d++) { int len = 16 * (1 + ri(12)) + (d % 2 ? ri(16) : 0); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; }
+            for (int s = 0; s < 12; s++) {
+                int order[5] = {s % 5, (s + 1) % 5, (s + 2) % 5, (s + 3) % 5, (s + 4) % 5};
+                add_seq(&B0, docs, order, 1 + s % 5, 0, s % 4 == 3 ? 9 : 0, s % 3, s % 4 == 0 ? 1 : 3 + ri(90));
+            }
+            snprintf(name, sizeof name, "lazy questions over 1-5 docs in rotating slots, %d SMs", n_sm);
+            fails += run_case(name, &B0, mode, hd, 8, 2, pk, true, n_sm);
+        }
         /* 5. 1000 decode requests on one 7000-token document (the sweep), GQA 32/8 */
         memset(&B0, 0, sizeof B0); next_block = 1;
         if (mode != 0 && variant == 1) { doc d0 = {next_block, 2000}; next_block += 125; int o0 = 0;

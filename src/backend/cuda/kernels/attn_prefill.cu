@@ -33,11 +33,14 @@
  * its tiles to match (la_cuda_prefill_kernel_pick, at batch_begin):
  *
  *   wgmma_ws  "v4"  warp-specialized, 256 rows per CTA x 128-key tiles, FlashAttention-3's
- *                   layout (attn_prefill_wgmma_ws.cu): plain steps (no block with a q_delta
- *                   or k_rope: full recompute, prefix caching, BlockAttention's copies) at
- *                   head_dim 64 or 128 on compute capability 9.0 with sm_90a code
+ *                   layout (attn_prefill_wgmma_ws.cu): steps without a k_rope block (full
+ *                   recompute, prefix caching, BlockAttention's copies, lazy) at head_dim
+ *                   64 or 128 on compute capability 9.0 with sm_90a code; the host cuts a
+ *                   lazy tile's key range where q_delta changes (one item per document or
+ *                   more), so each item rotates its queries once
  *   wgmma     "v3"  128 rows per CTA x 64-key tiles on warpgroup MMA (attn_prefill_wgmma.cu):
- *                   every other step at head_dim 64 or 128 there (lazy, mepic)
+ *                   every other step at head_dim 64 or 128 there (mepic), re-rotating the
+ *                   queries per 16-key group where q_delta changes
  *   mma       "v2"  128 rows per CTA x 64-key tiles on mma.sync m16n8k16
  *                   (attn_prefill_mma.cu): everything else, i.e. builds without sm_90a, GPUs
  *                   other than 9.0 (8.0 and newer), and any other head_dim (a multiple of 8
@@ -55,17 +58,17 @@
 
 /* In la_cuda_prefill_kernel order (best first). */
 extern "C" const la_cuda_prefill_kernel_info la_cuda_prefill_kernels[LA_CUDA_PREFILL_KERNEL_COUNT] = {
-    {4, "wgmma_ws", la_cuda_attn_prefill_wgmma_ws, LA_ATTN_PREFILL_ROWS_WS, true, {64, 128}, true},
-    {3, "wgmma", la_cuda_attn_prefill_wgmma, LA_ATTN_PREFILL_ROWS, true, {64, 128}, false},
-    {2, "mma", la_cuda_attn_prefill_mma, LA_ATTN_PREFILL_ROWS, false, {0, 0}, false},
+    {4, "wgmma_ws", la_cuda_attn_prefill_wgmma_ws, LA_ATTN_PREFILL_ROWS_WS, true, {64, 128}, LA_CUDA_ROTATION_Q_DELTA},
+    {3, "wgmma", la_cuda_attn_prefill_wgmma, LA_ATTN_PREFILL_ROWS, true, {64, 128}, LA_CUDA_ROTATION_K_ROPE},
+    {2, "mma", la_cuda_attn_prefill_mma, LA_ATTN_PREFILL_ROWS, false, {0, 0}, LA_CUDA_ROTATION_K_ROPE},
 };
 
 extern "C" la_cuda_prefill_kernel la_cuda_prefill_kernel_pick(la_cuda_prefill_kernel asked, bool sm90a,
-                                                              int32_t head_dim, bool plain) {
+                                                              int32_t head_dim, la_cuda_step_rotation rotation) {
     for (int k = (int)asked; k < LA_CUDA_PREFILL_KERNEL_COUNT; k++) {
         const la_cuda_prefill_kernel_info *e = &la_cuda_prefill_kernels[k];
         const bool hd_ok = e->head_dims[0] == 0 || e->head_dims[0] == head_dim || e->head_dims[1] == head_dim;
-        if ((!e->sm90a || sm90a) && hd_ok && (!e->plain_only || plain))
+        if ((!e->sm90a || sm90a) && hd_ok && rotation <= e->max_rotation)
             return (la_cuda_prefill_kernel)k;
     }
     return LA_CUDA_PREFILL_MMA;

@@ -1,10 +1,13 @@
 /* attn_prefill on Hopper, warp-specialized (variant "v4"): 256 rows per CTA x 128-key
  * tiles in FlashAttention-3's layout, head_dim 64 or 128, sm_90a code on compute capability
- * 9.0, plain steps only. What it computes: attn_prefill.cu.
+ * 9.0, steps without a k_rope block. What it computes: attn_prefill.cu.
  *
- * Full recompute, prefix caching and BlockAttention's question over its re-rotated copies are
- * plain steps (no block carries a q_delta or k_rope), where each query is rotated once, at
- * its own position. There, what limits the wgmma kernel is not its arithmetic but the K/V it
+ * Each item's queries are rotated once, at p - q_delta of the item's first block: plain
+ * steps (full recompute, prefix caching, BlockAttention's question over its re-rotated
+ * copies) have q_delta 0 everywhere, and in a lazy step the host cuts every item at the
+ * blocks where q_delta changes (cuda_attn_plan.c), so an item's blocks share one q_delta
+ * (one document, or the question's own blocks). mepic's keys stored unrotated (k_rope) run
+ * the wgmma kernel. In plain steps, what limits the wgmma kernel is not its arithmetic but the K/V it
  * streams from L2: each CTA of 128 rows reads its whole key range, so an 8K Llama-3-8B
  * prefill moves ~137 GB through L2 (bench/GPU_NOTES.md, version 31). This kernel doubles the
  * rows per CTA to 256 (64 tokens x 4 heads for Llama-3), which halves those bytes, and keeps
@@ -191,8 +194,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1) attn_prefill_wgmma_ws_kernel(co
         warp_minmax(wmax, wmin[j]);
     }
     __syncwarp();
+    /* the item's q_delta: one for all its blocks (top of this file) */
+    const int32_t q_delta = it.kv1 > it.kv0 ? p.blocks[it.block0 + it.kv0 / B].q_delta : 0;
 #pragma unroll
-    for (int j = 0; j < 2; j++) rotate_q_wgmma<ROT_ROWS_FIRST, L::Q_HALF, HD>(smem + L::Q_OFF, p, row0[j], 0, row_pos, row_q);
+    for (int j = 0; j < 2; j++)
+        rotate_q_wgmma<ROT_ROWS_FIRST, L::Q_HALF, HD>(smem + L::Q_OFF, p, row0[j], q_delta, row_pos, row_q);
     la_fence_proxy_async();
     la_bar_sync(1 + wg, 128); /* the warpgroup's 128 rows of Q written */
     int32_t rpos[2][2];
