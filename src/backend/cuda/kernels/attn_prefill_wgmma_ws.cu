@@ -7,7 +7,9 @@
  * copies) have q_delta 0 everywhere, and in a lazy step the host cuts every item at the
  * blocks where q_delta changes (cuda_attn_plan.c), so an item's blocks share one q_delta
  * (one document, or the question's own blocks). mepic's keys stored unrotated (k_rope) run
- * the wgmma kernel. In plain steps, what limits the wgmma kernel is not its arithmetic but the K/V it
+ * the wgmma kernel.
+ *
+ * In a full prefill, what limits the wgmma kernel is not its arithmetic but the K/V it
  * streams from L2: each CTA of 128 rows reads its whole key range, so an 8K Llama-3-8B
  * prefill moves ~137 GB through L2 (bench/GPU_NOTES.md, version 31). This kernel doubles the
  * rows per CTA to 256 (64 tokens x 4 heads for Llama-3), which halves those bytes, and keeps
