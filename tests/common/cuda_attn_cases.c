@@ -233,9 +233,12 @@ uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *c
     const float *kh = in.kh;
     /* v4 and v3 (wgmma, head_dim 64 or 128 on a 9.0 GPU; elsewhere they run v2) where they exist,
      * then v2: a state one run leaves behind for the next would show in the later ones. v4
-     * runs every step without a k_rope block (a lazy case's items cut where q_delta
-     * changes): under "v4" a mepic case runs v3 */
+     * runs every step without a k_rope block, a lazy case's too (la_cuda_attn_lazy_ws_set ON
+     * here: AUTO would send these small cases to v3), its items cut where q_delta changes:
+     * under "v4" a mepic case runs v3 */
     const int32_t first = la_cuda_attn_prefill_variant_set(p->be[1], 4, &err) == LA_OK ? 4 : 2;
+    const int32_t lazy_ws_mode = la_cuda_attn_lazy_ws(p->be[1]);
+    LA_CHECK_OK(la_cuda_attn_lazy_ws_set(p->be[1], LA_CUDA_LAZY_WS_ON, &err), err);
     uint32_t ran = 0; /* bit k: attn_prefill kernel k ran a step (la_cuda_attn_prefill_kernel_ran) */
     for (int32_t variant = first; variant >= 2; variant--) {
         LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], variant, &err), err);
@@ -248,6 +251,7 @@ uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *c
         la_test_expect_close(label, o, p, ATTN_TOL, 0);
     }
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(p->be[1], 2, &err), err);
+    LA_CHECK_OK(la_cuda_attn_lazy_ws_set(p->be[1], lazy_ws_mode, &err), err);
     /* attn_decode's in-kernel merge of split rows (LA_CUDA_FUSED_MERGE, on by default) against
      * attn_combine: bit-equal (the same la_attn_merge_row); the first of these runs also
      * shows that the earlier runs left every merge counter at zero */
@@ -355,6 +359,8 @@ la_cuda_attn_shared_stats la_test_attn_case_shared(la_test_pair *p, const char *
     la_cuda_attn_shared_stats on_stats;
     memset(&on_stats, 0, sizeof on_stats);
     const int32_t first = la_cuda_attn_prefill_variant_set(g, 4, &err) == LA_OK ? 4 : 2;
+    const int32_t lazy_ws_mode = la_cuda_attn_lazy_ws(g); /* v4 on the lazy own tiles too */
+    LA_CHECK_OK(la_cuda_attn_lazy_ws_set(g, LA_CUDA_LAZY_WS_ON, &err), err);
     for (int32_t variant = first; variant >= 2; variant--) {
         LA_CHECK_OK(la_cuda_attn_prefill_variant_set(g, variant, &err), err);
         if (la_cuda_attn_prefill_kernel(g) != variant) continue; /* v3 / v4 at another head_dim: v2's run */
@@ -405,6 +411,7 @@ la_cuda_attn_shared_stats la_test_attn_case_shared(la_test_pair *p, const char *
         LA_CHECK_OK(la_cuda_attn_decode_packed_set(g, packed_mode, &err), err);
     }
     LA_CHECK_OK(la_cuda_attn_prefill_variant_set(g, 2, &err), err);
+    LA_CHECK_OK(la_cuda_attn_lazy_ws_set(g, lazy_ws_mode, &err), err);
     LA_CHECK_OK(la_cuda_attn_shared_set(g, LA_CUDA_ATTN_SHARED_AUTO, &err), err);
     inputs_close(p, &in);
     return on_stats;

@@ -276,21 +276,18 @@ static int64_t tile_parts(const cuda_backend *c, const tile_plan *tp, int64_t ch
     return n;
 }
 
-static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fixed_grid, const int32_t *seq_parts,
-                                    int64_t extra_ctas, la_err *err) {
-    const la_backend_shape *m = &c->base.shape;
-    la_cuda_step_rotation rotation = LA_CUDA_ROTATION_NONE; /* la_cuda_prefill_kernel_pick */
-    for (int32_t i = 0; i < b->n_blocks && rotation != LA_CUDA_ROTATION_K_ROPE; i++)
-        if (b->blocks[i].k_rope) rotation = LA_CUDA_ROTATION_K_ROPE;
-        else if (b->blocks[i].q_delta) rotation = LA_CUDA_ROTATION_Q_DELTA;
-    const la_cuda_prefill_kernel kernel = la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, m->head_dim, rotation);
-    /* the warp-specialized kernel rotates an item's queries once, at its first block's
-     * q_delta (attn_prefill_wgmma_ws.cu): in a step with q_delta (lazy), every prefill tile's
-     * key range is cut where q_delta changes, so no item crosses a document's edge */
-    const bool cut = kernel == LA_CUDA_PREFILL_WGMMA_WS && rotation == LA_CUDA_ROTATION_Q_DELTA;
-    const int32_t rows = la_cuda_prefill_kernels[kernel].rows;
-    const int32_t B = c->block_size, hpc = c->heads_per_cta, TT = rows / hpc;
-    const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
+/* The step's tiles for `kernel`'s rows per CTA, into c->tiles, with their segments in c->segs
+ * (tile_plan), and what the split needs. cut: the warp-specialized kernel in a lazy step
+ * rotates an item's queries once, at its first block's q_delta (attn_prefill_wgmma_ws.cu), so
+ * every prefill tile's key range is cut where q_delta changes and no item crosses a
+ * document's edge. */
+typedef struct tiles_info {
+    int64_t n_tiles, key_tiles, min_items; /* key_tiles: of all segments; min_items: one a segment */
+    bool all_decode;
+} tiles_info;
+static la_status cut_tiles(cuda_backend *c, const la_batch *b, la_cuda_prefill_kernel kernel, bool cut, tiles_info *ti,
+                           la_err *err) {
+    const int32_t B = c->block_size, TT = la_cuda_prefill_kernels[kernel].rows / c->heads_per_cta;
     int64_t n_tiles = 0, max_nb = 0;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
@@ -336,16 +333,44 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
             c->tiles[k++] = tp;
         }
     }
+    *ti = (tiles_info){n_tiles, 0, 0, true};
+    for (int64_t t = 0; t < n_tiles; t++) {
+        for (int32_t i = 0; i < c->tiles[t].n_seg; i++) ti->key_tiles += seg_key_tiles(c, &c->tiles[t], i);
+        ti->min_items += c->tiles[t].n_seg;
+        ti->all_decode = ti->all_decode && c->tiles[t].decode;
+    }
+    return LA_OK;
+}
+
+static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fixed_grid, const int32_t *seq_parts,
+                                    int64_t extra_ctas, la_err *err) {
+    const la_backend_shape *m = &c->base.shape;
+    la_cuda_step_rotation rotation = LA_CUDA_ROTATION_NONE; /* la_cuda_prefill_kernel_pick */
+    for (int32_t i = 0; i < b->n_blocks && rotation != LA_CUDA_ROTATION_K_ROPE; i++)
+        if (b->blocks[i].k_rope) rotation = LA_CUDA_ROTATION_K_ROPE;
+        else if (b->blocks[i].q_delta) rotation = LA_CUDA_ROTATION_Q_DELTA;
+    la_cuda_prefill_kernel kernel = la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, m->head_dim, rotation);
+    /* a lazy step on the warp-specialized kernel (la_cuda_attn_lazy_ws_set): OFF never, AUTO
+     * when its items fill one wave unsplit (checked below), else the next kernel */
+    bool lazy_ws = kernel == LA_CUDA_PREFILL_WGMMA_WS && rotation == LA_CUDA_ROTATION_Q_DELTA;
+    if (lazy_ws && c->lazy_ws == LA_CUDA_LAZY_WS_OFF) {
+        kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
+        lazy_ws = false;
+    }
+    const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
+    tiles_info ti;
+    LA_TRY(cut_tiles(c, b, kernel, lazy_ws, &ti, err));
+    if (lazy_ws && c->lazy_ws == LA_CUDA_LAZY_WS_AUTO && !ti.all_decode &&
+        ti.min_items * n_groups + extra_ctas < (int64_t)((c->split_ctas + 1) / 2) * c->n_sm) {
+        kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
+        LA_TRY(cut_tiles(c, b, kernel, false, &ti, err));
+    }
+    const int32_t rows = la_cuda_prefill_kernels[kernel].rows, hpc = c->heads_per_cta;
+    const int64_t n_tiles = ti.n_tiles, min_items = ti.min_items;
+    const bool all_decode = ti.all_decode;
     /* split over the key range when the tiles alone leave SMs idle */
     const int64_t KT = LA_ATTN_KEYS_PER_TILE;
-    int64_t key_tiles = 0, min_items = 0; /* min_items: one per segment */
-    bool all_decode = true;
-    for (int64_t t = 0; t < n_tiles; t++) {
-        for (int32_t i = 0; i < c->tiles[t].n_seg; i++) key_tiles += seg_key_tiles(c, &c->tiles[t], i);
-        min_items += c->tiles[t].n_seg;
-        all_decode = all_decode && c->tiles[t].decode;
-    }
-    key_tiles *= n_groups;
+    const int64_t key_tiles = ti.key_tiles * n_groups;
     /* a warp-specialized CTA holds two 128-row CTAs' rows and runs one per SM: half the CTAs
      * per SM in a step with its prefill tiles */
     const int64_t per_sm = all_decode                           ? c->split_ctas_decode

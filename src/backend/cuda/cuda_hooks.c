@@ -75,6 +75,19 @@ bool la_cuda_attn_decode_packed_ran(const la_backend *be) {
     return la_cuda_backend_is(be) && ((const cuda_backend *)be)->step_decode == LA_CUDA_DECODE_PACKED;
 }
 
+la_status la_cuda_attn_lazy_ws_set(la_backend *be, int32_t mode, la_err *err) {
+    if (!la_cuda_backend_is(be))
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_lazy_ws_set: not a CUDA backend");
+    if (mode != LA_CUDA_LAZY_WS_OFF && mode != LA_CUDA_LAZY_WS_ON && mode != LA_CUDA_LAZY_WS_AUTO)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_lazy_ws_set: mode %d (0 off, 1 on, 2 auto)", mode);
+    cu(be)->lazy_ws = mode;
+    return LA_OK;
+}
+
+int32_t la_cuda_attn_lazy_ws(const la_backend *be) {
+    return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->lazy_ws : -1;
+}
+
 int32_t la_cuda_attn_shared(const la_backend *be) {
     return la_cuda_backend_is(be) ? ((const cuda_backend *)be)->sh.mode : -1;
 }

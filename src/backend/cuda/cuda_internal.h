@@ -240,6 +240,7 @@ typedef struct cuda_backend {
     int32_t split_ctas;                      /* split target: CTAs per SM (LA_ATTN_SPLIT_CTAS) */
     int32_t split_ctas_decode;               /* the same in decode-only steps */
     int32_t decode_packed;                   /* LA_CUDA_DECODE_PACKED_* (cuda_hooks.h) */
+    int32_t lazy_ws;                         /* LA_CUDA_LAZY_WS_* (cuda_hooks.h) */
     size_t smem_optin;                       /* shared memory a CTA may opt in to, bytes */
     cudaStream_t stream;
     cublasHandle_t blas;

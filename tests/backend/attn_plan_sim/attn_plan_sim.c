@@ -251,6 +251,7 @@ static void add_list(bt *x, const la_attn_block *e, int n, int p) {
     x->n++;
 }
 
+static int32_t g_lazy_ws = LA_CUDA_LAZY_WS_AUTO; /* run_case's la_cuda_attn_lazy_ws_set mode */
 static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, int prefill_kernel, bool wgmma, int n_sm) {
     HD = hd; NH = nh; NKV = nkv;
     for (int i = 0; i < HD / 2; i++) inv_freq[i] = pow(10000.0, -2.0 * i / HD);
@@ -261,6 +262,7 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     c->heads_per_cta = hpc; c->n_head_chunks = group / hpc;
     c->n_blocks = NPOOL; c->block_size = B; c->n_sm = n_sm; c->split_ctas = 2; c->split_ctas_decode = 1;
     c->fused = LA_CUDA_FUSED_ALL; c->prefill_kernel = prefill_kernel; c->wgmma = wgmma; c->layer_w = (la_bf16_t **)1;
+    c->lazy_ws = g_lazy_ws;
     c->base.shape.vocab_size = 100; c->smem_optin = 1 << 20;
     c->sh.mode = mode;
     Kp = malloc(sizeof(double) * (size_t)NPOOL * NKV * B * HD); Vp = malloc(sizeof(double) * (size_t)NPOOL * NKV * B * HD);
@@ -298,10 +300,11 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     for (int64_t i = 0; i < (int64_t)x->n * NH * HD; i++) { double d = fabs(o[i] - r[i]); if (isnan(o[i]) || d > worst) { worst = isnan(o[i]) ? INFINITY : d; at = i; } }
     la_cuda_attn_shared_stats s; memset(&s, 0, sizeof s);
     const sh_stats *ss = &c->sh.stats;
-    printf("%-60s mode %d hd %3d: clones %3d grouped %d runs %lld sharers %lld items %lld (kernel v%d) chunks %lld keys shared %lld own %lld per-seq %lld | items p %d d %d comb %d merge %d | max err %.3g at %lld (rope need %lld)\n",
+    printf("%-60s mode %d hd %3d: clones %3d grouped %d runs %lld sharers %lld items %lld (kernel v%d) chunks %lld keys shared %lld own %lld per-seq %lld | items p %d (v%d) d %d comb %d merge %d | max err %.3g at %lld (rope need %lld)\n",
            what, mode, hd, n_clones, c->n_items_grouped > 0, (long long)ss->runs, (long long)ss->sharers, (long long)ss->items,
            la_cuda_prefill_kernels[c->sh.kernel].variant, (long long)ss->chunks_max, (long long)ss->keys_shared, (long long)ss->keys_own,
-           (long long)ss->keys_per_seq, c->n_items_prefill, c->n_items_decode, c->n_combine, c->n_merge, worst, (long long)at, (long long)g_rope_need);
+           (long long)ss->keys_per_seq, c->n_items_prefill, la_cuda_prefill_kernels[c->step_prefill_kernel].variant,
+           c->n_items_decode, c->n_combine, c->n_merge, worst, (long long)at, (long long)g_rope_need);
     (void)s;
     int bad = !(worst < 1e-9);
     free(o); free(r); free(Q); free(Kp); free(Vp);
@@ -356,7 +359,8 @@ int main(void) {
          * over 1..5 documents in rotating slots, some after a preamble, some over 64 rows (two
          * tiles), beside decode rows: under the warp-specialized kernel each prefill item must
          * stay inside one q_delta (its contract, emulate); on 132 SMs (split) and on 2 (not) */
-        for (int n_sm = 132; n_sm >= 2; n_sm = n_sm == 132 ? 2 : 0) {
+        for (int n_sm = 132; n_sm >= 2; n_sm = n_sm == 132 ? 2 : 0)
+        for (g_lazy_ws = LA_CUDA_LAZY_WS_ON; g_lazy_ws <= LA_CUDA_LAZY_WS_AUTO; g_lazy_ws++) {
             memset(&B0, 0, sizeof B0); next_block = 1;
             doc docs[5];
             for (int d = 0; d < 5; d++) { int len = 16 * (1 + ri(12)) + (d % 2 ? ri(16) : 0); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; }
@@ -364,9 +368,11 @@ int main(void) {
                 int order[5] = {s % 5, (s + 1) % 5, (s + 2) % 5, (s + 3) % 5, (s + 4) % 5};
                 add_seq(&B0, docs, order, 1 + s % 5, 0, s % 4 == 3 ? 9 : 0, s % 3, s % 4 == 0 ? 1 : 3 + ri(90));
             }
-            snprintf(name, sizeof name, "lazy questions over 1-5 docs in rotating slots, %d SMs", n_sm);
+            snprintf(name, sizeof name, "lazy questions over 1-5 docs, %d SMs, lazy_ws %s", n_sm,
+                     g_lazy_ws == LA_CUDA_LAZY_WS_ON ? "on" : "auto");
             fails += run_case(name, &B0, mode, hd, 8, 2, pk, true, n_sm);
         }
+        g_lazy_ws = LA_CUDA_LAZY_WS_AUTO;
         /* 5. 1000 decode requests on one 7000-token document (the sweep), GQA 32/8 */
         memset(&B0, 0, sizeof B0); next_block = 1;
         if (mode != 0 && variant == 1) { doc d0 = {next_block, 2000}; next_block += 125; int o0 = 0;
