@@ -6,13 +6,16 @@
  *             [--prefill-variants v2,v3,v4] [--fused off,on|both|qkv|...]
  *             [--readback argmax,logits] [--out FILE]
  *             [--commit SHA] [--methods recompute,prefix,block,mepic,lazy] [--no-engine]
- *             [--no-ttft] [--no-tpot] [--shared-kv [--shared-points 1,64,256,1000]
+ *             [--no-ttft] [--no-tpot] [--question-tokens 64] [--tpot-batches 1,8,32]
+ *             [--tpot-kinds plain,lazy,lazy_shared] [--shared-kv [--shared-points 1,64,256,1000]
  *             [--shared-doc-tokens 7000] [--shared-kinds prefix,lazy,mepic]
  *             [--shared-modes 0,1,auto] [--shared-steps 8]]
  *             [--decode-probe [--probe-doc-tokens 16384] [--probe-steps 128]]
  *
- * Workload: 10 documents and a 64-token question (synthetic token ids), contexts of about
- * 2K, 8K and 32K tokens. Request 1 has the documents in order A (it caches them); the timed
+ * Workload: 10 documents and a 64-token question (synthetic token ids; --question-tokens N
+ * for the TTFT rows, e.g. a long question that fills the GPU on its own), contexts of about
+ * 2K, 8K and 32K tokens. The question's floor is the weights and K/V streamed once, or, when
+ * larger, its share of a full prefill's FLOPs. Request 1 has the documents in order A (it caches them); the timed
  * request 2 has order B = A with documents 1 and 2 swapped (so prefix caching can reuse
  * document 0, its best case for a reordering). Per method, what request 2 computes:
  *   recompute  the whole prompt, causal (nothing cached)
@@ -96,7 +99,7 @@ int main(void) {
 #include "bench_gpu.h"
 
 #define N_DOCS 10
-#define N_QUESTION 64
+#define N_QUESTION 64 /* the decode rows' and the engine check's question; TTFT: --question-tokens */
 
 /* ============================================================ model + workload ======= */
 
@@ -114,7 +117,8 @@ typedef struct layout {
     int32_t ctx;                 /* documents + question, tokens */
     int32_t len[N_DOCS];         /* document lengths, order A */
     int32_t *ids[N_DOCS];
-    int32_t q_ids[N_QUESTION];
+    int32_t n_q;                 /* question tokens */
+    int32_t *q_ids;
     int32_t doc_block[N_DOCS];   /* first block of each cached document */
     int32_t next_block;          /* bump allocator over the pool */
 } layout;
@@ -139,10 +143,11 @@ static int32_t alloc_blocks(bench *bn, layout *L, int32_t n_tokens) {
     return first;
 }
 
-static void layout_init(layout *L, int32_t ctx, int32_t vocab) {
+static void layout_init(layout *L, int32_t ctx, int32_t n_q, int32_t vocab) {
     memset(L, 0, sizeof *L);
     L->ctx = ctx;
-    int32_t docs = ctx - N_QUESTION, base = docs / N_DOCS, used = 0;
+    L->n_q = n_q;
+    int32_t docs = ctx - n_q, base = docs / N_DOCS, used = 0;
     for (int d = 0; d < N_DOCS; d++) {
         int32_t len = d == N_DOCS - 1 ? docs - used : base + (int32_t)(rnd() % 11) - 5;
         L->len[d] = len;
@@ -150,11 +155,13 @@ static void layout_init(layout *L, int32_t ctx, int32_t vocab) {
         L->ids[d] = xrealloc(NULL, sizeof(int32_t) * (size_t)len);
         for (int32_t i = 0; i < len; i++) L->ids[d][i] = 1000 + (int32_t)(rnd() % (uint32_t)(vocab - 2000));
     }
-    for (int i = 0; i < N_QUESTION; i++) L->q_ids[i] = 1000 + (int32_t)(rnd() % (uint32_t)(vocab - 2000));
+    L->q_ids = xrealloc(NULL, sizeof(int32_t) * (size_t)n_q);
+    for (int i = 0; i < n_q; i++) L->q_ids[i] = 1000 + (int32_t)(rnd() % (uint32_t)(vocab - 2000));
 }
 
 static void layout_free(layout *L) {
     for (int d = 0; d < N_DOCS; d++) free(L->ids[d]);
+    free(L->q_ids);
 }
 
 static const int k_order_b[N_DOCS] = {0, 2, 1, 3, 4, 5, 6, 7, 8, 9};
@@ -192,7 +199,7 @@ static void build_full(layout *L, bb *b, int32_t first_block, int32_t from) {
         for (int32_t i = 0; i < L->len[d]; i++, t++)
             if (t >= from) bb_token(b, L->ids[d][i], t, t, (int64_t)(first_block + t / BLOCK) * BLOCK + t % BLOCK);
     }
-    for (int i = 0; i < N_QUESTION; i++, t++)
+    for (int i = 0; i < L->n_q; i++, t++)
         if (t >= from) bb_token(b, L->q_ids[i], t, t, (int64_t)(first_block + t / BLOCK) * BLOCK + t % BLOCK);
     for (int32_t k = 0; k * BLOCK < t; k++)
         bb_block(b, first_block + k, t - k * BLOCK < BLOCK ? t - k * BLOCK : BLOCK, k * BLOCK, 0, 0);
@@ -215,10 +222,11 @@ static void build_question(layout *L, bb *b, doc_view v, const int32_t *copy_blo
         }
         S += L->len[d];
     }
-    for (int i = 0; i < N_QUESTION; i++)
+    for (int i = 0; i < L->n_q; i++)
         bb_token(b, L->q_ids[i], S + i, S + i, (int64_t)(tail_block + i / BLOCK) * BLOCK + i % BLOCK);
-    for (int32_t k = 0; k * BLOCK < N_QUESTION; k++) bb_block(b, tail_block + k, BLOCK, S + k * BLOCK, 0, 0);
-    bb_seq(b, 0, N_QUESTION, 0, true);
+    for (int32_t k = 0; k * BLOCK < L->n_q; k++)
+        bb_block(b, tail_block + k, L->n_q - k * BLOCK < BLOCK ? L->n_q - k * BLOCK : BLOCK, S + k * BLOCK, 0, 0);
+    bb_seq(b, 0, L->n_q, 0, true);
 }
 
 static void emit_ttft(bench *bn, int32_t ctx, const char *method, double ms, double floor_ms, const char *floor_kind,
@@ -300,11 +308,16 @@ static void block_request(bench *bn, const layout *L, const int32_t *copy_block,
 static void ttft_context(bench *bn, int32_t ctx, bb *b) {
     const la_model_config *m = &bn->cfg;
     layout L;
-    layout_init(&L, ctx, m->vocab_size);
+    layout_init(&L, ctx, bn->question, m->vocab_size);
     int reps = ctx >= 32768 ? (bn->reps < 3 ? bn->reps : 3) : bn->reps;
     double *t = xrealloc(NULL, sizeof(double) * (size_t)(reps + 1));
     double compute_floor = prefill_flops(m, ctx) / DATASHEET_BF16 * 1e3;
+    /* a question over cached documents: the weights and K/V streamed once, or, for a long
+     * question, its share of a full prefill's FLOPs (prefix's floor does the same) */
     double stream_floor = (weight_bytes(m) + kv_bytes_per_token(m) * ctx) / hbm_bw(NULL) * 1e3;
+    const double question_compute = compute_floor * (double)L.n_q / ctx;
+    const char *question_floor = question_compute > stream_floor ? "compute (question's share)" : "weights + KV streaming";
+    if (question_compute > stream_floor) stream_floor = question_compute;
 
     double enc = encode_docs(bn, &L, b);
     fprintf(stderr, "  documents  ctx %6d  encode %9.3f ms (10 forwards, request 1)\n", ctx, enc);
@@ -329,26 +342,26 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
                   false);
 
     /* block: copies re-rotated by S_d, then the question over the copies */
-    int32_t copy_block[N_DOCS], tail = alloc_blocks(bn, &L, N_QUESTION);
+    int32_t copy_block[N_DOCS], tail = alloc_blocks(bn, &L, L.n_q);
     for (int d = 0; d < N_DOCS; d++) copy_block[d] = alloc_blocks(bn, &L, L.len[d]);
     build_question(&L, b, VIEW_BLOCK, copy_block, tail);
     batch = bb_batch(b);
     for (int f = 0; want(bn, "block") && f < bn->n_fused; f++) {
         la_cuda_fused_gemm_set(bn->be, bn->fused[f]);
         block_request(bn, &L, copy_block, &batch, reps, t);
-        emit_ttft(bn, ctx, "block", median(t + 1, reps), stream_floor, "weights + KV streaming", N_QUESTION, NULL);
+        emit_ttft(bn, ctx, "block", median(t + 1, reps), stream_floor, question_floor, L.n_q, NULL);
     }
     la_cuda_fused_gemm_set(bn->be, bn->default_fused);
 
     build_question(&L, b, VIEW_MEPIC, NULL, tail);
     batch = bb_batch(b);
     if (want(bn, "mepic"))
-        ttft_variants(bn, ctx, "mepic", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, false, true);
+        ttft_variants(bn, ctx, "mepic", &batch, reps, t, stream_floor, question_floor, L.n_q, false, true);
 
     build_question(&L, b, VIEW_LAZY, NULL, tail);
     batch = bb_batch(b);
     if (want(bn, "lazy"))
-        ttft_variants(bn, ctx, "lazy", &batch, reps, t, stream_floor, "weights + KV streaming", N_QUESTION, true, true);
+        ttft_variants(bn, ctx, "lazy", &batch, reps, t, stream_floor, question_floor, L.n_q, true, true);
     free(t);
     layout_free(&L);
 }
@@ -360,7 +373,7 @@ typedef enum decode_kind { DEC_PLAIN, DEC_LAZY, DEC_LAZY_SHARED } decode_kind;
 static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const char *name) {
     const la_model_config *m = &bn->cfg;
     layout L;
-    layout_init(&L, 8192, m->vocab_size);
+    layout_init(&L, 8192, N_QUESTION, m->vocab_size);
     const int32_t prompt = 8192, steps = 12, warm = 2;
     /* per sequence: its documents' blocks (or a contiguous prompt) and a tail */
     int32_t *first = xrealloc(NULL, sizeof(int32_t) * (size_t)batch_size * (N_DOCS + 1));
@@ -527,7 +540,7 @@ static void engine_check(bench *bn) {
         return;
     }
     layout L;
-    layout_init(&L, ctx, bn->cfg.vocab_size);
+    layout_init(&L, ctx, N_QUESTION, bn->cfg.vocab_size);
     const la_method ms[3] = {LA_METHOD_LAZY, LA_METHOD_PREFIX, LA_METHOD_RECOMPUTE};
     jprintf(bn->out, "\n    \"engine\": {\"context\": %d, \"note\": \"public API, la_engine_step, max_batch_tokens "
                      "16384, request 2 reorders the documents\"", ctx);
@@ -610,6 +623,7 @@ int main(int argc, char **argv) {
     int32_t ctxs[8] = {2048, 8192, 32768};
     int n_ctx = 3, reps = 5;
     bool engine = true, ttft = true, tpots = true, probe = false, shared = false;
+    int32_t question = N_QUESTION; /* --question-tokens */
     int32_t tpot_batches[3] = {1, 8, 32};
     int n_tpot_batches = 3;
     uint32_t tpot_kinds = 7u; /* bit k: kinds[k] of the TPOT loop (plain, lazy, lazy_shared) */
@@ -632,7 +646,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-engine")) engine = false;
         else if (!strcmp(argv[i], "--no-ttft")) ttft = false;
         else if (!strcmp(argv[i], "--no-tpot")) tpots = false;
-        else if (!strcmp(argv[i], "--tpot-batches") && i + 1 < argc) {
+        else if (!strcmp(argv[i], "--question-tokens") && i + 1 < argc) {
+            question = atoi(argv[++i]);
+            if (question < 1 || question > 4096) {
+                fprintf(stderr, "bench_gpu: --question-tokens %s: expected 1 to 4096\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--tpot-batches") && i + 1 < argc) {
             n_tpot_batches = parse_list(argv[++i], tpot_batches, 3);
             for (int j = 0; j < n_tpot_batches; j++)
                 if (tpot_batches[j] < 1 || tpot_batches[j] > 64) n_tpot_batches = 0;
@@ -741,13 +761,19 @@ int main(int argc, char **argv) {
             fprintf(stderr, "usage: bench_gpu [--shapes A,B] [--contexts N,..] [--reps N] [--prefill-variants v2,v3,v4] "
                             "[--fused off,qkv,gate_up,gemm,on,nomerge,nokv_write|both] [--readback argmax,logits] "
                             "[--methods recompute,prefix,block,mepic,lazy] [--out FILE] [--commit SHA] [--no-engine] "
-                            "[--no-ttft] [--no-tpot] [--tpot-batches 1,8,32] [--tpot-kinds plain,lazy,lazy_shared] [--shared-kv [--shared-points 1,64,256,1000] [--shared-doc-tokens N] "
+                            "[--no-ttft] [--no-tpot] [--question-tokens 64] [--tpot-batches 1,8,32] [--tpot-kinds plain,lazy,lazy_shared] [--shared-kv [--shared-points 1,64,256,1000] [--shared-doc-tokens N] "
                             "[--shared-kinds prefix,lazy,mepic] [--shared-modes 0,1,auto] [--shared-steps N]] "
                             "[--decode-probe [--probe-doc-tokens N] [--probe-steps N]]\n");
             return 2;
         }
     }
     if (reps < 1) reps = 1;
+    for (int c = 0; ttft && c < n_ctx; c++)
+        if (ctxs[c] - question < N_DOCS * BLOCK) {
+            fprintf(stderr, "bench_gpu: context %d leaves less than %d document tokens beside a %d-token question\n",
+                    ctxs[c], N_DOCS * BLOCK, question);
+            return 2;
+        }
     jbuf out = {0};
     char cmd[1024] = "";
     for (int i = 0; i < argc; i++) {
@@ -767,7 +793,8 @@ int main(int argc, char **argv) {
     snprintf(list, sizeof list, "%s", shapes);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         bench bn = {.shape = tok, .reps = reps, .out = &out, .first_row = true, .argmax = true,
-                    .readbacks = {readbacks[0], readbacks[1]}, .n_readbacks = n_readbacks, .methods = methods};
+                    .readbacks = {readbacks[0], readbacks[1]}, .n_readbacks = n_readbacks, .methods = methods,
+                    .question = question};
         la_err err = {0};
         if (la_model_config_preset(tok, &bn.cfg, &err) != LA_OK ||
             la_backend_create(LA_DEVICE_CUDA, 0, &bn.be, &err) != LA_OK) {

@@ -76,6 +76,7 @@ typedef struct bench {
     int32_t cap_ids;
     int32_t cap_logit_rows;  /* rows the logits buffer holds */
     uint32_t methods;        /* TTFT methods to time (--methods), bit i = k_methods[i] */
+    int32_t question;        /* the TTFT rows' question, new tokens (--question-tokens, 64) */
 } bench;
 
 /* Run one forward; returns wall ms (the token ids or logits on the host included when
