@@ -234,8 +234,8 @@ uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *c
     /* v4 and v3 (wgmma, head_dim 64 or 128 on a 9.0 GPU; elsewhere they run v2) where they exist,
      * then v2: a state one run leaves behind for the next would show in the later ones. v4
      * runs every step without a k_rope block, a lazy case's too (la_cuda_attn_lazy_ws_set ON
-     * here: AUTO would send these small cases to v3), its items cut where q_delta changes:
-     * under "v4" a mepic case runs v3 */
+     * here; the default, OFF, runs them on v3), its items cut where q_delta changes: under
+     * "v4" a mepic case runs v3 */
     const int32_t first = la_cuda_attn_prefill_variant_set(p->be[1], 4, &err) == LA_OK ? 4 : 2;
     const int32_t lazy_ws_mode = la_cuda_attn_lazy_ws(p->be[1]);
     LA_CHECK_OK(la_cuda_attn_lazy_ws_set(p->be[1], LA_CUDA_LAZY_WS_ON, &err), err);

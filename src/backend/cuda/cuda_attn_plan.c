@@ -350,18 +350,15 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         if (b->blocks[i].k_rope) rotation = LA_CUDA_ROTATION_K_ROPE;
         else if (b->blocks[i].q_delta) rotation = LA_CUDA_ROTATION_Q_DELTA;
     la_cuda_prefill_kernel kernel = la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, m->head_dim, rotation);
-    /* a lazy step on the warp-specialized kernel (la_cuda_attn_lazy_ws_set): OFF never, AUTO
-     * when its items fill one wave unsplit (checked below), else the next kernel */
-    bool lazy_ws = kernel == LA_CUDA_PREFILL_WGMMA_WS && rotation == LA_CUDA_ROTATION_Q_DELTA;
-    if (lazy_ws && c->lazy_ws == LA_CUDA_LAZY_WS_OFF) {
+    /* a lazy step on the warp-specialized kernel only under la_cuda_attn_lazy_ws_set ON, and
+     * only while its cut items fit one launch; else the next kernel, uncut */
+    const bool lazy_ws = kernel == LA_CUDA_PREFILL_WGMMA_WS && rotation == LA_CUDA_ROTATION_Q_DELTA;
+    if (lazy_ws && c->lazy_ws != LA_CUDA_LAZY_WS_ON)
         kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
-        lazy_ws = false;
-    }
     const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
     tiles_info ti;
-    LA_TRY(cut_tiles(c, b, kernel, lazy_ws, &ti, err));
-    if (lazy_ws && c->lazy_ws == LA_CUDA_LAZY_WS_AUTO && !ti.all_decode &&
-        ti.min_items * n_groups + extra_ctas < (int64_t)((c->split_ctas + 1) / 2) * c->n_sm) {
+    LA_TRY(cut_tiles(c, b, kernel, kernel == LA_CUDA_PREFILL_WGMMA_WS && lazy_ws, &ti, err));
+    if (kernel == LA_CUDA_PREFILL_WGMMA_WS && lazy_ws && ti.min_items > LA_ATTN_MAX_PREFILL_ITEMS) {
         kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
         LA_TRY(cut_tiles(c, b, kernel, false, &ti, err));
     }

@@ -720,11 +720,10 @@ static la_status env_switch(const char *name, bool *on, la_err *err) {
 }
 
 /* A 0 | 1 | auto switch from the environment: *mode 0, 1 or 2 (unset or empty: 2); another
- * value is LA_ERR_INVALID_ARG. The LA_CUDA_ATTN_SHARED_*, LA_CUDA_DECODE_PACKED_* and
- * LA_CUDA_LAZY_WS_* modes (cuda_hooks.h) are these numbers. */
+ * value is LA_ERR_INVALID_ARG. The LA_CUDA_ATTN_SHARED_* and LA_CUDA_DECODE_PACKED_* modes
+ * (cuda_hooks.h) are these numbers. */
 _Static_assert(LA_CUDA_ATTN_SHARED_OFF == 0 && LA_CUDA_ATTN_SHARED_ON == 1 && LA_CUDA_ATTN_SHARED_AUTO == 2 &&
-                   LA_CUDA_DECODE_PACKED_OFF == 0 && LA_CUDA_DECODE_PACKED_ON == 1 && LA_CUDA_DECODE_PACKED_AUTO == 2 &&
-                   LA_CUDA_LAZY_WS_OFF == 0 && LA_CUDA_LAZY_WS_ON == 1 && LA_CUDA_LAZY_WS_AUTO == 2,
+                   LA_CUDA_DECODE_PACKED_OFF == 0 && LA_CUDA_DECODE_PACKED_ON == 1 && LA_CUDA_DECODE_PACKED_AUTO == 2,
                "env_mode's numbers are the modes");
 static la_status env_mode(const char *name, int32_t *mode, la_err *err) {
     const char *e = getenv(name);
@@ -769,10 +768,16 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
         split_ctas = split_ctas_decode = (int32_t)v;
     }
-    int32_t shared, packed, lazy_ws; /* la_cuda_attn_shared_set, _decode_packed_set, _lazy_ws_set */
+    int32_t shared, packed; /* la_cuda_attn_shared_set, la_cuda_attn_decode_packed_set */
     LA_TRY(env_mode("LA_ATTN_SHARED", &shared, err));
     LA_TRY(env_mode("LA_ATTN_DECODE_PACKED", &packed, err));
-    LA_TRY(env_mode("LA_ATTN_LAZY_WS", &lazy_ws, err));
+    bool lazy_ws = false; /* la_cuda_attn_lazy_ws_set: LA_ATTN_LAZY_WS=0|1, default 0 */
+    const char *lazy_ws_env = getenv("LA_ATTN_LAZY_WS");
+    if (lazy_ws_env && *lazy_ws_env) {
+        if (strcmp(lazy_ws_env, "0") != 0 && strcmp(lazy_ws_env, "1") != 0)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_LAZY_WS=%s: expected 0 or 1", lazy_ws_env);
+        lazy_ws = lazy_ws_env[0] == '1';
+    }
     bool graphs, pdl; /* la_cuda_graphs_enable; programmatic dependent launch */
     LA_TRY(env_switch("LA_CUDA_GRAPHS", &graphs, err));
     LA_TRY(env_switch("LA_CUDA_PDL", &pdl, err));
@@ -784,7 +789,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     c->split_ctas_decode = split_ctas_decode;
     c->sh.mode = shared;
     c->decode_packed = packed;
-    c->lazy_ws = lazy_ws;
+    c->lazy_ws = lazy_ws ? LA_CUDA_LAZY_WS_ON : LA_CUDA_LAZY_WS_OFF;
     c->base.ops = &k_cuda_ops;
     c->base.kv_dtype = LA_DTYPE_BF16;
     c->bad_token_row = -1;

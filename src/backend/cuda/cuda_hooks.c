@@ -78,8 +78,8 @@ bool la_cuda_attn_decode_packed_ran(const la_backend *be) {
 la_status la_cuda_attn_lazy_ws_set(la_backend *be, int32_t mode, la_err *err) {
     if (!la_cuda_backend_is(be))
         return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_lazy_ws_set: not a CUDA backend");
-    if (mode != LA_CUDA_LAZY_WS_OFF && mode != LA_CUDA_LAZY_WS_ON && mode != LA_CUDA_LAZY_WS_AUTO)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_lazy_ws_set: mode %d (0 off, 1 on, 2 auto)", mode);
+    if (mode != LA_CUDA_LAZY_WS_OFF && mode != LA_CUDA_LAZY_WS_ON)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "la_cuda_attn_lazy_ws_set: mode %d (0 off, 1 on)", mode);
     cu(be)->lazy_ws = mode;
     return LA_OK;
 }

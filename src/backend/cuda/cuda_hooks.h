@@ -107,8 +107,8 @@ uint32_t la_cuda_fused_gemm(const la_backend *be);
  * number (la_cuda_prefill_kernels, kernels/attn_prefill.cu): 4 = warp-specialized wgmma,
  * 256 rows per CTA, 3 = wgmma, 2 = mma.sync, 128 rows per CTA. A step runs the kernel
  * asked for, or the next in the table whose needs it meets: 4 runs steps without a k_rope
- * block (full recompute, prefix caching, BlockAttention's copies; lazy's as
- * la_cuda_attn_lazy_ws_set says; mepic's steps run 3), 3 and 4 need head_dim 64 or 128
+ * block (full recompute, prefix caching, BlockAttention's copies; lazy's only under
+ * la_cuda_attn_lazy_ws_set ON; mepic's steps run 3), 3 and 4 need head_dim 64 or 128
  * (other head dims run 2). The default is
  * 4 on a compute capability 9.0 GPU when the build has sm_90a code (LA_CUDA_ARCHITECTURES
  * with 90a, the default), else 2. The environment variable LA_ATTN_PREFILL=v2|v3|v4 sets it
@@ -173,21 +173,21 @@ int32_t la_cuda_attn_decode_packed(const la_backend *be);
 bool la_cuda_attn_decode_packed_ran(const la_backend *be);
 
 /* Lazy steps (some block with a q_delta, none with a k_rope) on the warp-specialized prefill
- * kernel (v4; la_cuda_attn_prefill_variant_set), whose items the host cuts where q_delta
- * changes (cuda_attn_plan.c). Against v3 it halves the K/V each CTA streams but has half the
- * CTAs, and a 64-token question over 10 documents gives it 11 items per KV head, too few to
- * fill the GPU: there v3 is 7-11% faster on the attention (bench/GPU_NOTES.md, "attn_prefill
- * v4 for lazy steps"). Modes:
- *   OFF   lazy steps run v3
- *   ON    lazy steps run v4 whenever it is asked for (tests)
- *   AUTO  v4 when its items fill one wave without splitting (items x KV-head groups at least
- *         one per SM), else v3; the default
- * The default comes from the environment at create: LA_ATTN_LAZY_WS=0, 1 or auto (unset:
- * auto; another value fails the create with LA_ERR_INVALID_ARG). The same outputs either way
- * up to floating-point rounding (the kernel tests compare). */
+ * kernel (v4; la_cuda_attn_prefill_variant_set). v4 rotates an item's queries once, so the
+ * host cuts each lazy prefill tile's key range where q_delta changes (cuda_attn_plan.c): one
+ * item, and one more partial state per query row, per document. Measured on an H100 for one
+ * 64-token question over 10 documents, v4 is as fast as v3 or 1-2% slower (too few CTAs;
+ * bench/GPU_NOTES.md, "attn_prefill v4 for lazy steps"); for long questions or many per
+ * step the extra partial rows grow with question tokens x heads x documents (tens of GB for
+ * an 8K-token question over 100 documents), so v4 is not the default. Modes:
+ *   OFF   lazy steps run v3; the default
+ *   ON    lazy steps run v4 when it is asked for, unless the cut would make more items than
+ *         one launch takes (LA_ATTN_MAX_PREFILL_ITEMS): then v3 (tests, benchmarks)
+ * The default comes from the environment at create: LA_ATTN_LAZY_WS=0 or 1 (unset: 0;
+ * another value fails the create with LA_ERR_INVALID_ARG). The same outputs either way up
+ * to floating-point rounding (the kernel tests compare). */
 #define LA_CUDA_LAZY_WS_OFF 0
 #define LA_CUDA_LAZY_WS_ON 1
-#define LA_CUDA_LAZY_WS_AUTO 2
 /* Set the mode for the steps from the next batch_begin on. LA_ERR_INVALID_ARG for another
  * backend or mode (nothing changed). */
 la_status la_cuda_attn_lazy_ws_set(la_backend *be, int32_t mode, la_err *err);

@@ -251,7 +251,8 @@ static void add_list(bt *x, const la_attn_block *e, int n, int p) {
     x->n++;
 }
 
-static int32_t g_lazy_ws = LA_CUDA_LAZY_WS_AUTO; /* run_case's la_cuda_attn_lazy_ws_set mode */
+static int32_t g_lazy_ws = LA_CUDA_LAZY_WS_OFF; /* run_case's la_cuda_attn_lazy_ws_set mode */
+static la_cuda_prefill_kernel g_step_kernel;     /* the attn_prefill kernel run_case's step ran */
 static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, int prefill_kernel, bool wgmma, int n_sm) {
     HD = hd; NH = nh; NKV = nkv;
     for (int i = 0; i < HD / 2; i++) inv_freq[i] = pow(10000.0, -2.0 * i / HD);
@@ -307,9 +308,10 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
            c->n_items_decode, c->n_combine, c->n_merge, worst, (long long)at, (long long)g_rope_need);
     (void)s;
     int bad = !(worst < 1e-9);
+    g_step_kernel = c->step_prefill_kernel;
     free(o); free(r); free(Q); free(Kp); free(Vp);
     la_cu_shared_free(&c->sh);
-    free(c->tiles); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine); free(c->merge);
+    free(c->tiles); free(c->segs); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine); free(c->merge);
     free(c->part_o); free(c->part_ml); free(c->merge_count); free(c->meta.host);
     free(c);
     return bad;
@@ -360,7 +362,7 @@ int main(void) {
          * tiles), beside decode rows: under the warp-specialized kernel each prefill item must
          * stay inside one q_delta (its contract, emulate); on 132 SMs (split) and on 2 (not) */
         for (int n_sm = 132; n_sm >= 2; n_sm = n_sm == 132 ? 2 : 0)
-        for (g_lazy_ws = LA_CUDA_LAZY_WS_ON; g_lazy_ws <= LA_CUDA_LAZY_WS_AUTO; g_lazy_ws++) {
+        for (g_lazy_ws = LA_CUDA_LAZY_WS_OFF; g_lazy_ws <= LA_CUDA_LAZY_WS_ON; g_lazy_ws++) {
             memset(&B0, 0, sizeof B0); next_block = 1;
             doc docs[5];
             for (int d = 0; d < 5; d++) { int len = 16 * (1 + ri(12)) + (d % 2 ? ri(16) : 0); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; }
@@ -369,10 +371,26 @@ int main(void) {
                 add_seq(&B0, docs, order, 1 + s % 5, 0, s % 4 == 3 ? 9 : 0, s % 3, s % 4 == 0 ? 1 : 3 + ri(90));
             }
             snprintf(name, sizeof name, "lazy questions over 1-5 docs, %d SMs, lazy_ws %s", n_sm,
-                     g_lazy_ws == LA_CUDA_LAZY_WS_ON ? "on" : "auto");
+                     g_lazy_ws == LA_CUDA_LAZY_WS_ON ? "on" : "off");
             fails += run_case(name, &B0, mode, hd, 8, 2, pk, true, n_sm);
         }
-        g_lazy_ws = LA_CUDA_LAZY_WS_AUTO;
+        g_lazy_ws = LA_CUDA_LAZY_WS_OFF;
+        /* 4c. more cut items than one launch takes (2000 two-row questions over 33 one-block
+         * documents: 68000 segments > LA_ATTN_MAX_PREFILL_ITEMS): lazy_ws on falls back to v3,
+         * uncut, instead of refusing the step */
+        if (variant == 0 && mode == 0) {
+            memset(&B0, 0, sizeof B0); next_block = 1;
+            doc docs[33]; int order[33];
+            for (int d = 0; d < 33; d++) { docs[d] = (doc){next_block++, 16}; order[d] = d; }
+            for (int s = 0; s < 2000; s++) add_seq(&B0, docs, order, 33, 0, 0, 0, 2);
+            g_lazy_ws = LA_CUDA_LAZY_WS_ON;
+            fails += run_case("2000 questions over 33 docs, lazy_ws on: too many cut items", &B0, mode, hd, 8, 2, pk, true, 132);
+            g_lazy_ws = LA_CUDA_LAZY_WS_OFF;
+            if (g_step_kernel != LA_CUDA_PREFILL_WGMMA) {
+                printf("FAIL: the step ran v%d, expected v3\n", la_cuda_prefill_kernels[g_step_kernel].variant);
+                fails++;
+            }
+        }
         /* 5. 1000 decode requests on one 7000-token document (the sweep), GQA 32/8 */
         memset(&B0, 0, sizeof B0); next_block = 1;
         if (mode != 0 && variant == 1) { doc d0 = {next_block, 2000}; next_block += 125; int o0 = 0;

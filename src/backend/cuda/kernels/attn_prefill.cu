@@ -34,14 +34,14 @@
  *
  *   wgmma_ws  "v4"  warp-specialized, 256 rows per CTA x 128-key tiles, FlashAttention-3's
  *                   layout (attn_prefill_wgmma_ws.cu): steps without a k_rope block (full
- *                   recompute, prefix caching, BlockAttention's copies; lazy as
- *                   la_cuda_attn_lazy_ws_set says: by default when its items fill the GPU)
+ *                   recompute, prefix caching, BlockAttention's copies; lazy under
+ *                   la_cuda_attn_lazy_ws_set ON, off by default)
  *                   at head_dim 64 or 128 on compute capability 9.0 with sm_90a code; the
  *                   host cuts a lazy tile's key range where q_delta changes (one item per
  *                   document or more), so each item rotates its queries once
  *   wgmma     "v3"  128 rows per CTA x 64-key tiles on warpgroup MMA (attn_prefill_wgmma.cu):
- *                   every other step at head_dim 64 or 128 there (mepic, most lazy
- *                   questions), re-rotating the queries per 16-key group where q_delta changes
+ *                   every other step at head_dim 64 or 128 there (mepic, lazy by
+ *                   default), re-rotating the queries per 16-key group where q_delta changes
  *   mma       "v2"  128 rows per CTA x 64-key tiles on mma.sync m16n8k16
  *                   (attn_prefill_mma.cu): everything else, i.e. builds without sm_90a, GPUs
  *                   other than 9.0 (8.0 and newer), and any other head_dim (a multiple of 8
