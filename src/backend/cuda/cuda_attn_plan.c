@@ -15,15 +15,15 @@
  *   - a tile reads key slots [0, kv_len): the blocks up to the last whose first slot is
  *     causally visible to the tile's latest token (a binary search over the suffix
  *     minimum of pos0, so blocks after the question are never staged); in a lazy step
- *     (q_delta, no k_rope) under the warp-specialized kernel, which rotates an item's
- *     queries once, the prefill tiles' ranges are cut where q_delta changes (segments: a
- *     document each, the question's own blocks one more), and no item crosses a cut;
+ *     (q_delta, no k_rope) on the warp-specialized kernel (la_cuda_attn_lazy_ws_set ON),
+ *     which rotates an item's queries once, the prefill tiles' ranges are cut where
+ *     q_delta changes (segments: a document each, the question's own blocks one more),
+ *     and no item crosses a cut;
  *   - when tiles x KV-head groups would leave SMs idle (fewer CTAs than 2 per SM: a
- *     64-token question, a small decode batch), every tile is split over its key range
- *     (each segment) into balanced chunks of at least 2 key tiles so the total reaches about 2 CTAs per
- *     SM (flash-decoding; 1 warp-specialized CTA per SM, as it holds two 128-row CTAs'
- *     rows). A step of
- *     decode rows only targets 1 CTA per SM, at most one
+ *     64-token question, a small decode batch), every tile (every segment) is split over
+ *     its key range into balanced chunks of at least 2 key tiles so the total reaches
+ *     about 2 CTAs per SM (flash-decoding; 1 warp-specialized CTA per SM, as it holds two
+ *     128-row CTAs' rows). A step of decode rows only targets 1 CTA per SM, at most one
  *     wave, in chunks of at least 8 key tiles, and a grid that fits that wave runs
  *     attn_decode's deep instance, 8 warps per CTA (c->step_decode DEEP; a decode CTA
  *     is bound by latency and instruction issue: GPU_NOTES.md, versions 11-12).
