@@ -350,18 +350,20 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         if (b->blocks[i].k_rope) rotation = LA_CUDA_ROTATION_K_ROPE;
         else if (b->blocks[i].q_delta) rotation = LA_CUDA_ROTATION_Q_DELTA;
     la_cuda_prefill_kernel kernel = la_cuda_prefill_kernel_pick(c->prefill_kernel, c->wgmma, m->head_dim, rotation);
-    /* a lazy step on the warp-specialized kernel only under la_cuda_attn_lazy_ws_set ON, and
-     * only while its cut items fit one launch; else the next kernel, uncut */
+    /* a lazy step on the warp-specialized kernel (its tiles cut) only under
+     * la_cuda_attn_lazy_ws_set ON, and only while its cut items fit one launch; else the next
+     * kernel, uncut */
     const bool lazy_ws = kernel == LA_CUDA_PREFILL_WGMMA_WS && rotation == LA_CUDA_ROTATION_Q_DELTA;
-    if (lazy_ws && c->lazy_ws != LA_CUDA_LAZY_WS_ON)
-        kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
-    const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
+    bool cut = lazy_ws && c->lazy_ws == LA_CUDA_LAZY_WS_ON;
     tiles_info ti;
-    LA_TRY(cut_tiles(c, b, kernel, kernel == LA_CUDA_PREFILL_WGMMA_WS && lazy_ws, &ti, err));
-    if (kernel == LA_CUDA_PREFILL_WGMMA_WS && lazy_ws && ti.min_items > LA_ATTN_MAX_PREFILL_ITEMS) {
-        kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
-        LA_TRY(cut_tiles(c, b, kernel, false, &ti, err));
+    if (cut) {
+        LA_TRY(cut_tiles(c, b, kernel, true, &ti, err));
+        cut = ti.min_items <= LA_ATTN_MAX_PREFILL_ITEMS;
     }
+    if (lazy_ws && !cut)
+        kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
+    if (!cut) LA_TRY(cut_tiles(c, b, kernel, false, &ti, err));
+    const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
     const int32_t rows = la_cuda_prefill_kernels[kernel].rows, hpc = c->heads_per_cta;
     const int64_t n_tiles = ti.n_tiles, min_items = ti.min_items;
     const bool all_decode = ti.all_decode;
