@@ -29,30 +29,21 @@
 #       threads while OpenBLAS's Prescott fallback ran its prefills (20 tokens/s at 2048).
 set -u
 mode=${1:-run}
-if [ "$mode" = prepare ]; then
+if [ "$mode" = prepare ] || [ "$mode" = repack ]; then
     set -e
-    : "${LA_BASE_BIN:?the baseline bench_cpu_decode}" "${LA_LLAMACPP_PY:?}" "${LA_LLAMACPP_SRC:?}"
-    cmake --build .carry/build -j2 --target bench_cpu_decode write_random_checkpoint
     st=.carry/cpu_stage
-    rm -rf $st && mkdir -p $st/bin $st/lib $st/conv $st/tok .carry/cpu
-    cp .carry/build/bench_cpu_decode .carry/build/write_random_checkpoint $st/bin/
-    cp "$LA_BASE_BIN" $st/bin/bench_cpu_decode_base
-    . scripts/device_pack.sh
-    la_pack_libs $st/lib $st/bin/*
-    cp -r "$LA_LLAMACPP_PY" $st/py
-    cp -r "$LA_LLAMACPP_SRC/convert_hf_to_gguf.py" "$LA_LLAMACPP_SRC/conversion" "$LA_LLAMACPP_SRC/gguf-py" $st/conv/
-    data=${LA_SHARED_DATA:-../shared/data}
-    cp "$data/tokenizers/llama3/tokenizer.json" "$data/tokenizers/llama3/tokenizer_config.json" $st/tok/
-    tar -C $st -cJf .carry/cpu/bundle.tar.xz bin lib py conv tok
-    ls -la .carry/cpu/bundle.tar.xz
-    exit 0
-fi
-if [ "$mode" = repack ]; then
-    set -e
-    [ -f .carry/cpu/bundle.tar.xz ] || { echo "device_cpu.sh repack: no .carry/cpu/bundle.tar.xz (run prepare)"; exit 1; }
+    if [ "$mode" = prepare ]; then
+        : "${LA_BASE_BIN:?the baseline bench_cpu_decode}" "${LA_LLAMACPP_PY:?}" "${LA_LLAMACPP_SRC:?}"
+        rm -rf $st && mkdir -p $st/bin $st/lib $st/conv $st/tok .carry/cpu
+        cp -r "$LA_LLAMACPP_PY" $st/py
+        cp -r "$LA_LLAMACPP_SRC/convert_hf_to_gguf.py" "$LA_LLAMACPP_SRC/conversion" "$LA_LLAMACPP_SRC/gguf-py" $st/conv/
+        data=${LA_SHARED_DATA:-../shared/data}
+        cp "$data/tokenizers/llama3/tokenizer.json" "$data/tokenizers/llama3/tokenizer_config.json" $st/tok/
+    else
+        [ -f .carry/cpu/bundle.tar.xz ] || { echo "device_cpu.sh repack: no .carry/cpu/bundle.tar.xz (run prepare)"; exit 1; }
+        rm -rf $st && mkdir -p $st && tar -C $st -xJf .carry/cpu/bundle.tar.xz
+    fi
     cmake --build .carry/build -j2 --target bench_cpu_decode write_random_checkpoint
-    st=.carry/cpu_stage
-    rm -rf $st && mkdir -p $st && tar -C $st -xJf .carry/cpu/bundle.tar.xz
     cp .carry/build/bench_cpu_decode .carry/build/write_random_checkpoint $st/bin/
     [ -z "${LA_BASE_BIN:-}" ] || cp "$LA_BASE_BIN" $st/bin/bench_cpu_decode_base
     . scripts/device_pack.sh
