@@ -23,7 +23,10 @@
 #       the 1B shape (LA_1B_CONFIGS, 2 threads, LA_1B_ROUNDS) -> cpu_speed_{rag_tiny,llama32_1b}.json/.md.
 #       The device tool brings back only ~8 files of $OUT: end the command with
 #       `cd $OUT && tar -czf /tmp/o.tgz . && rm -rf $OUT/* && mv /tmp/o.tgz $OUT/`.
-#       LA_1B=0 skips the 1B shape, LA_TINY=0 the bundled model's. Times on the H100 machine's Xeon
+#       LA_1B=0 skips the 1B shape, LA_TINY=0 the bundled model's; LA_1B_DIAG=1 first runs
+#       the 1B decode at 64 with each KV dtype under perf stat (diag_64_*) and bench_cpu_gemm
+#       (this build's and the baseline's: bench_cpu_gemm*.txt) after the kernels' tests on that CPU
+#       (cpu_kernel_tests.log); LA_1B_CONFIGS=none stops there. Times on the H100 machine's Xeon
 #       (bench/results/cpu_speed_avx512_emr_device): the bundled model's table ~330 s, the
 #       1B checkpoint and its bf16 GGUF ~25 s, and one 1B configuration over 250 s at 2
 #       threads while OpenBLAS's Prescott fallback ran its prefills (20 tokens/s at 2048).
@@ -43,9 +46,13 @@ if [ "$mode" = prepare ] || [ "$mode" = repack ]; then
         [ -f .carry/cpu/bundle.tar.xz ] || { echo "device_cpu.sh repack: no .carry/cpu/bundle.tar.xz (run prepare)"; exit 1; }
         rm -rf $st && mkdir -p $st && tar -C $st -xJf .carry/cpu/bundle.tar.xz
     fi
-    cmake --build .carry/build -j2 --target bench_cpu_decode write_random_checkpoint
-    cp .carry/build/bench_cpu_decode .carry/build/write_random_checkpoint $st/bin/
+    cmake --build .carry/build -j2 --target bench_cpu_decode bench_cpu_gemm write_random_checkpoint backend_test_cpu_kernels
+    cp .carry/build/bench_cpu_decode .carry/build/bench_cpu_gemm .carry/build/write_random_checkpoint \
+        .carry/build/backend_test_cpu_kernels $st/bin/
     [ -z "${LA_BASE_BIN:-}" ] || cp "$LA_BASE_BIN" $st/bin/bench_cpu_decode_base
+    # the baseline's bench_cpu_gemm where it was built beside its bench_cpu_decode
+    [ -z "${LA_BASE_BIN:-}" ] || [ ! -x "$(dirname "$LA_BASE_BIN")/bench_cpu_gemm" ] ||
+        cp "$(dirname "$LA_BASE_BIN")/bench_cpu_gemm" $st/bin/bench_cpu_gemm_base
     . scripts/device_pack.sh
     la_pack_libs $st/lib $st/bin/*
     tar -C $st -cJf .carry/cpu/bundle.tar.xz bin lib py conv tok
@@ -88,6 +95,36 @@ for t in ${LA_1B_DTYPES:-bf16}; do
     if python3 tools/peers/convert_gguf.py --llamacpp $lc/conv --outtype $t /tmp/l1b /tmp/l1b-$t.gguf \
         >"$OUT/convert_l1b_$t.log" 2>&1; then gg+=(--gguf-$t /tmp/l1b-$t.gguf); else echo "convert 1B $t failed"; fi
 done
+if [ "${LA_1B_DIAG:-0}" = 1 ]; then
+    # the f32-KV decode at 64 (180 ms in cpu_speed_llama32_1b_avx512_emr_device, against 112-118
+    # with a bf16 KV cache and 113-121 at 1536): each KV dtype twice in one process, with the
+    # process's page faults, context switches and migrations (perf stat, else time -v)
+    step "1B decode at 64, f32 and bf16 KV"
+    for r in 1:f32 2:bf16 3:f32; do
+        kv=${r#*:} tag=${r%%:*}_${r#*:}
+        run=($lc/bin/bench_cpu_decode -m /tmp/l1b --contexts 64,64 --prefill 512 --decode-tokens 16 --reps 2
+             --threads 2 --cpu-kv $kv)
+        if command -v perf >/dev/null; then
+            perf stat -e task-clock,context-switches,cpu-migrations,page-faults -o "$OUT/diag_64_$tag.perf" \
+                "${run[@]}" >/dev/null 2>"$OUT/diag_64_$tag.log"
+        else
+            /usr/bin/time -v "${run[@]}" >/dev/null 2>"$OUT/diag_64_$tag.log"
+        fi
+        grep -E "decode at|prefill" "$OUT/diag_64_$tag.log" | sed "s/^/$tag KV: /"
+    done
+    # the kernels' tests on this CPU (its vector table against the portable one; the fixtures
+    # under the source path the test was built with)
+    [ -e /work/main/tests ] || { mkdir -p /work && ln -sfn "$(pwd)" /work/main; }
+    $lc/bin/backend_test_cpu_kernels --jobs 1 >"$OUT/cpu_kernel_tests.log" 2>&1
+    tail -1 "$OUT/cpu_kernel_tests.log"
+    # gemm_nt against OpenBLAS per 1B shape, one thread, this build and the baseline's
+    step "bench_cpu_gemm"
+    for g in bench_cpu_gemm bench_cpu_gemm_base; do
+        [ -x $lc/bin/$g ] || continue
+        $lc/bin/$g --rows 4,48,512 --shapes 2048x2048,8192x2048,2048x8192 --out "$OUT/$g.json" | tee "$OUT/$g.txt"
+    done
+fi
+[ "${LA_1B_CONFIGS:-}" = none ] && { step done; exit 0; } # the diagnostics alone
 step "cpu_speed 1B"
 python3 bench/cpu_speed.py --label llama32-1b-device-cpu --hf /tmp/l1b "${gg[@]}" --build $lc/bin "${base[@]}" \
     --configs "${LA_1B_CONFIGS:-before,ours,llamacpp-bf16}" --threads 2 --rounds "${LA_1B_ROUNDS:-1}" \

@@ -116,6 +116,37 @@ Test(cpu_kernels, gemm_nt_rows_do_not_depend_on_the_batch) {
         }
 }
 
+/* The cache blocking of many x rows (la_cpu_gemm_blocks: panels of weight rows, blocks of
+ * x rows) leaves every output the one-row product's, bit for bit: m and k large enough for
+ * several row blocks and panels on every table, a column range that starts inside the
+ * weight and ends inside a packed group. */
+Test(cpu_kernels, gemm_nt_blocked_rows_equal_one_row_products) {
+    const int64_t m = 61, k = 4100, n_out = 75, n0 = 4, n1 = 74;
+    const la_cpu_kernels *tabs[LA_CPU_ISA_COUNT];
+    const int n_tabs = vector_tables(tabs);
+    for (int ti = 0; ti < 3; ti++) {
+        int64_t mb, nb;
+        la_cpu_gemm_blocks(k, la_dtype_size(k_dtypes[ti]), 96 * 1024, 192 * 1024, &mb, &nb);
+        cr_assert(mb < m && nb < n1 - n0, "the shape spans several blocks (mb %lld, nb %lld)", (long long)mb,
+                  (long long)nb);
+        float *x = random_array(LA_DTYPE_F32, (size_t)(m * k), NULL);
+        void *wr = random_array(k_dtypes[ti], (size_t)(n_out * k), NULL);
+        void *w = malloc((size_t)la_cpu_packed_elems(n_out, k) * la_dtype_size(k_dtypes[ti]));
+        la_cpu_pack(w, k_dtypes[ti], wr, k_dtypes[ti], n_out, k);
+        float *y = malloc(sizeof(float) * (size_t)(m * n_out)), *one = malloc(sizeof(float) * (size_t)n_out);
+        for (int t = 0; t < n_tabs; t++) {
+            tabs[t]->gemm_nt(x, k, m, w, k_dtypes[ti], k, n0, n1, NULL, y, n_out);
+            for (int64_t i = 0; i < m; i++) {
+                tabs[t]->gemm_nt(x + i * k, k, 1, w, k_dtypes[ti], k, n0, n1, NULL, one, n_out);
+                cr_assert(!memcmp(one + n0, y + i * n_out + n0, sizeof(float) * (size_t)(n1 - n0)),
+                          "%s %s: row %lld of %lld differs", tabs[t]->name, la_dtype_name(k_dtypes[ti]), (long long)i,
+                          (long long)m);
+            }
+        }
+        free(x), free(wr), free(w), free(y), free(one);
+    }
+}
+
 Test(cpu_kernels, gemm_nt_equals_portable_on_odd_shapes) {
     static const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 16, 17};
     static const int64_t ks[] = {1, 7, 15, 16, 17, 24, 33, 64, 100, 384, 1031};

@@ -133,6 +133,25 @@ const la_cpu_kernels *la_cpu_kernels_get(void);
 #define LA_CPU_PACK_ROWS 4
 #define LA_CPU_PACK_K 16
 
+/* gemm_nt's cache blocking over many x rows (the vector tables' gemm_t). A tile reads its 4
+ * weight rows and its few x rows whole over k, so with every x row passing each group of 4
+ * weight rows, the x rows stream from L3 or memory (a 512-row prefill chunk at k 2048 is
+ * 4 MiB) at 2 FLOPs a byte. So the columns go in panels of *nb weight rows (about
+ * panel_bytes of weights) and, inside a panel, the x rows in blocks of *mb (about
+ * xblock_bytes of f32): the block stays in L2 while the panel's groups pass over it, the
+ * panel stays in L2 while the blocks pass, and x streams once a panel. Each output is
+ * still one tile's sum in the same order, so the results are the unblocked loop's, bit
+ * for bit. *mb is a multiple of 12 (whole tiles of 2, 3 and 4 rows), *nb of
+ * LA_CPU_PACK_ROWS; k in elements, weight_bytes the weight dtype's size. */
+static inline void la_cpu_gemm_blocks(int64_t k, size_t weight_bytes, size_t xblock_bytes, size_t panel_bytes,
+                                      int64_t *mb, int64_t *nb) {
+    const size_t kb = k > 0 ? (size_t)k : 1;
+    const int64_t r = (int64_t)(xblock_bytes / (kb * 4)) / 12 * 12;
+    const int64_t c = (int64_t)(panel_bytes / (kb * weight_bytes)) / LA_CPU_PACK_ROWS * LA_CPU_PACK_ROWS;
+    *mb = r < 12 ? 12 : r;
+    *nb = c < LA_CPU_PACK_ROWS ? LA_CPU_PACK_ROWS : c;
+}
+
 /* Elements of a packed [n, k] matrix (padding included). */
 int64_t la_cpu_packed_elems(int64_t n, int64_t k);
 /* Pack the row-major [n, k] matrix src of dtype st into dst of dtype dt (la_cpu_packed_elems

@@ -78,19 +78,29 @@ AI void tile(const float *x, int64_t ldx, const char *wg, la_dtype T, int64_t k,
         }
 }
 
+/* la_cpu_gemm_blocks' budgets: a 512 KiB L2 (Zen 2 / 3) holds both */
+#define GEMM_XBLOCK_BYTES (96 * 1024)
+#define GEMM_PANEL_BYTES (192 * 1024)
+
 AI void gemm_t(const float *x, int64_t ldx, int64_t m, const void *w, la_dtype T, int64_t k, int64_t n0, int64_t n1,
                const float *bias, float *y, int64_t ldy) {
     const size_t es = T == LA_DTYPE_F32 ? 4 : 2;
     const int64_t kp = (k + 15) & ~(int64_t)15;
-    for (int64_t j = n0; j < n1; j += 4) {
-        const char *wg = (const char *)w + (size_t)(j / 4) * 4 * (size_t)kp * es;
-        int64_t i = 0;
-        if (T == LA_DTYPE_F32) /* 3 x rows: 12 accumulators and the 4 weights fill the 16 registers */
-            for (; i + 3 <= m; i += 3) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 3);
-        /* 16-bit weights need registers to widen them: 2 x rows (3 spill: 42 against 60 GFLOP/s) */
-        for (; i + 2 <= m; i += 2) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 2);
-        if (i < m) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 1);
-    }
+    int64_t mb, nb;
+    la_cpu_gemm_blocks(k, es, GEMM_XBLOCK_BYTES, GEMM_PANEL_BYTES, &mb, &nb);
+    for (int64_t jb = n0; jb < n1; jb += nb) /* a panel of weight rows (la_cpu_gemm_blocks) */
+        for (int64_t ib = 0; ib < m; ib += mb) { /* a block of x rows */
+            const int64_t jb1 = n1 - jb < nb ? n1 : jb + nb, ib1 = m - ib < mb ? m : ib + mb;
+            for (int64_t j = jb; j < jb1; j += 4) {
+                const char *wg = (const char *)w + (size_t)(j / 4) * 4 * (size_t)kp * es;
+                int64_t i = ib;
+                if (T == LA_DTYPE_F32) /* 3 x rows: 12 accumulators and the 4 weights fill the 16 registers */
+                    for (; i + 3 <= ib1; i += 3) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 3);
+                /* 16-bit weights need registers to widen them: 2 x rows (3 spill: 42 against 60 GFLOP/s) */
+                for (; i + 2 <= ib1; i += 2) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 2);
+                if (i < ib1) tile(x + i * ldx, ldx, wg, T, k, j, n1, bias, y + i * ldy, ldy, 1);
+            }
+        }
 }
 
 static void gemm_f32(const float *x, int64_t ldx, int64_t m, const void *w, int64_t k, int64_t n0, int64_t n1,
