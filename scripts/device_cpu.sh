@@ -102,7 +102,7 @@ if [ "${LA_1B_DIAG:-0}" = 1 ]; then
     step "1B decode at 64, f32 and bf16 KV"
     for r in 1:f32 2:bf16 3:f32; do
         kv=${r#*:} tag=${r%%:*}_${r#*:}
-        run=($lc/bin/bench_cpu_decode -m /tmp/l1b --contexts 64,64 --prefill 512 --decode-tokens 16 --reps 2
+        run=($lc/bin/bench_cpu_decode -m /tmp/l1b --contexts 64,64 --prefill 16 --decode-tokens 16 --reps 2
              --threads 2 --cpu-kv $kv)
         if command -v perf >/dev/null; then
             perf stat -e task-clock,context-switches,cpu-migrations,page-faults -o "$OUT/diag_64_$tag.perf" \
