@@ -48,7 +48,7 @@
 #include "backend/cuda/cuda_internal.h"
 
 /* Key tiles (of LA_ATTN_KEYS_PER_TILE) per split item at least, in a step of decode rows
- * only (schedule_attention). */
+ * only (schedule_attention); LA_ATTN_DECODE_MIN_SPLIT=N at create sets it (sweeps). */
 #define LA_ATTN_DECODE_MIN_SPLIT_TILES 8
 /* Decode CTAs per SM, unpacked, from which AUTO packs a step's decode items one per warp
  * (la_cuda_attn_decode_packed_set): 8 = two packed CTAs per SM or more. */
@@ -382,7 +382,9 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         /* at least 2 key tiles per split; 8 (512 keys) in a decode-only step, whose items
          * are too short otherwise (Llama-3-8B, batch 1 at 8K: 33 splits of 256 keys, the
          * combine merging 33 partial rows per head; GPU_NOTES.md, split sweep) */
-        const int64_t min_chunk = all_decode ? LA_ATTN_DECODE_MIN_SPLIT_TILES : 2;
+        const int64_t min_chunk = !all_decode          ? 2
+                                  : c->decode_min_split ? c->decode_min_split
+                                                        : LA_ATTN_DECODE_MIN_SPLIT_TILES;
         if (chunk < min_chunk) chunk = min_chunk;
         for (;;) {
             int64_t total = 0;

@@ -768,6 +768,17 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
             return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
         split_ctas = split_ctas_decode = (int32_t)v;
     }
+    /* key tiles per split decode item at least (cuda_attn_plan.c; sweeps) */
+    int32_t decode_min_split = 0;
+    const char *dms_env = getenv("LA_ATTN_DECODE_MIN_SPLIT");
+    if (dms_env && *dms_env) {
+        char *end;
+        long v = strtol(dms_env, &end, 10);
+        if (*end || v < 1 || v > 4096)
+            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_DECODE_MIN_SPLIT=%s: expected 1 to 4096 (key tiles)",
+                              dms_env);
+        decode_min_split = (int32_t)v;
+    }
     int32_t shared, packed; /* la_cuda_attn_shared_set, la_cuda_attn_decode_packed_set */
     LA_TRY(env_mode("LA_ATTN_SHARED", &shared, err));
     LA_TRY(env_mode("LA_ATTN_DECODE_PACKED", &packed, err));
@@ -787,6 +798,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     c->fused = fused;
     c->split_ctas = split_ctas;
     c->split_ctas_decode = split_ctas_decode;
+    c->decode_min_split = decode_min_split;
     c->sh.mode = shared;
     c->decode_packed = packed;
     c->lazy_ws = lazy_ws ? LA_CUDA_LAZY_WS_ON : LA_CUDA_LAZY_WS_OFF;

@@ -30,7 +30,7 @@
  * Errors: LA_ERR_UNSUPPORTED (no CUDA device or driver), LA_ERR_BACKEND (stream, cuBLAS
  * handle), LA_ERR_NO_MEMORY, LA_ERR_INVALID_ARG (an environment switch with a value it does
  * not take: LA_CUDA_GRAPHS, LA_CUDA_PDL, LA_CUDA_FUSED_GEMM, LA_ATTN_PREFILL,
- * LA_ATTN_SPLIT_CTAS). */
+ * LA_ATTN_SPLIT_CTAS, LA_ATTN_DECODE_MIN_SPLIT). */
 la_status la_cuda_backend_create(la_backend **out, la_err *err);
 
 #endif

@@ -239,6 +239,8 @@ typedef struct cuda_backend {
     int n_sm;
     int32_t split_ctas;                      /* split target: CTAs per SM (LA_ATTN_SPLIT_CTAS) */
     int32_t split_ctas_decode;               /* the same in decode-only steps */
+    int32_t decode_min_split;                /* key tiles per split decode item at least, in decode-only
+                                              * steps (LA_ATTN_DECODE_MIN_SPLIT; 0: the planner's default) */
     int32_t decode_packed;                   /* LA_CUDA_DECODE_PACKED_* (cuda_hooks.h) */
     int32_t lazy_ws;                         /* LA_CUDA_LAZY_WS_* (cuda_hooks.h) */
     size_t smem_optin;                       /* shared memory a CTA may opt in to, bytes */

@@ -252,6 +252,7 @@ static void add_list(bt *x, const la_attn_block *e, int n, int p) {
 }
 
 static int32_t g_lazy_ws = LA_CUDA_LAZY_WS_OFF; /* run_case's la_cuda_attn_lazy_ws_set mode */
+static int32_t g_decode_min_split; /* run_case's LA_ATTN_DECODE_MIN_SPLIT (0: the default) */
 static la_cuda_prefill_kernel g_step_kernel;     /* the attn_prefill kernel run_case's step ran */
 static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, int prefill_kernel, bool wgmma, int n_sm) {
     HD = hd; NH = nh; NKV = nkv;
@@ -264,6 +265,7 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     c->n_blocks = NPOOL; c->block_size = B; c->n_sm = n_sm; c->split_ctas = 2; c->split_ctas_decode = 1;
     c->fused = LA_CUDA_FUSED_ALL; c->prefill_kernel = prefill_kernel; c->wgmma = wgmma; c->layer_w = (la_bf16_t **)1;
     c->lazy_ws = g_lazy_ws;
+    c->decode_min_split = g_decode_min_split;
     c->base.shape.vocab_size = 100; c->smem_optin = 1 << 20;
     c->sh.mode = mode;
     Kp = malloc(sizeof(double) * (size_t)NPOOL * NKV * B * HD); Vp = malloc(sizeof(double) * (size_t)NPOOL * NKV * B * HD);
@@ -390,6 +392,21 @@ int main(void) {
                 printf("FAIL: the step ran v%d, expected v3\n", la_cuda_prefill_kernels[g_step_kernel].variant);
                 fails++;
             }
+        }
+        /* 4d. batch 1 and 3, lazy decode over 10 documents (~8K keys: split over the key range,
+         * attn_decode's deep instance) at LA_ATTN_DECODE_MIN_SPLIT 1, the default, 16 and 64 */
+        for (int nseq = 1; nseq <= 3; nseq += 2) {
+            memset(&B0, 0, sizeof B0); next_block = 1;
+            doc docs[10]; int order[10];
+            for (int d = 0; d < 10; d++) { int len = 700 + ri(200); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; order[d] = d; }
+            for (int sq = 0; sq < nseq; sq++) { order[0] = sq % 10; order[sq % 10] = 0; add_seq(&B0, docs, order, 10, 0, 0, 40 + sq, 1); }
+            static const int32_t splits[4] = {1, 0, 16, 64};
+            for (int k = 0; k < 4; k++) {
+                g_decode_min_split = splits[k];
+                snprintf(name, sizeof name, "lazy decode over 10 docs, %d seqs, min split %d", nseq, (int)splits[k]);
+                fails += run_case(name, &B0, mode, hd, 8, 2, pk, true, 132);
+            }
+            g_decode_min_split = 0;
         }
         /* 5. 1000 decode requests on one 7000-token document (the sweep), GQA 32/8 */
         memset(&B0, 0, sizeof B0); next_block = 1;
