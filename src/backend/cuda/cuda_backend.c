@@ -736,6 +736,19 @@ static la_status env_mode(const char *name, int32_t *mode, la_err *err) {
     return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected 0, 1 or auto", name, e);
 }
 
+/* An integer in [lo, hi] from the environment (unset or empty: *v unchanged); another value
+ * is LA_ERR_INVALID_ARG naming `unit`. */
+static la_status env_int(const char *name, long lo, long hi, const char *unit, int32_t *v, la_err *err) {
+    const char *e = getenv(name);
+    if (!e || !*e) return LA_OK;
+    char *end;
+    long x = strtol(e, &end, 10);
+    if (*end || x < lo || x > hi)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected %ld to %ld (%s)", name, e, lo, hi, unit);
+    *v = (int32_t)x;
+    return LA_OK;
+}
+
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
@@ -759,26 +772,13 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     }
     /* the split targets, CTAs per SM: 2 in steps with prefill rows, 1 in decode-only steps;
      * LA_ATTN_SPLIT_CTAS sets both (sweeps) */
-    int32_t split_ctas = 2, split_ctas_decode = 1;
-    const char *split_env = getenv("LA_ATTN_SPLIT_CTAS");
-    if (split_env && *split_env) {
-        char *end;
-        long v = strtol(split_env, &end, 10);
-        if (*end || v < 1 || v > 16)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_SPLIT_CTAS=%s: expected 1 to 16 (CTAs per SM)", split_env);
-        split_ctas = split_ctas_decode = (int32_t)v;
-    }
-    /* key tiles per split decode item at least (cuda_attn_plan.c; sweeps) */
+    int32_t split_ctas = 0, split_ctas_decode = 1;
+    LA_TRY(env_int("LA_ATTN_SPLIT_CTAS", 1, 16, "CTAs per SM", &split_ctas, err));
+    if (split_ctas) split_ctas_decode = split_ctas;
+    else split_ctas = 2;
+    /* key tiles per split decode item at least (cuda_attn_plan.c; 0: its default; sweeps) */
     int32_t decode_min_split = 0;
-    const char *dms_env = getenv("LA_ATTN_DECODE_MIN_SPLIT");
-    if (dms_env && *dms_env) {
-        char *end;
-        long v = strtol(dms_env, &end, 10);
-        if (*end || v < 1 || v > 4096)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_DECODE_MIN_SPLIT=%s: expected 1 to 4096 (key tiles)",
-                              dms_env);
-        decode_min_split = (int32_t)v;
-    }
+    LA_TRY(env_int("LA_ATTN_DECODE_MIN_SPLIT", 1, 4096, "key tiles", &decode_min_split, err));
     int32_t shared, packed; /* la_cuda_attn_shared_set, la_cuda_attn_decode_packed_set */
     LA_TRY(env_mode("LA_ATTN_SHARED", &shared, err));
     LA_TRY(env_mode("LA_ATTN_DECODE_PACKED", &packed, err));
