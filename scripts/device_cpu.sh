@@ -104,11 +104,13 @@ if [ "${LA_1B_DIAG:-0}" = 1 ]; then
         kv=${r#*:} tag=${r%%:*}_${r#*:}
         run=($lc/bin/bench_cpu_decode -m /tmp/l1b --contexts 64,64 --prefill 16 --decode-tokens 16 --reps 2
              --threads 2 --cpu-kv $kv)
-        if command -v perf >/dev/null; then
+        if perf stat -e task-clock true >/dev/null 2>&1; then # perf may be there and refused
             perf stat -e task-clock,context-switches,cpu-migrations,page-faults -o "$OUT/diag_64_$tag.perf" \
                 "${run[@]}" >/dev/null 2>"$OUT/diag_64_$tag.log"
-        else
+        elif [ -x /usr/bin/time ]; then
             /usr/bin/time -v "${run[@]}" >/dev/null 2>"$OUT/diag_64_$tag.log"
+        else
+            "${run[@]}" >/dev/null 2>"$OUT/diag_64_$tag.log"
         fi
         grep -E "decode at|prefill" "$OUT/diag_64_$tag.log" | sed "s/^/$tag KV: /"
     done

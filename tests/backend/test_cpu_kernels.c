@@ -117,33 +117,55 @@ Test(cpu_kernels, gemm_nt_rows_do_not_depend_on_the_batch) {
 }
 
 /* The cache blocking of many x rows (la_cpu_gemm_blocks: panels of weight rows, blocks of
- * x rows) leaves every output the one-row product's, bit for bit: m and k large enough for
- * several row blocks and panels on every table, a column range that starts inside the
- * weight and ends inside a packed group. */
+ * x rows) leaves every output the one-row product's, bit for bit, and the portable table's
+ * within the sum tolerance; nothing outside the column range is written. m and k large
+ * enough for several row blocks and panels under both vector tables' budgets, a column
+ * range that starts inside the weight and ends inside a packed group, a bias, padded rows. */
 Test(cpu_kernels, gemm_nt_blocked_rows_equal_one_row_products) {
-    const int64_t m = 61, k = 4100, n_out = 75, n0 = 4, n1 = 74;
+    const int64_t m = 99, k = 4100, n_out = 75, n0 = 4, n1 = 74, ldx = k + 3, ldy = n_out + 2;
     const la_cpu_kernels *tabs[LA_CPU_ISA_COUNT];
     const int n_tabs = vector_tables(tabs);
     for (int ti = 0; ti < 3; ti++) {
+        const size_t es = la_dtype_size(k_dtypes[ti]);
         int64_t mb, nb;
-        la_cpu_gemm_blocks(k, la_dtype_size(k_dtypes[ti]), 96 * 1024, 192 * 1024, &mb, &nb);
-        cr_assert(mb < m && nb < n1 - n0, "the shape spans several blocks (mb %lld, nb %lld)", (long long)mb,
+        la_cpu_gemm_blocks(m, k, es, LA_CPU_AVX2_GEMM_XBLOCK_BYTES, LA_CPU_AVX2_GEMM_PANEL_BYTES, &mb, &nb);
+        cr_assert(mb < m && nb < n1 - n0, "AVX2's budgets: several blocks (mb %lld, nb %lld)", (long long)mb,
                   (long long)nb);
-        float *x = random_array(LA_DTYPE_F32, (size_t)(m * k), NULL);
-        void *wr = random_array(k_dtypes[ti], (size_t)(n_out * k), NULL);
-        void *w = malloc((size_t)la_cpu_packed_elems(n_out, k) * la_dtype_size(k_dtypes[ti]));
+        la_cpu_gemm_blocks(m, k, es, LA_CPU_AVX512_GEMM_XBLOCK_BYTES, LA_CPU_AVX512_GEMM_PANEL_BYTES, &mb, &nb);
+        cr_assert(mb < m && nb < n1 - n0, "AVX-512's budgets: several blocks (mb %lld, nb %lld)", (long long)mb,
+                  (long long)nb);
+        float *wf, *x = random_array(LA_DTYPE_F32, (size_t)(m * ldx), NULL);
+        void *wr = random_array(k_dtypes[ti], (size_t)(n_out * k), &wf);
+        void *w = malloc((size_t)la_cpu_packed_elems(n_out, k) * es);
         la_cpu_pack(w, k_dtypes[ti], wr, k_dtypes[ti], n_out, k);
-        float *y = malloc(sizeof(float) * (size_t)(m * n_out)), *one = malloc(sizeof(float) * (size_t)n_out);
+        float *bias = random_array(LA_DTYPE_F32, (size_t)n_out, NULL);
+        float *ref = calloc((size_t)(m * ldy), sizeof(float)), *y = malloc(sizeof(float) * (size_t)(m * ldy));
+        float *one = malloc(sizeof(float) * (size_t)ldy);
+        la_cpu_kernels_portable.gemm_nt(x, ldx, m, w, k_dtypes[ti], k, n0, n1, bias, ref, ldy);
         for (int t = 0; t < n_tabs; t++) {
-            tabs[t]->gemm_nt(x, k, m, w, k_dtypes[ti], k, n0, n1, NULL, y, n_out);
+            for (int64_t i = 0; i < m * ldy; i++) y[i] = 12345.0f; /* untouched outside [n0, n1) */
+            tabs[t]->gemm_nt(x, ldx, m, w, k_dtypes[ti], k, n0, n1, bias, y, ldy);
             for (int64_t i = 0; i < m; i++) {
-                tabs[t]->gemm_nt(x + i * k, k, 1, w, k_dtypes[ti], k, n0, n1, NULL, one, n_out);
-                cr_assert(!memcmp(one + n0, y + i * n_out + n0, sizeof(float) * (size_t)(n1 - n0)),
-                          "%s %s: row %lld of %lld differs", tabs[t]->name, la_dtype_name(k_dtypes[ti]), (long long)i,
-                          (long long)m);
+                for (int64_t j = 0; j < ldy; j++) one[j] = -777.0f;
+                tabs[t]->gemm_nt(x + i * ldx, ldx, 1, w, k_dtypes[ti], k, n0, n1, bias, one, ldy);
+                for (int64_t j = 0; j < ldy; j++) {
+                    const float got = y[i * ldy + j];
+                    if (j < n0 || j >= n1) {
+                        cr_assert(got == 12345.0f && one[j] == -777.0f, "%s wrote outside its columns", tabs[t]->name);
+                        continue;
+                    }
+                    cr_assert(!memcmp(&got, &one[j], sizeof got), "%s %s: row %lld of %lld, col %lld: %.9g, one row %.9g",
+                              tabs[t]->name, la_dtype_name(k_dtypes[ti]), (long long)i, (long long)m, (long long)j, got,
+                              one[j]);
+                    double abs_sum = fabs(bias[j]);
+                    for (int64_t c = 0; c < k; c++) abs_sum += fabs((double)x[i * ldx + c] * wf[j * k + c]);
+                    cr_assert(fabs(got - ref[i * ldy + j]) <= 2 * (SUM_REL_TOL * abs_sum + SUM_ABS_TOL),
+                              "%s %s: row %lld col %lld: %.9g, portable %.9g", tabs[t]->name,
+                              la_dtype_name(k_dtypes[ti]), (long long)i, (long long)j, got, ref[i * ldy + j]);
+                }
             }
         }
-        free(x), free(wr), free(w), free(y), free(one);
+        free(x), free(wr), free(wf), free(w), free(bias), free(ref), free(y), free(one);
     }
 }
 

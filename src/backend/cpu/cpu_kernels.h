@@ -135,22 +135,29 @@ const la_cpu_kernels *la_cpu_kernels_get(void);
 
 /* gemm_nt's cache blocking over many x rows (the vector tables' gemm_t). A tile reads its 4
  * weight rows and its few x rows whole over k, so with every x row passing each group of 4
- * weight rows, the x rows stream from L3 or memory (a 512-row prefill chunk at k 2048 is
- * 4 MiB) at 2 FLOPs a byte. So the columns go in panels of *nb weight rows (about
- * panel_bytes of weights) and, inside a panel, the x rows in blocks of *mb (about
+ * weight rows, x streams from L3 or memory once it outgrows L2 (a 512-row prefill chunk at
+ * k 2048 is 4 MiB) at 2 FLOPs a byte. Then the columns go in panels of *nb weight rows
+ * (about panel_bytes of weights) and, inside a panel, the x rows in blocks of *mb (about
  * xblock_bytes of f32): the block stays in L2 while the panel's groups pass over it, the
- * panel stays in L2 while the blocks pass, and x streams once a panel. Each output is
- * still one tile's sum in the same order, so the results are the unblocked loop's, bit
- * for bit. *mb is a multiple of 12 (whole tiles of 2, 3 and 4 rows), *nb of
- * LA_CPU_PACK_ROWS; k in elements, weight_bytes the weight dtype's size. */
-static inline void la_cpu_gemm_blocks(int64_t k, size_t weight_bytes, size_t xblock_bytes, size_t panel_bytes,
-                                      int64_t *mb, int64_t *nb) {
+ * panel while the blocks pass, and x streams once a panel. An x of m rows that fits in 4 x
+ * xblock_bytes stays one block (*mb = m): L2 holds it as it is, the loop of before. Each
+ * output is still one tile's sum in the same order, so the results are the unblocked
+ * loop's, bit for bit: *mb is m or a multiple of 12 (whole tiles of 2, 3 and 4 rows), *nb a
+ * multiple of LA_CPU_PACK_ROWS. k in elements, weight_bytes the weight dtype's size. */
+static inline void la_cpu_gemm_blocks(int64_t m, int64_t k, size_t weight_bytes, size_t xblock_bytes,
+                                      size_t panel_bytes, int64_t *mb, int64_t *nb) {
     const size_t kb = k > 0 ? (size_t)k : 1;
     const int64_t r = (int64_t)(xblock_bytes / (kb * 4)) / 12 * 12;
     const int64_t c = (int64_t)(panel_bytes / (kb * weight_bytes)) / LA_CPU_PACK_ROWS * LA_CPU_PACK_ROWS;
-    *mb = r < 12 ? 12 : r;
+    *mb = (size_t)m * kb * 4 <= 4 * xblock_bytes ? (m > 0 ? m : 1) : r < 12 ? 12 : r;
     *nb = c < LA_CPU_PACK_ROWS ? LA_CPU_PACK_ROWS : c;
 }
+/* The tables' budgets for la_cpu_gemm_blocks (bytes): AVX2's for a 512 KiB L2 (Zen 2 / 3),
+ * AVX-512's for a 2 MiB one (Sapphire / Emerald Rapids; Zen 4 has 1 MiB). */
+#define LA_CPU_AVX2_GEMM_XBLOCK_BYTES (96 * 1024)
+#define LA_CPU_AVX2_GEMM_PANEL_BYTES (192 * 1024)
+#define LA_CPU_AVX512_GEMM_XBLOCK_BYTES (256 * 1024)
+#define LA_CPU_AVX512_GEMM_PANEL_BYTES (512 * 1024)
 
 /* Elements of a packed [n, k] matrix (padding included). */
 int64_t la_cpu_packed_elems(int64_t n, int64_t k);

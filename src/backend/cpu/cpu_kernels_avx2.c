@@ -78,16 +78,12 @@ AI void tile(const float *x, int64_t ldx, const char *wg, la_dtype T, int64_t k,
         }
 }
 
-/* la_cpu_gemm_blocks' budgets: a 512 KiB L2 (Zen 2 / 3) holds both */
-#define GEMM_XBLOCK_BYTES (96 * 1024)
-#define GEMM_PANEL_BYTES (192 * 1024)
-
 AI void gemm_t(const float *x, int64_t ldx, int64_t m, const void *w, la_dtype T, int64_t k, int64_t n0, int64_t n1,
                const float *bias, float *y, int64_t ldy) {
     const size_t es = T == LA_DTYPE_F32 ? 4 : 2;
     const int64_t kp = (k + 15) & ~(int64_t)15;
     int64_t mb, nb;
-    la_cpu_gemm_blocks(k, es, GEMM_XBLOCK_BYTES, GEMM_PANEL_BYTES, &mb, &nb);
+    la_cpu_gemm_blocks(m, k, es, LA_CPU_AVX2_GEMM_XBLOCK_BYTES, LA_CPU_AVX2_GEMM_PANEL_BYTES, &mb, &nb);
     for (int64_t jb = n0; jb < n1; jb += nb) /* a panel of weight rows (la_cpu_gemm_blocks) */
         for (int64_t ib = 0; ib < m; ib += mb) { /* a block of x rows */
             const int64_t jb1 = n1 - jb < nb ? n1 : jb + nb, ib1 = m - ib < mb ? m : ib + mb;

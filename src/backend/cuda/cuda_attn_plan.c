@@ -28,7 +28,8 @@
  *     attn_decode's deep instance, 8 warps per CTA (c->step_decode DEEP; a decode CTA
  *     is bound by latency and instruction issue: GPU_NOTES.md, versions 11-12).
  *     LA_ATTN_SPLIT_CTAS=N at create sets both targets, 1..16 CTAs per SM, for benchmarks
- *     ((N + 1) / 2 for steps with the warp-specialized kernel's prefill tiles).
+ *     ((N + 1) / 2 for steps with the warp-specialized kernel's prefill tiles);
+ *     LA_ATTN_DECODE_MIN_SPLIT=N sets the decode-only steps' smallest chunk (key tiles).
  *     Split tiles write partial rows that attn_combine merges, except split decode rows
  *     with LA_CUDA_FUSED_MERGE (on by default): the last CTA of each split set merges them
  *     inside attn_decode (la_cuda_attn_item.merge);

@@ -393,17 +393,24 @@ int main(void) {
                 fails++;
             }
         }
-        /* 4d. batch 1 and 3, lazy decode over 10 documents (~8K keys: split over the key range,
-         * attn_decode's deep instance) at LA_ATTN_DECODE_MIN_SPLIT 1, the default, 16 and 64 */
+        /* 4d. batch 1 and 3, lazy decode over 10 documents (~1.5K keys, where a split item
+         * can be one key tile, and ~8K: split over the key range, attn_decode's deep
+         * instance) at LA_ATTN_DECODE_MIN_SPLIT 1, the default, 16 and 64 */
+        for (int len0 = 140; len0 <= 700; len0 += 560)
         for (int nseq = 1; nseq <= 3; nseq += 2) {
             memset(&B0, 0, sizeof B0); next_block = 1;
-            doc docs[10]; int order[10];
-            for (int d = 0; d < 10; d++) { int len = 700 + ri(200); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; order[d] = d; }
-            for (int sq = 0; sq < nseq; sq++) { order[0] = sq % 10; order[sq % 10] = 0; add_seq(&B0, docs, order, 10, 0, 0, 40 + sq, 1); }
+            doc docs[10];
+            for (int d = 0; d < 10; d++) { int len = len0 + ri(len0 / 4); docs[d] = (doc){next_block, len}; next_block += (len + B - 1) / B; }
+            for (int sq = 0; sq < nseq; sq++) { /* document sq first, the rest in order */
+                int order[10];
+                for (int d = 0; d < 10; d++) order[d] = d;
+                order[0] = sq; order[sq] = 0;
+                add_seq(&B0, docs, order, 10, 0, 0, 40 + sq, 1);
+            }
             static const int32_t splits[4] = {1, 0, 16, 64};
             for (int k = 0; k < 4; k++) {
                 g_decode_min_split = splits[k];
-                snprintf(name, sizeof name, "lazy decode over 10 docs, %d seqs, min split %d", nseq, (int)splits[k]);
+                snprintf(name, sizeof name, "lazy decode over 10 docs of ~%d, %d seqs, min split %d", len0, nseq, (int)splits[k]);
                 fails += run_case(name, &B0, mode, hd, 8, 2, pk, true, 132);
             }
             g_decode_min_split = 0;
