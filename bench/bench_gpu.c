@@ -79,6 +79,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h> /* environ */
 
 #include "backend/backend.h"
 #include "base/timer.h"
@@ -786,9 +787,18 @@ int main(int argc, char **argv) {
     int failures = 0;
     bool first_shape = true;
     char gpu[256] = "";
-    jprintf(&out, "{\n  \"command\": \"%s\",\n  \"commit\": \"%s\",\n  \"date\": \"%s\",\n  \"weights\": \"random bf16 "
-                  "(--random-weights; timing only)\",\n  \"shapes\": [",
+    jprintf(&out, "{\n  \"command\": \"%s\",\n  \"commit\": \"%s\",\n  \"date\": \"%s\",\n  \"env\": {",
             cmd, commit, date);
+    /* the LA_ knobs this run had (kernel choices, splits): a JSON without them cannot be told
+     * from its neighbours in an A/B */
+    bool first_env = true;
+    for (char **ev = environ; *ev; ev++) {
+        const char *eq = strchr(*ev, '=');
+        if (strncmp(*ev, "LA_", 3) != 0 || !eq || strpbrk(*ev, "\"\\\n")) continue;
+        jprintf(&out, "%s\"%.*s\": \"%s\"", first_env ? "" : ", ", (int)(eq - *ev), *ev, eq + 1);
+        first_env = false;
+    }
+    jprintf(&out, "},\n  \"weights\": \"random bf16 (--random-weights; timing only)\",\n  \"shapes\": [");
     char list[256];
     snprintf(list, sizeof list, "%s", shapes);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {

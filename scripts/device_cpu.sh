@@ -20,13 +20,16 @@
 #       there, repository root, $OUT set: lscpu; GGUFs of models/rag-tiny (bf16, f16, f32)
 #       and of a random Llama-3.2-1B checkpoint (LA_1B_DTYPES, default bf16); cpu_speed.py on
 #       the bundled model (LA_TINY_CONFIGS, 1 and 2 threads, LA_TINY_ROUNDS rounds) and on
-#       the 1B shape (LA_1B_CONFIGS, 2 threads, LA_1B_ROUNDS) -> cpu_speed_{rag_tiny,llama32_1b}.json/.md.
+#       the 1B shape (LA_1B_CONFIGS, 2 threads, LA_1B_ROUNDS; decode at LA_1B_CONTEXTS, default
+#       64,1536, prefill at LA_1B_PREFILL, default 512,2048, either may be empty)
+#       -> cpu_speed_{rag_tiny,llama32_1b}.json/.md.
 #       The device tool brings back only ~8 files of $OUT: end the command with
 #       `cd $OUT && tar -czf /tmp/o.tgz . && rm -rf $OUT/* && mv /tmp/o.tgz $OUT/`.
 #       LA_1B=0 skips the 1B shape, LA_TINY=0 the bundled model's; LA_1B_DIAG=1 first runs
 #       the 1B decode at 64 with each KV dtype under perf stat (diag_64_*) and bench_cpu_gemm
 #       (this build's and the baseline's: bench_cpu_gemm*.txt) after the kernels' tests on that CPU
-#       (cpu_kernel_tests.log); LA_1B_CONFIGS=none stops there. Times on the H100 machine's Xeon
+#       (cpu_kernel_tests.log); LA_1B_CONFIGS=none stops there, and then a bundle of bin, lib
+#       and tok alone will do (LA_CPU_BUNDLE names it: it fits one call beside the GPU's). Times on the H100 machine's Xeon
 #       (bench/results/cpu_speed_avx512_emr_device): the bundled model's table ~330 s, the
 #       1B checkpoint and its bf16 GGUF ~25 s, and one 1B configuration over 250 s at 2
 #       threads while OpenBLAS's Prescott fallback ran its prefills (20 tokens/s at 2048).
@@ -63,7 +66,7 @@ fi
 t0=$(date +%s)
 step() { echo "=== $* ($(($(date +%s) - t0)) s)"; }
 lc=/tmp/lacpu
-mkdir -p $lc && tar -C $lc -xJf .carry/cpu/bundle.tar.xz
+mkdir -p $lc && tar -C $lc -xJf "${LA_CPU_BUNDLE:-.carry/cpu/bundle.tar.xz}"
 export LD_LIBRARY_PATH=$lc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONPATH=$lc/py${PYTHONPATH:+:$PYTHONPATH}
 lscpu >"$OUT/lscpu.txt" 2>&1
@@ -130,7 +133,8 @@ fi
 step "cpu_speed 1B"
 python3 bench/cpu_speed.py --label llama32-1b-device-cpu --hf /tmp/l1b "${gg[@]}" --build $lc/bin "${base[@]}" \
     --configs "${LA_1B_CONFIGS:-before,ours,llamacpp-bf16}" --threads 2 --rounds "${LA_1B_ROUNDS:-1}" \
-    --contexts 64,1536 --prefill 512,2048 --decode-tokens 16 --out "$OUT/cpu_speed_llama32_1b.json" \
+    --contexts "${LA_1B_CONTEXTS-64,1536}" --prefill "${LA_1B_PREFILL-512,2048}" --decode-tokens 16 \
+    --out "$OUT/cpu_speed_llama32_1b.json" \
     2>"$OUT/cpu_speed_llama32_1b.log"
 echo "exit $?"
 cat "$OUT/cpu_speed_llama32_1b.md" 2>/dev/null
