@@ -306,7 +306,8 @@ struct la_backend {
     bool bf16_dot;          /* CPU: products with bf16 weight matrices round the activations to
                                bf16 and multiply bf16 pairs (AVX512_BF16 vdpbf16ps, llama.cpp's
                                bf16 arithmetic: twice the multiply rate, ~1e-2 on logits); where
-                               the CPU lacks AVX512_BF16, the exact path. Default false */
+                               the CPU lacks AVX512_BF16, the exact path, and load_weights
+                               clears it (so it says what runs). Default false */
 };
 
 /* Create a backend for device (backend/registry.c). n_threads: CPU worker threads (<= 0:

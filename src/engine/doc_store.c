@@ -2,7 +2,8 @@
  *
  * ---- Keys -----------------------------------------------------------------------------------
  * The pool's hash context is keyed with the deployment secret and names the namespace
- * H(model fingerprint, pool dtype, block size, layers, KV heads, head_dim), so a document's
+ * H(model fingerprint, pool dtype, block size, layers, KV heads, head_dim[, how the CPU's
+ * products round the weights: weights_rounding]), so a document's
  * block hashes, and its record key H(last block hash, length) (kv/block_hash.h), are the
  * same in every process that shares secret and model. Without a secret (no kv_dir, no
  * kv_secret_file) the key is random per process and nothing is written that outlives it.
@@ -451,6 +452,20 @@ static la_status make_key(const la_engine *e, la_hash_key *key, bool *stable, la
     return LA_OK;
 }
 
+/* How the CPU backend's products round what the checkpoint holds: 0 when they compute with the
+ * checkpoint's values exactly (its dtype kept, or widened to f32), else the dtype the weights
+ * were rounded to, plus 0x80 when the activations are rounded to bf16 (bf16-dot, where it
+ * runs). Records of engines that differ here hold different numbers: the namespace keeps them
+ * apart. The GPU keeps bf16 weights and a bf16 pool (a namespace of its own by the pool's
+ * dtype where the CPU's is f32). */
+static uint8_t weights_rounding(const la_engine *e) {
+    if (e->opts.device != LA_DEVICE_CPU) return 0;
+    const int32_t kept = e->be->weight_dtype; /* LA_WEIGHT_DTYPE_AUTO: the checkpoint's, or f32 */
+    const la_dtype ck = e->weights ? e->weights->layers[0].wq->dtype : LA_DTYPE_F32; /* random: f32 */
+    uint8_t tag = kept == LA_WEIGHT_DTYPE_AUTO || kept == LA_DTYPE_F32 || kept == (int32_t)ck ? 0 : (uint8_t)kept;
+    return (uint8_t)(tag | (e->be->bf16_dot ? 0x80 : 0));
+}
+
 la_status la_doc_store_create(la_engine *e, la_doc_store **out, la_err *err) {
     la_doc_store *d = calloc(1, sizeof *d);
     if (!d) return la_err_set(err, LA_ERR_NO_MEMORY, "KV store: out of memory");
@@ -489,6 +504,8 @@ la_status la_doc_store_create(la_engine *e, la_doc_store **out, la_err *err) {
         la_kv_record_header ns = header_of(d, (la_hash128){0, 0}, LA_KV_FORMAT_ROTATED_LOCAL, 1);
         la_kv_record_header_encode(&ns, shape_bytes); /* fingerprint, dtype and every size */
         la_hasher_update(&h, shape_bytes + 32, 48);
+        const uint8_t rounding = weights_rounding(e); /* 0 leaves the namespace of before */
+        if (rounding) la_hasher_update(&h, &rounding, 1);
         d->hc.ns = la_hasher_digest(&h);
         d->hc.has_ns = true;
         s = la_kv_pool_set_hash_ctx(e->pool, &d->hc, err);

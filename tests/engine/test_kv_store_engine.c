@@ -51,6 +51,7 @@ typedef struct eng_opts {
     bool evict_only;    /* kv_write_through false */
     int64_t staging;    /* kv_staging_bytes */
     la_kv_read read;    /* kv_read */
+    la_cpu_weights weights; /* cpu_weights */
 } eng_opts;
 
 static la_engine *make(eng_opts o) {
@@ -71,6 +72,7 @@ static la_engine *make(eng_opts o) {
     eo.kv_write_through = !o.evict_only;
     eo.kv_staging_bytes = o.staging;
     eo.kv_read = o.read;
+    eo.cpu_weights = o.weights;
     la_engine *e = NULL;
     la_err err = {0};
     LA_CHECK_OK(la_engine_create(&eo, &e, &err), err);
@@ -291,6 +293,35 @@ Test(kv_store_engine, restart_serves_reordered_documents_from_disk_bitwise_equal
     cr_assert_eq(w2.stats.doc_tokens_computed, doc_tokens(&a));
     la_test_gen_free(&w2);
     la_engine_destroy(w);
+    la_test_rm_tree(dir);
+}
+
+/* An f32 checkpoint kept in bf16 computes other K/V than the same checkpoint kept in f32 (or
+ * left in its dtype): its records live in a namespace of their own, and each engine finds its
+ * own after a restart. */
+Test(kv_store_engine, records_of_weights_kept_rounded_are_kept_apart) {
+    char *dir = la_test_tmpdir();
+    docset a;
+    make_docs(&a, 5, 3);
+    const int32_t order[3] = {0, 1, 2};
+    struct {
+        la_cpu_weights weights;
+        int64_t hits;
+    } runs[] = {{LA_CPU_WEIGHTS_AUTO, 0},  /* writes the f32 records */
+                {LA_CPU_WEIGHTS_BF16, 0},  /* rounds the f32 weights: computes, writes its own */
+                {LA_CPU_WEIGHTS_F32, 3},   /* what auto keeps: auto's records */
+                {LA_CPU_WEIGHTS_BF16, 3},  /* its own, after a restart */
+                {LA_CPU_WEIGHTS_F16, 0}};  /* another rounding, another namespace */
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        la_engine *e = make((eng_opts){.kv_dir = dir, .weights = runs[i].weights});
+        la_test_gen g;
+        ask(e, &a, order, NULL, &g);
+        la_engine_store_flush(e);
+        cr_assert_eq(store_stats(e).tier[LA_KV_TIER_KIND_DISK].hits, runs[i].hits, "run %zu", i);
+        cr_assert_eq(g.stats.doc_tokens_computed, runs[i].hits ? 0 : doc_tokens(&a), "run %zu", i);
+        la_test_gen_free(&g);
+        la_engine_destroy(e);
+    }
     la_test_rm_tree(dir);
 }
 

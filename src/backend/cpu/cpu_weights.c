@@ -149,6 +149,7 @@ la_status la_cpu_load_weights(la_backend *be, const la_backend_shape *shape,
                                   const la_weight_table *w, la_err *err) {
     cpu_backend *c = cpu(be);
     la_cpu_free_weights(c);
+    if (!c->kern->gemm_nt_bf16x) c->base.bf16_dot = false; /* no AVX512_BF16: the exact path */
     c->base.shape = *shape;
     c->base.shape.rope_inv_freq = NULL;
     c->layers = calloc((size_t)shape->n_layers, sizeof(cpu_layer));
