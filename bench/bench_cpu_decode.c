@@ -84,6 +84,15 @@ static int parse_list(const char *s, int *out, int cap) {
     return n;
 }
 
+/* A whole number in [lo, hi] into *out; -1 for anything else (*out untouched). */
+static int int_arg(const char *s, long lo, long hi, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},        {"random-weights", required_argument, 0, 1},
@@ -97,7 +106,7 @@ int main(int argc, char **argv) {
     memset(&eo, 0, sizeof eo); /* an older library refuses fields it lacks unless zero */
     la_engine_options_init(&eo);
     int contexts[16] = {64, 1536, 8000}, n_ctx = 3, prefills[16] = {512, 2048}, n_pre = 2;
-    int decode_tokens = 32, reps = 3, c;
+    int decode_tokens = 32, reps = 3, c, bad = 0, threads = 0, max_batch = 0;
     const char *out = NULL, *weights = "auto", *kv = "f32";
     while ((c = getopt_long(argc, argv, "m:", opts, NULL)) != -1) {
         switch (c) {
@@ -105,19 +114,20 @@ int main(int argc, char **argv) {
         case 1: eo.random_weights = optarg; break;
         case 2: n_ctx = parse_list(optarg, contexts, 16); break;
         case 3: n_pre = parse_list(optarg, prefills, 16); break;
-        case 4: decode_tokens = atoi(optarg); break;
-        case 5: reps = atoi(optarg); break;
-        case 6: eo.n_threads = atoi(optarg); break;
+        case 4: bad |= int_arg(optarg, 2, 1 << 20, &decode_tokens); break;
+        case 5: bad |= int_arg(optarg, 1, 1000, &reps); break;
+        case 6: bad |= int_arg(optarg, 0, 4096, &threads), eo.n_threads = threads; break;
         case 7: weights = optarg; break;
-        case 8: eo.max_batch_tokens = atoi(optarg); break;
+        case 8: bad |= int_arg(optarg, 0, 1 << 24, &max_batch), eo.max_batch_tokens = max_batch; break;
         case 9: out = optarg; break;
         case 10: eo.kv_blocks = atoll(optarg); break;
         case 11: kv = optarg; break;
         default: fprintf(stderr, "bench_cpu_decode: bad arguments (see bench/bench_cpu_decode.c)\n"); return 2;
         }
     }
-    if (n_ctx < 0 || n_pre < 0 || reps < 1 || decode_tokens < 2) {
-        fprintf(stderr, "bench_cpu_decode: bad --contexts, --prefill, --reps or --decode-tokens\n");
+    if (bad || n_ctx < 0 || n_pre < 0 || (strcmp(kv, "f32") && strcmp(kv, "bf16"))) {
+        fprintf(stderr, "bench_cpu_decode: bad --contexts, --prefill, --reps, --decode-tokens (2 or more), "
+                        "--threads (0: one per core), --max-batch-tokens or --cpu-kv (f32 or bf16)\n");
         return 2;
     }
     if (strcmp(weights, "auto")) {

@@ -32,6 +32,9 @@ typedef struct la_kv_event la_kv_event; /* below: KV events */
 
 /* ---- engine options ------------------------------------------------------------------- */
 
+/* la_engine_options.n_threads' largest value (a pool of more threads than that is a typo). */
+#define LA_MAX_THREADS 1024
+
 /* la_engine_options.cpu_weights. */
 typedef enum la_cpu_weights {
     LA_CPU_WEIGHTS_AUTO = 0,
@@ -70,7 +73,8 @@ typedef struct la_engine_options {
     const char *tokenizer_dir;   /* tokenizer to use instead of model_dir's (optional); with
                                     random_weights and no tokenizer, requests must be token ids */
     la_device device;            /* LA_DEVICE_CPU (default) or LA_DEVICE_CUDA */
-    int n_threads;               /* CPU threads; <= 0: every physical core */
+    int n_threads;               /* CPU threads, at most LA_MAX_THREADS; <= 0: one per physical
+                                    core the process may run on (its affinity mask) */
     int32_t block_size;          /* KV block size in tokens (default 16) */
     int64_t kv_blocks;           /* KV pool capacity in blocks; 0: from kv_bytes */
     int64_t kv_bytes;            /* KV pool capacity in bytes; 0: a default (1 GiB on CPU,

@@ -60,6 +60,12 @@ ENGINE_OPTIONS = {
     "doc_context": (0, 1),  # la_doc_context: 0 alone, 1 preamble
 }
 _DOC_CONTEXTS = {"alone": 0, "preamble": 1}
+# The names the command line takes (--cpu-weights, --cpu-kv, --kv-read), as their enum values.
+_NAMED_OPTIONS = {
+    "cpu_weights": {"auto": 0, "f32": 1, "bf16": 2, "f16": 3, "bf16-dot": 4},
+    "cpu_kv": {"f32": 0, "bf16": 1},
+    "kv_read": {"always": 0, "auto": 1},
+}
 
 
 def _doc_context(v):
@@ -236,10 +242,11 @@ class LLM(_Closing):
              random_weights, chat_template_file (a Jinja file instead of the model's template),
              kv_staging_bytes, recompute_first (recovery's default for the block-wise methods:
              each later document's first N tokens recomputed in context; README "Recovery"),
-             cpu_weights (0 auto: the checkpoint's dtype, 1 f32, 2 bf16, 3 f16, 4 bf16-dot; README "CPU
-             backend"), cpu_kv (0 f32, 1 bf16: the CPU's KV cache dtype), kv_io_threads (threads
-             reading and writing the disk and shared tiers; 0: 2), kv_read (0 always, the default; 1
-             auto: a disk or shared-tier record is read only when that beats computing it),
+             cpu_weights ("auto" or 0: the checkpoint's dtype, "f32" 1, "bf16" 2, "f16" 3, "bf16-dot"
+             4; README "CPU backend"), cpu_kv ("f32" or 0, "bf16" 1: the CPU's KV cache dtype),
+             kv_io_threads (threads reading and writing the disk and shared tiers; 0: 2), kv_read
+             ("always" or 0, the default; "auto" 1: a disk or shared-tier record is read only when
+             that beats computing it),
              recompute_ratio (selected recovery's default R in [0, 1]: the fraction of the later
              documents' tokens a probe of layers 0-1 finds most changed by context, recomputed),
              doc_context ("alone" or 0, the default; "preamble" or 1: the documents after the first are
@@ -278,6 +285,12 @@ class LLM(_Closing):
                 continue
             if name == "doc_context" and isinstance(value, str):
                 value = _doc_context(value)
+            if name in _NAMED_OPTIONS and isinstance(value, str):
+                names = _NAMED_OPTIONS[name]
+                if value not in names:
+                    raise InvalidArgumentError(f"'{name}' must be one of {', '.join(map(repr, names))} "
+                                               f"(or its number), not {value!r}.", param=name)
+                value = names[value]
             if kind is str:
                 value = _utf8(name, rq.get_string(name, value))
                 keep.append(value)

@@ -118,17 +118,23 @@ static long read_long(const char *path) {
 }
 
 int la_physical_cores(void) {
-    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n_cpus < 1) return 1;
-    long conf = sysconf(_SC_NPROCESSORS_CONF);
-    if (conf < n_cpus || conf > 4096) return (int)n_cpus;
-    long *seen = malloc(sizeof(long) * (size_t)conf);
+    /* the CPUs this process may run on (taskset, a container's cpuset), else every one online */
+    cpu_set_t allowed;
+    long n_cpus;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0) {
+        n_cpus = CPU_COUNT(&allowed);
+    } else {
+        n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n_cpus < 1) return 1;
+        CPU_ZERO(&allowed);
+        for (long cpu = 0; cpu < n_cpus && cpu < CPU_SETSIZE; cpu++) CPU_SET(cpu, &allowed);
+    }
+    long *seen = malloc(sizeof(long) * (size_t)n_cpus);
     if (!seen) return (int)n_cpus;
     int n_cores = 0;
-    for (long cpu = 0; cpu < conf; cpu++) {
+    for (long cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
         char path[128];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/online", cpu);
-        if (cpu > 0 && read_long(path) == 0) continue; /* offline (cpu0 has no such file) */
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/core_id", cpu);
         long core = read_long(path);
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/physical_package_id", cpu);
@@ -137,7 +143,7 @@ int la_physical_cores(void) {
         long key = pkg * 65536 + core;
         int i = 0;
         while (i < n_cores && seen[i] != key) i++;
-        if (i == n_cores) seen[n_cores++] = key;
+        if (i == n_cores && n_cores < n_cpus) seen[n_cores++] = key;
     }
     free(seen);
     return n_cores > 0 && n_cores <= n_cpus ? n_cores : (int)n_cpus;

@@ -18,10 +18,11 @@ la_status la_threadpool_create(int n_threads, la_threadpool **out, la_err *err);
 void la_threadpool_destroy(la_threadpool *tp);
 int la_threadpool_size(const la_threadpool *tp);
 
-/* Physical cores of the online CPUs (distinct (package, core) pairs in
- * /sys/devices/system/cpu/cpuN/topology; SMT siblings share a core's vector units, so a
- * second thread on one core slows these kernels down): the thread pools' default. The
- * online CPU count where the topology cannot be read; at least 1. */
+/* Physical cores of the CPUs this process may run on (its affinity mask: taskset, a
+ * container's cpuset; distinct (package, core) pairs in /sys/devices/system/cpu/cpuN/topology;
+ * SMT siblings share a core's vector units, so a second thread on one core slows these
+ * kernels down): the thread pools' default. The allowed CPU count where the topology cannot
+ * be read; at least 1. */
 int la_physical_cores(void);
 
 /* Run fn over [0, n) and wait: the workers take contiguous chunks of about n / (8 workers)

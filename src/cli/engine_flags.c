@@ -182,8 +182,9 @@ la_cli_flag la_cli_engine_flag_reported(int c, const char *arg, la_engine_option
     la_cli_flag f = la_cli_engine_flag(c, arg, eo, &err);
     if (f == LA_CLI_FLAG_BAD_DEVICE) fprintf(stderr, "lazyattn %s: --device: %s\n", command, err.msg);
     if (f == LA_CLI_FLAG_BAD_VALUE) fprintf(stderr, "lazyattn %s: %s\n", command, err.msg);
-    if (f == LA_CLI_FLAG_SET && c == LA_CLI_OPT_THREADS && eo->n_threads < 0) {
-        fprintf(stderr, "lazyattn %s: --threads must be >= 0 (0: all cores)\n", command);
+    if (f == LA_CLI_FLAG_SET && c == LA_CLI_OPT_THREADS && (eo->n_threads < 0 || eo->n_threads > LA_MAX_THREADS)) {
+        fprintf(stderr, "lazyattn %s: --threads must be 0 to %d (0: one per physical core)\n", command,
+                LA_MAX_THREADS);
         f = LA_CLI_FLAG_BAD_NUMBER;
     }
     return f;

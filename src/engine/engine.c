@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "base/struct_size.h"
 #include "base/timer.h"
 #include "engine/backend_model.h"
@@ -114,6 +115,12 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown cpu_weights %d", (int)o->cpu_weights);
     if ((unsigned)o->cpu_kv >= LA_CPU_KV_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown cpu_kv %d", (int)o->cpu_kv);
+    if (o->device != LA_DEVICE_CPU && (o->cpu_weights != LA_CPU_WEIGHTS_AUTO || o->cpu_kv != LA_CPU_KV_F32))
+        return la_err_set(err, LA_ERR_INVALID_ARG,
+                          "cpu_weights and cpu_kv apply to the CPU backend (the GPU keeps bf16 weights and KV)");
+    if (o->n_threads > LA_MAX_THREADS)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "n_threads=%d must be at most %d (0: the physical cores)",
+                          (int)o->n_threads, LA_MAX_THREADS);
     if ((unsigned)o->kv_read >= LA_KV_READ_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown kv_read %d", (int)o->kv_read);
     if (o->max_batch_tokens < 0 || o->max_running < 1 || o->max_queue < 1 || o->max_docs < 0)
@@ -206,6 +213,8 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
     }
     /* weights NULL: the backend initialises random weights of cfg's shape */
     if (s == LA_OK) s = la_backend_load_model(e->be, &e->cfg, e->weights, err);
+    if (s == LA_OK && o->cpu_weights == LA_CPU_WEIGHTS_BF16_DOT && !e->be->bf16_dot)
+        la_log("cpu_weights bf16-dot: this CPU has no AVX512_BF16, so the exact bf16 path runs");
     if (s == LA_OK) {
         int64_t n_blocks = o->kv_blocks;
         if (n_blocks == 0) {

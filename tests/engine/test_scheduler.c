@@ -361,6 +361,52 @@ Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gi
     la_engine_destroy(e);
 }
 
+/* One engine option or environment knob the CPU backend cannot honour: la_engine_create's error,
+ * naming it (NULL env: none set). */
+static void refused(void (*edit)(la_engine_options *), const char *env, const char *value, const char *named) {
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = tiny_dir();
+    o.n_threads = 1;
+    if (edit) edit(&o);
+    if (env) cr_assert_eq(setenv(env, value, 1), 0);
+    la_engine *e = NULL;
+    la_err err = {0};
+    la_status s = la_engine_create(&o, &e, &err);
+    if (env) unsetenv(env);
+    cr_assert_eq(s, LA_ERR_INVALID_ARG, "%s: %s", named, err.msg);
+    cr_assert(strstr(err.msg, named), "%s", err.msg);
+    cr_assert_null(e);
+}
+static void too_many_threads(la_engine_options *o) { o->n_threads = LA_MAX_THREADS + 1; }
+static void cpu_weights_on_cuda(la_engine_options *o) { o->device = LA_DEVICE_CUDA, o->cpu_weights = LA_CPU_WEIGHTS_F32; }
+static void cpu_kv_on_cuda(la_engine_options *o) { o->device = LA_DEVICE_CUDA, o->cpu_kv = LA_CPU_KV_BF16; }
+
+Test(scheduler, cpu_options_out_of_range_or_for_another_device_are_refused) {
+    refused(too_many_threads, NULL, NULL, "n_threads");
+    refused(cpu_weights_on_cuda, NULL, NULL, "cpu_weights");
+    refused(cpu_kv_on_cuda, NULL, NULL, "cpu_kv");
+    const char *isa[] = {"bogus", "AVX2", "sse"};
+    for (size_t i = 0; i < sizeof isa / sizeof isa[0]; i++) refused(NULL, "LA_CPU_ISA", isa[i], "LA_CPU_ISA");
+    const char *rows[] = {"abc", "-5", "12x"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        refused(NULL, "LA_CPU_GEMM_MAX_ROWS", rows[i], "LA_CPU_GEMM_MAX_ROWS");
+    /* the knobs' own values still work */
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = tiny_dir();
+    o.n_threads = 1;
+    cr_assert_eq(setenv("LA_CPU_ISA", "avx512", 1), 0);
+    cr_assert_eq(setenv("LA_CPU_GEMM_MAX_ROWS", "0", 1), 0);
+    la_engine *e = NULL;
+    la_err err = {0};
+    la_status s = la_engine_create(&o, &e, &err);
+    unsetenv("LA_CPU_ISA");
+    unsetenv("LA_CPU_GEMM_MAX_ROWS");
+    LA_CHECK_OK(s, err);
+    la_engine_destroy(e);
+}
+
 /* The token budget: 0 (the default) is the device's (1024 on the CPU; a GPU's depends on its
  * memory: not tested here), raised to max_running so that a step has room for a decode row of
  * each request admitted; a value set is kept; a negative one is refused. la_engine_stats says

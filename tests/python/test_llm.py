@@ -227,11 +227,19 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         (dict(kv_read=2), lp.InvalidArgumentError, "is outside [0, 1]"),
         (dict(kv_read=1), lp.InvalidArgumentError, "kv_read says when disk and shared-tier records are read"),
         (dict(recompute_ratio=1.0000001), lp.InvalidArgumentError, "1.0000001 is outside [0, 1]"),
+        (dict(cpu_weights="f8"), lp.InvalidArgumentError, "'cpu_weights' must be one of 'auto', 'f32'"),
+        (dict(cpu_kv="int8"), lp.InvalidArgumentError, "'cpu_kv' must be one of 'f32', 'bf16'"),
+        (dict(n_threads=100000), lp.InvalidArgumentError, "n_threads=100000 must be at most 1024"),
     ]
     for kw, exc, message in cases:
         with pytest.raises(exc) as info:
             lp.LLM(**kw)
         assert message in str(info.value), (kw, str(info.value))
+    # the command line's names for the CPU's dtypes, as their numbers: the same answer
+    with lp.LLM(cpu_weights="f32", cpu_kv="bf16", n_threads=1) as m:
+        named = m.generate("q", documents=["d one"])[0].text
+    with lp.LLM(cpu_weights=1, cpu_kv=1, n_threads=1) as m:
+        assert m.generate("q", documents=["d one"])[0].text == named
     # kv_io_threads reaches the store: records written by 4 I/O threads, read back by 1
     kv = tmp_path / "kv"
     with lp.LLM(kv_dir=str(kv), kv_io_threads=4) as m:

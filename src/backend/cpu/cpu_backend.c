@@ -21,6 +21,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -698,7 +699,29 @@ bool la_cpu_blas_core_predates_fma(const char *core) {
     return false;
 }
 
+/* LA_CPU_GEMM_MAX_ROWS (README "CPU backend", a benchmark switch): unset or empty 0, a row count
+ * >= 0 in *rows 1, anything else -1. */
+static int gemm_max_rows_env(int64_t *rows) {
+    const char *env = getenv("LA_CPU_GEMM_MAX_ROWS");
+    if (!env || !*env) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(env, &end, 10);
+    if (*end || errno || v < 0) return -1;
+    *rows = v;
+    return 1;
+}
+
 la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
+    la_cpu_isa cap;
+    if (la_cpu_isa_env(&cap) < 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "cpu backend: LA_CPU_ISA=%s: expected portable, avx2 or avx512",
+                          getenv("LA_CPU_ISA"));
+    int64_t max_rows = 0;
+    const int rows_env = gemm_max_rows_env(&max_rows);
+    if (rows_env < 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "cpu backend: LA_CPU_GEMM_MAX_ROWS=%s: expected a row count >= 0",
+                          getenv("LA_CPU_GEMM_MAX_ROWS"));
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cpu backend: out of memory");
     c->base.ops = &k_cpu_ops;
@@ -711,8 +734,7 @@ la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
     c->gemm_x_bytes = c->kern->gemm_x_bytes;
     if (c->kern->isa != LA_CPU_ISA_PORTABLE && la_cpu_blas_core_predates_fma(openblas_get_corename()))
         c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = c->gemm_x_bytes = INT64_MAX;
-    const char *env = getenv("LA_CPU_GEMM_MAX_ROWS"); /* a benchmark switch (README "CPU backend") */
-    if (env && *env) c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = strtoll(env, NULL, 10), c->gemm_x_bytes = 0;
+    if (rows_env > 0) c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = max_rows, c->gemm_x_bytes = 0;
     la_status s = la_threadpool_create(n_threads, &c->tp, err);
     if (s != LA_OK) {
         free(c);

@@ -66,14 +66,22 @@ const la_cpu_kernels *la_cpu_kernels_for(la_cpu_isa isa) {
     return k && k->gemm_nt ? k : NULL; /* a table this compiler could not build is empty */
 }
 
-const la_cpu_kernels *la_cpu_kernels_get(void) {
-    int cap = LA_CPU_ISA_COUNT - 1;
+int la_cpu_isa_env(la_cpu_isa *cap) {
+    static const char *const names[LA_CPU_ISA_COUNT] = {"portable", "avx2", "avx512"};
     const char *env = getenv("LA_CPU_ISA");
-    if (env && *env) {
-        if (!strcmp(env, "portable")) cap = LA_CPU_ISA_PORTABLE;
-        else if (!strcmp(env, "avx2")) cap = LA_CPU_ISA_AVX2;
-    }
-    for (int i = cap; i > LA_CPU_ISA_PORTABLE; i--) {
+    if (!env || !*env) return 0;
+    for (int i = 0; i < LA_CPU_ISA_COUNT; i++)
+        if (!strcmp(env, names[i])) {
+            *cap = (la_cpu_isa)i;
+            return 1;
+        }
+    return -1;
+}
+
+const la_cpu_kernels *la_cpu_kernels_get(void) {
+    la_cpu_isa cap = (la_cpu_isa)(LA_CPU_ISA_COUNT - 1);
+    (void)la_cpu_isa_env(&cap); /* another value: no cap (the backend refuses it at create) */
+    for (int i = (int)cap; i > LA_CPU_ISA_PORTABLE; i--) {
         const la_cpu_kernels *k = la_cpu_kernels_for((la_cpu_isa)i);
         if (k) return k;
     }

@@ -22,7 +22,8 @@
  *   kp = k rounded up to 16; rows past n_out and columns past k are zeros.
  *
  * The environment variable LA_CPU_ISA=portable|avx2|avx512 caps the table the backend uses
- * (a test hook and a benchmark switch; a name the CPU lacks falls back to the best it has).
+ * (a test hook and a benchmark switch; a name the CPU lacks falls back to the best it has;
+ * another value is refused when the backend is created).
  */
 #ifndef LA_BACKEND_CPU_CPU_KERNELS_H
 #define LA_BACKEND_CPU_CPU_KERNELS_H
@@ -128,7 +129,10 @@ extern const la_cpu_kernels la_cpu_kernels_avx512;
 bool la_cpu_isa_supported(la_cpu_isa isa);
 /* The table of isa, or NULL when this CPU cannot run it or this build could not compile it. */
 const la_cpu_kernels *la_cpu_kernels_for(la_cpu_isa isa);
-/* The best table this CPU runs, capped by LA_CPU_ISA when set. Never NULL. */
+/* LA_CPU_ISA: 0 when unset or empty, 1 when it names a table (portable, avx2, avx512; that
+ * table in *cap), -1 for any other value (*cap untouched). */
+int la_cpu_isa_env(la_cpu_isa *cap);
+/* The best table this CPU runs, capped by LA_CPU_ISA when it names one. Never NULL. */
 const la_cpu_kernels *la_cpu_kernels_get(void);
 #define LA_CPU_PACK_ROWS 4
 #define LA_CPU_PACK_K 16
