@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
         case 3: n_pre = parse_list(optarg, prefills, 16); break;
         case 4: bad |= int_arg(optarg, 2, 1 << 20, &decode_tokens); break;
         case 5: bad |= int_arg(optarg, 1, 1000, &reps); break;
-        case 6: bad |= int_arg(optarg, 0, 4096, &threads), eo.n_threads = threads; break;
+        case 6: bad |= int_arg(optarg, 0, LA_MAX_THREADS, &threads), eo.n_threads = threads; break;
         case 7: weights = optarg; break;
         case 8: bad |= int_arg(optarg, 0, 1 << 24, &max_batch), eo.max_batch_tokens = max_batch; break;
         case 9: out = optarg; break;

@@ -794,7 +794,9 @@ int main(int argc, char **argv) {
     bool first_env = true;
     for (char **ev = environ; *ev; ev++) {
         const char *eq = strchr(*ev, '=');
-        if (strncmp(*ev, "LA_", 3) != 0 || !eq || strpbrk(*ev, "\"\\\n")) continue;
+        bool plain = true; /* printable ASCII without quote or backslash: no escaping needed */
+        for (const char *ch = *ev; *ch && plain; ch++) plain = *ch >= 0x20 && *ch < 0x7f && *ch != '"' && *ch != '\\';
+        if (strncmp(*ev, "LA_", 3) != 0 || !eq || !plain) continue;
         jprintf(&out, "%s\"%.*s\": \"%s\"", first_env ? "" : ", ", (int)(eq - *ev), *ev, eq + 1);
         first_env = false;
     }

@@ -308,6 +308,9 @@ struct la_backend {
                                bf16 arithmetic: twice the multiply rate, ~1e-2 on logits); where
                                the CPU lacks AVX512_BF16, the exact path, and load_weights
                                clears it (so it says what runs). Default false */
+    bool weights_rounded;   /* CPU, set by load_weights: some weight matrix is kept in a 16-bit dtype
+                               other than its checkpoint's (weight_dtype rounded its values), so
+                               the products differ from the checkpoint's own numbers */
 };
 
 /* Create a backend for device (backend/registry.c). n_threads: CPU worker threads (<= 0:

@@ -460,9 +460,9 @@ static la_status make_key(const la_engine *e, la_hash_key *key, bool *stable, la
  * dtype where the CPU's is f32). */
 static uint8_t weights_rounding(const la_engine *e) {
     if (e->opts.device != LA_DEVICE_CPU) return 0;
-    const int32_t kept = e->be->weight_dtype; /* LA_WEIGHT_DTYPE_AUTO: the checkpoint's, or f32 */
-    const la_dtype ck = e->weights ? e->weights->layers[0].wq->dtype : LA_DTYPE_F32; /* random: f32 */
-    uint8_t tag = kept == LA_WEIGHT_DTYPE_AUTO || kept == LA_DTYPE_F32 || kept == (int32_t)ck ? 0 : (uint8_t)kept;
+    /* weights_rounded: some matrix (embedding, head or layer) stored in another 16-bit dtype than
+     * its checkpoint's, which only an explicit weight_dtype does */
+    const uint8_t tag = e->be->weights_rounded ? (uint8_t)e->be->weight_dtype : 0;
     return (uint8_t)(tag | (e->be->bf16_dot ? 0x80 : 0));
 }
 

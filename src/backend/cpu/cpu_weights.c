@@ -46,8 +46,10 @@ static la_status load_matrix(const char *name, const void *src, la_dtype st, int
 }
 
 /* Tensor t into memory of dtype want: a matrix packed, a vector (norm, bias) as it is. */
-static la_status load_tensor(const cpu_backend *c, const la_tensor_view *t, bool matrix, la_dtype want,
+static la_status load_tensor(cpu_backend *c, const la_tensor_view *t, bool matrix, la_dtype want,
                              cpu_weight *out, la_err *err) {
+    /* a matrix kept in another 16-bit dtype than its checkpoint's rounds its values */
+    if (matrix && want != t->dtype && want != LA_DTYPE_F32) c->base.weights_rounded = true;
     if (matrix) return load_matrix(t->name, t->data, t->dtype, t->n_out, t->n_in, want, out, err);
     size_t n = (size_t)(t->n_out * t->n_in);
     float *p = malloc(n * sizeof(float) + 1);
@@ -125,6 +127,7 @@ static la_status random_tensor(int64_t n_out, int64_t n_in, uint64_t tensor_id, 
 static la_status random_weights(cpu_backend *c, const la_backend_shape *m, la_err *err) {
     int64_t d = m->hidden_size;
     const la_dtype wt = matrix_dtype(c, LA_DTYPE_F32);
+    c->base.weights_rounded = wt != LA_DTYPE_F32; /* the random values are drawn in f32 */
     cpu_weight norm;
     LA_TRY(random_tensor(m->vocab_size, d, 1, false, true, wt, &c->embed, err));
     LA_TRY(random_tensor(1, d, 2, true, false, LA_DTYPE_F32, &norm, err));
@@ -150,6 +153,7 @@ la_status la_cpu_load_weights(la_backend *be, const la_backend_shape *shape,
     cpu_backend *c = cpu(be);
     la_cpu_free_weights(c);
     if (!c->kern->gemm_nt_bf16x) c->base.bf16_dot = false; /* no AVX512_BF16: the exact path */
+    c->base.weights_rounded = false;
     c->base.shape = *shape;
     c->base.shape.rope_inv_freq = NULL;
     c->layers = calloc((size_t)shape->n_layers, sizeof(cpu_layer));
