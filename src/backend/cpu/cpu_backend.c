@@ -21,7 +21,6 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
-#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -34,6 +33,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/rope.h"
 #include "base/dtype.h"
+#include "base/env.h"
 #include "base/err.h"
 #include "base/threadpool.h"
 
@@ -699,29 +699,13 @@ bool la_cpu_blas_core_predates_fma(const char *core) {
     return false;
 }
 
-/* LA_CPU_GEMM_MAX_ROWS (README "CPU backend", a benchmark switch): unset or empty 0, a row count
- * >= 0 in *rows 1, anything else -1. */
-static int gemm_max_rows_env(int64_t *rows) {
-    const char *env = getenv("LA_CPU_GEMM_MAX_ROWS");
-    if (!env || !*env) return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(env, &end, 10);
-    if (*end || errno || v < 0) return -1;
-    *rows = v;
-    return 1;
-}
-
 la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
     la_cpu_isa cap;
     if (la_cpu_isa_env(&cap) < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "cpu backend: LA_CPU_ISA=%s: expected portable, avx2 or avx512",
                           getenv("LA_CPU_ISA"));
-    int64_t max_rows = 0;
-    const int rows_env = gemm_max_rows_env(&max_rows);
-    if (rows_env < 0)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "cpu backend: LA_CPU_GEMM_MAX_ROWS=%s: expected a row count >= 0",
-                          getenv("LA_CPU_GEMM_MAX_ROWS"));
+    int64_t max_rows = -1; /* LA_CPU_GEMM_MAX_ROWS (README "CPU backend", a benchmark switch) */
+    LA_TRY(la_env_int("LA_CPU_GEMM_MAX_ROWS", 0, INT64_MAX, "rows", &max_rows, err));
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cpu backend: out of memory");
     c->base.ops = &k_cpu_ops;
@@ -734,7 +718,7 @@ la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
     c->gemm_x_bytes = c->kern->gemm_x_bytes;
     if (c->kern->isa != LA_CPU_ISA_PORTABLE && la_cpu_blas_core_predates_fma(openblas_get_corename()))
         c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = c->gemm_x_bytes = INT64_MAX;
-    if (rows_env > 0) c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = max_rows, c->gemm_x_bytes = 0;
+    if (max_rows >= 0) c->gemm_max_rows_f32 = c->gemm_max_rows_16bit = max_rows, c->gemm_x_bytes = 0;
     la_status s = la_threadpool_create(n_threads, &c->tp, err);
     if (s != LA_OK) {
         free(c);

@@ -42,6 +42,7 @@
 #include "backend/cuda/cuda_hooks.h"
 #include "backend/cuda/cuda_internal.h"
 #include "base/dtype.h"
+#include "base/env.h"
 
 #define LA_CUDA_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 
@@ -736,19 +737,6 @@ static la_status env_mode(const char *name, int32_t *mode, la_err *err) {
     return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected 0, 1 or auto", name, e);
 }
 
-/* An integer in [lo, hi] from the environment (unset or empty: *v unchanged); another value
- * is LA_ERR_INVALID_ARG naming `unit`. */
-static la_status env_int(const char *name, long lo, long hi, const char *unit, int32_t *v, la_err *err) {
-    const char *e = getenv(name);
-    if (!e || !*e) return LA_OK;
-    char *end;
-    long x = strtol(e, &end, 10);
-    if (*end || x < lo || x > hi)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected %ld to %ld (%s)", name, e, lo, hi, unit);
-    *v = (int32_t)x;
-    return LA_OK;
-}
-
 la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     int n_dev = 0;
     cudaError_t e = cudaGetDeviceCount(&n_dev);
@@ -772,13 +760,12 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     }
     /* the split targets, CTAs per SM: 2 in steps with prefill rows, 1 in decode-only steps;
      * LA_ATTN_SPLIT_CTAS sets both (sweeps) */
-    int32_t split_ctas = 0, split_ctas_decode = 1;
-    LA_TRY(env_int("LA_ATTN_SPLIT_CTAS", 1, 16, "CTAs per SM", &split_ctas, err));
-    if (split_ctas) split_ctas_decode = split_ctas;
-    else split_ctas = 2;
+    int64_t ctas_env = 0;
+    LA_TRY(la_env_int("LA_ATTN_SPLIT_CTAS", 1, 16, "CTAs per SM", &ctas_env, err));
+    const int32_t split_ctas = ctas_env ? (int32_t)ctas_env : 2, split_ctas_decode = ctas_env ? (int32_t)ctas_env : 1;
     /* key tiles per split decode item at least (cuda_attn_plan.c; 0: its default; sweeps) */
-    int32_t decode_min_split = 0;
-    LA_TRY(env_int("LA_ATTN_DECODE_MIN_SPLIT", 1, 4096, "key tiles", &decode_min_split, err));
+    int64_t decode_min_split = 0;
+    LA_TRY(la_env_int("LA_ATTN_DECODE_MIN_SPLIT", 1, 4096, "key tiles", &decode_min_split, err));
     int32_t shared, packed; /* la_cuda_attn_shared_set, la_cuda_attn_decode_packed_set */
     LA_TRY(env_mode("LA_ATTN_SHARED", &shared, err));
     LA_TRY(env_mode("LA_ATTN_DECODE_PACKED", &packed, err));
@@ -798,7 +785,7 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     c->fused = fused;
     c->split_ctas = split_ctas;
     c->split_ctas_decode = split_ctas_decode;
-    c->decode_min_split = decode_min_split;
+    c->decode_min_split = (int32_t)decode_min_split;
     c->sh.mode = shared;
     c->decode_packed = packed;
     c->lazy_ws = lazy_ws ? LA_CUDA_LAZY_WS_ON : LA_CUDA_LAZY_WS_OFF;
