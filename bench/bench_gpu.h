@@ -77,6 +77,9 @@ typedef struct bench {
     int32_t cap_logit_rows;  /* rows the logits buffer holds */
     uint32_t methods;        /* TTFT methods to time (--methods), bit i = k_methods[i] */
     int32_t question;        /* the TTFT rows' question, new tokens (--question-tokens, 64) */
+    uint32_t ablate;         /* the row's operations taken out (bench_gpu.c ABL_*) */
+    uint32_t ablations[16];  /* --ablate: each TTFT and TPOT row once per set (0: the whole step) */
+    int n_ablations;
 } bench;
 
 /* Run one forward; returns wall ms (the token ids or logits on the host included when
