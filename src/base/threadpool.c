@@ -1,6 +1,7 @@
 #include "base/threadpool.h"
 
 #include <pthread.h>
+#include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -117,23 +118,46 @@ static long read_long(const char *path) {
     return v;
 }
 
+/* The CPUs this process may run on (taskset, a container's cpuset) into a set it allocates
+ * (*size bytes; CPU_FREE it), *n their count; NULL when the kernel does not say. The set is
+ * sized for every configured CPU and grown while the kernel's mask is wider (EINVAL): a fixed
+ * cpu_set_t holds 1024 CPUs, and the call fails on larger hosts. */
+static cpu_set_t *allowed_cpus(size_t *size, long *n) {
+    long conf = sysconf(_SC_NPROCESSORS_CONF);
+    int bits = conf > CPU_SETSIZE ? (int)conf : CPU_SETSIZE;
+    for (int tries = 0; tries < 8; tries++, bits *= 2) {
+        cpu_set_t *set = CPU_ALLOC(bits);
+        if (!set) return NULL;
+        *size = CPU_ALLOC_SIZE(bits);
+        if (sched_getaffinity(0, *size, set) == 0 && (*n = CPU_COUNT_S(*size, set)) > 0) return set;
+        const int e = errno;
+        CPU_FREE(set);
+        if (e != EINVAL) return NULL;
+    }
+    return NULL;
+}
+
 int la_physical_cores(void) {
-    /* the CPUs this process may run on (taskset, a container's cpuset), else every one online */
-    cpu_set_t allowed;
-    long n_cpus;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 0) {
-        n_cpus = CPU_COUNT(&allowed);
-    } else {
+    size_t size = 0;
+    long n_cpus = 0;
+    cpu_set_t *allowed = allowed_cpus(&size, &n_cpus);
+    if (!allowed) { /* every CPU online */
         n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
         if (n_cpus < 1) return 1;
-        CPU_ZERO(&allowed);
-        for (long cpu = 0; cpu < n_cpus && cpu < CPU_SETSIZE; cpu++) CPU_SET(cpu, &allowed);
+        allowed = CPU_ALLOC((int)n_cpus);
+        if (!allowed) return (int)n_cpus;
+        size = CPU_ALLOC_SIZE((int)n_cpus);
+        CPU_ZERO_S(size, allowed);
+        for (long cpu = 0; cpu < n_cpus; cpu++) CPU_SET_S((size_t)cpu, size, allowed);
     }
     long *seen = malloc(sizeof(long) * (size_t)n_cpus);
-    if (!seen) return (int)n_cpus;
+    if (!seen) {
+        CPU_FREE(allowed);
+        return (int)n_cpus;
+    }
     int n_cores = 0;
-    for (long cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed)) continue;
+    for (long cpu = 0; cpu < (long)(size * 8); cpu++) {
+        if (!CPU_ISSET_S((size_t)cpu, size, allowed)) continue;
         char path[128];
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%ld/topology/core_id", cpu);
         long core = read_long(path);
@@ -146,6 +170,7 @@ int la_physical_cores(void) {
         if (i == n_cores && n_cores < n_cpus) seen[n_cores++] = key;
     }
     free(seen);
+    CPU_FREE(allowed);
     return n_cores > 0 && n_cores <= n_cpus ? n_cores : (int)n_cpus;
 }
 
