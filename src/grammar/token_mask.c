@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -279,6 +280,7 @@ static size_t sort_by_after(la_grammar *g, entry *e, const la_jg_state *st) {
 }
 
 static bool cache_grow(la_grammar *g) {
+    if (g->table_cap <= 0 || (uint64_t)g->table_cap > SIZE_MAX / (2 * sizeof(entry *))) return false;
     int64_t cap = g->table_cap * 2;
     entry **t = calloc((size_t)cap, sizeof(entry *));
     if (!t) return false;

@@ -296,7 +296,7 @@ la_chat_format la_prompt_template_family(const la_chat_template *t) {
     for (size_t f = 0; f < sizeof k_formats / sizeof k_formats[0]; f++) {
         bool same = true;
         for (size_t p = 0; same && p < sizeof k_lens / sizeof k_lens[0]; p++) {
-            la_rendered_prompt want;
+            la_rendered_prompt want = {0};
             char *got = NULL;
             la_err ignored = {0};
             if (la_prompt_render(k_formats[f], k_probes[p], k_lens[p], NULL, 0, &want, &ignored) != LA_OK)

@@ -563,7 +563,7 @@ static la_status fill_from_data(void *user, int64_t tensor_id, void *buf, size_t
 la_status la_st_write(const char *path, const la_st_write_tensor *tensors, int64_t n,
                       la_err *err) {
     for (int64_t i = 0; i < n && tensors; i++) {
-        uint64_t b;
+        uint64_t b = 0;
         LA_TRY(tensor_bytes(&tensors[i], &b, path, err));
         if (b > 0 && !tensors[i].data)
             return la_err_set(err, LA_ERR_INVALID_ARG, "%s: tensor %s has no data", path,
