@@ -76,6 +76,19 @@ static int vector_tables(const la_cpu_kernels **out) {
 
 static const la_dtype k_dtypes[3] = {LA_DTYPE_F32, LA_DTYPE_BF16, LA_DTYPE_F16};
 
+/* The tolerance of a computed bias + x . w (k terms) against another order of the same sum:
+ * SUM_REL_TOL of the sum of |terms| plus SUM_ABS_TOL; *exact (when not NULL) the sum in
+ * double. */
+static double dot_tol(const float *x, const float *w, int64_t k, double bias, double *exact) {
+    double abs_sum = fabs(bias), sum = bias;
+    for (int64_t c = 0; c < k; c++) {
+        abs_sum += fabs((double)x[c] * w[c]);
+        sum += (double)x[c] * w[c];
+    }
+    if (exact) *exact = sum;
+    return SUM_REL_TOL * abs_sum + SUM_ABS_TOL;
+}
+
 Test(cpu_kernels, this_cpu_runs_its_best_table) {
     cr_assert(la_cpu_isa_supported(LA_CPU_ISA_PORTABLE));
     const la_cpu_kernels *k = la_cpu_kernels_get();
@@ -157,9 +170,8 @@ Test(cpu_kernels, gemm_nt_blocked_rows_equal_one_row_products) {
                     cr_assert(!memcmp(&got, &one[j], sizeof got), "%s %s: row %lld of %lld, col %lld: %.9g, one row %.9g",
                               tabs[t]->name, la_dtype_name(k_dtypes[ti]), (long long)i, (long long)m, (long long)j, got,
                               one[j]);
-                    double abs_sum = fabs(bias[j]);
-                    for (int64_t c = 0; c < k; c++) abs_sum += fabs((double)x[i * ldx + c] * wf[j * k + c]);
-                    cr_assert(fabs(got - ref[i * ldy + j]) <= 2 * (SUM_REL_TOL * abs_sum + SUM_ABS_TOL),
+                    const double tol = dot_tol(x + i * ldx, wf + j * k, k, bias[j], NULL);
+                    cr_assert(fabs(got - ref[i * ldy + j]) <= 2 * tol,
                               "%s %s: row %lld col %lld: %.9g, portable %.9g", tabs[t]->name,
                               la_dtype_name(k_dtypes[ti]), (long long)i, (long long)j, got, ref[i * ldy + j]);
                 }
@@ -201,12 +213,8 @@ Test(cpu_kernels, gemm_nt_equals_portable_on_odd_shapes) {
                                     cr_assert_eq(got, 12345.0f, "%s wrote outside its columns", tabs[t]->name);
                                     continue;
                                 }
-                                double abs_sum = bias ? fabs(bias[j]) : 0.0, exact = bias ? bias[j] : 0.0;
-                                for (int64_t c = 0; c < k; c++) {
-                                    abs_sum += fabs((double)x[i * ldx + c] * wf[j * k + c]);
-                                    exact += (double)x[i * ldx + c] * wf[j * k + c];
-                                }
-                                double tol = SUM_REL_TOL * abs_sum + SUM_ABS_TOL;
+                                double exact;
+                                const double tol = dot_tol(x + i * ldx, wf + j * k, k, bias ? bias[j] : 0.0, &exact);
                                 cr_assert(fabs(got - ref[i * ldy + j]) <= 2 * tol && fabs(got - exact) <= tol,
                                           "%s %s m=%lld k=%lld row %lld col %lld: %.9g, portable %.9g, exact %.9g",
                                           tabs[t]->name, la_dtype_name(k_dtypes[ti]), (long long)m, (long long)k,
