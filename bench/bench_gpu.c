@@ -313,6 +313,21 @@ static void ablate_set(bench *bn, uint32_t ablate) {
     bn->be->ops = ablate ? &g_ablated : g_real;
 }
 
+/* timed_forward with bn->ablate's operations taken out. A batch without logit rows is not
+ * ablated (timed_forward waits for it through la_cuda_synchronize, which refuses the swapped
+ * table): -1, counted in bn->failures. */
+static double ablated_forward(bench *bn, la_batch *batch) {
+    if (bn->ablate && batch->n_logit_rows == 0) {
+        fprintf(stderr, "bench_gpu: --ablate: a batch without logit rows is not ablated\n");
+        bn->failures++;
+        return -1;
+    }
+    ablate_set(bn, bn->ablate);
+    const double ms = timed_forward(bn, batch);
+    ablate_set(bn, 0);
+    return ms;
+}
+
 /* The names of the ABL_* bits of a, '+'-joined, into buf ("none" for 0). */
 static const char *ablate_name(uint32_t a, char *buf, size_t cap) {
     buf[0] = '\0';
@@ -372,9 +387,7 @@ static void ttft_variants(bench *bn, int32_t ctx, const char *method, la_batch *
             }
             for (int a = 0; a < bn->n_ablations; a++) {
                 bn->ablate = bn->ablations[a];
-                ablate_set(bn, bn->ablate);
-                for (int r = 0; r <= reps; r++) t[r] = timed_forward(bn, batch);
-                ablate_set(bn, 0);
+                for (int r = 0; r <= reps; r++) t[r] = ablated_forward(bn, batch);
                 const char *prof = with_profile && !bn->ablate ? profile_of(bn, batch) : NULL;
                 emit_ttft(bn, ctx, method, median(t + 1, reps), floor_ms, floor_kind, computed, prof);
             }
@@ -527,15 +540,11 @@ static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const c
             la_batch batch = bb_batch(b);
             if (step == steps - 1 && !graphs) {
                 la_cuda_profile_enable(bn->be, true);
-                ablate_set(bn, bn->ablate);
-                timed_forward(bn, &batch);
-                ablate_set(bn, 0);
+                ablated_forward(bn, &batch);
                 la_cuda_profile_json(bn->be, prof, sizeof prof);
                 la_cuda_profile_enable(bn->be, false);
             }
-            ablate_set(bn, bn->ablate);
-            t[graphs * steps + step] = timed_forward(bn, &batch);
-            ablate_set(bn, 0);
+            t[graphs * steps + step] = ablated_forward(bn, &batch);
         }
         la_cuda_graph_stats_get(bn->be, &g1);
     }
@@ -790,7 +799,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ablate") && i + 1 < argc) {
             /* comma-separated rows, each none or '+'-joined k_ablations names */
             char list[256];
-            snprintf(list, sizeof list, "%s", argv[++i]);
+            if (strlen(argv[++i]) >= sizeof list) {
+                fprintf(stderr, "bench_gpu: --ablate: a list of at most %zu characters\n", sizeof list - 1);
+                return 2;
+            }
+            snprintf(list, sizeof list, "%s", argv[i]);
             n_ablate = 0;
             for (char *save = NULL, *row = strtok_r(list, ",", &save); row; row = strtok_r(NULL, ",", &save)) {
                 uint32_t a = 0;
@@ -1006,8 +1019,8 @@ int main(int argc, char **argv) {
                             bn.ablate = bn.ablations[a];
                             tpot(&bn, tpot_batches[i], kinds[k], &b, kind_names[k]);
                         }
-        bn.ablate = 0;
             }
+        bn.ablate = 0;
         bn.argmax = true;
         la_cuda_fused_gemm_set(bn.be, bn.default_fused);
         jprintf(&out, "\n    ],");

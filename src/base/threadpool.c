@@ -129,7 +129,11 @@ static cpu_set_t *allowed_cpus(size_t *size, long *n) {
         cpu_set_t *set = CPU_ALLOC(bits);
         if (!set) return NULL;
         *size = CPU_ALLOC_SIZE(bits);
-        if (sched_getaffinity(0, *size, set) == 0 && (*n = CPU_COUNT_S(*size, set)) > 0) return set;
+        if (sched_getaffinity(0, *size, set) == 0) {
+            if ((*n = CPU_COUNT_S(*size, set)) > 0) return set;
+            CPU_FREE(set);
+            return NULL;
+        }
         const int e = errno;
         CPU_FREE(set);
         if (e != EINVAL) return NULL;
