@@ -4,7 +4,7 @@
  *
  *   bench_gpu [--shapes llama3-8b,llama3.2-1b] [--contexts 2048,8192,32768] [--reps N]
  *             [--prefill-variants v2,v3,v4] [--fused off,on|both|qkv|...]
- *             [--readback argmax,logits] [--out FILE]
+ *             [--readback argmax,logits] [--ablate none,attention,...] [--out FILE]
  *             [--commit SHA] [--methods recompute,prefix,block,mepic,lazy] [--no-engine]
  *             [--no-ttft] [--no-tpot] [--question-tokens 64] [--tpot-batches 1,8,32]
  *             [--tpot-kinds plain,lazy,lazy_shared] [--shared-kv [--shared-points 1,64,256,1000]
@@ -486,7 +486,6 @@ static void ttft_context(bench *bn, int32_t ctx, bb *b) {
 /* ============================================================ TPOT =================== */
 
 typedef enum decode_kind { DEC_PLAIN, DEC_LAZY, DEC_LAZY_SHARED } decode_kind;
-
 
 static void tpot(bench *bn, int32_t batch_size, decode_kind kind, bb *b, const char *name) {
     const la_model_config *m = &bn->cfg;
