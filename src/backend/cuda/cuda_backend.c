@@ -706,15 +706,15 @@ static la_status env_prefill_kernel(int *k, la_err *err) {
     return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_PREFILL=%s: expected %s", e, names);
 }
 
-/* *on = the switch the environment variable `name` (LA_CUDA_GRAPHS, LA_CUDA_PDL) sets: 0 ->
- * false, 1 -> true, unset or empty -> true (both default on); another value is
+/* *on = the switch the environment variable `name` (LA_CUDA_GRAPHS, LA_CUDA_PDL,
+ * LA_ATTN_LAZY_WS) sets: 0 -> false, 1 -> true, unset or empty -> dflt; another value is
  * LA_ERR_INVALID_ARG. */
-static la_status env_switch(const char *name, bool *on, la_err *err) {
+static la_status env_switch(const char *name, bool dflt, bool *on, la_err *err) {
     const char *e = getenv(name);
-    *on = true;
-    if (!e || !*e || strcmp(e, "1") == 0) return LA_OK;
-    if (strcmp(e, "0") == 0) {
-        *on = false;
+    *on = dflt;
+    if (!e || !*e) return LA_OK;
+    if (strcmp(e, "0") == 0 || strcmp(e, "1") == 0) {
+        *on = e[0] == '1';
         return LA_OK;
     }
     return la_err_set(err, LA_ERR_INVALID_ARG, "%s=%s: expected 0 or 1", name, e);
@@ -769,16 +769,10 @@ la_status la_cuda_backend_create(la_backend **out, la_err *err) {
     int32_t shared, packed; /* la_cuda_attn_shared_set, la_cuda_attn_decode_packed_set */
     LA_TRY(env_mode("LA_ATTN_SHARED", &shared, err));
     LA_TRY(env_mode("LA_ATTN_DECODE_PACKED", &packed, err));
-    bool lazy_ws = false; /* la_cuda_attn_lazy_ws_set: LA_ATTN_LAZY_WS=0|1, default 0 */
-    const char *lazy_ws_env = getenv("LA_ATTN_LAZY_WS");
-    if (lazy_ws_env && *lazy_ws_env) {
-        if (strcmp(lazy_ws_env, "0") != 0 && strcmp(lazy_ws_env, "1") != 0)
-            return la_err_set(err, LA_ERR_INVALID_ARG, "LA_ATTN_LAZY_WS=%s: expected 0 or 1", lazy_ws_env);
-        lazy_ws = lazy_ws_env[0] == '1';
-    }
-    bool graphs, pdl; /* la_cuda_graphs_enable; programmatic dependent launch */
-    LA_TRY(env_switch("LA_CUDA_GRAPHS", &graphs, err));
-    LA_TRY(env_switch("LA_CUDA_PDL", &pdl, err));
+    bool lazy_ws, graphs, pdl; /* la_cuda_attn_lazy_ws_set (default off); la_cuda_graphs_enable; PDL */
+    LA_TRY(env_switch("LA_ATTN_LAZY_WS", false, &lazy_ws, err));
+    LA_TRY(env_switch("LA_CUDA_GRAPHS", true, &graphs, err));
+    LA_TRY(env_switch("LA_CUDA_PDL", true, &pdl, err));
     cuda_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cuda backend: out of memory");
     c->pdl = pdl;
