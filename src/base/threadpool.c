@@ -1,7 +1,7 @@
 #include "base/threadpool.h"
 
-#include <pthread.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
