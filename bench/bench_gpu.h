@@ -53,6 +53,8 @@ la_batch bb_batch(bb *b);
 void bb_free(bb *b);
 
 /* ---- the benchmark ---- */
+#define LA_BENCH_MAX_ABLATIONS 16 /* --ablate rows at most (bench_gpu_ablate.c) */
+
 typedef struct bench {
     const char *shape;
     la_model_config cfg;
@@ -78,13 +80,25 @@ typedef struct bench {
     uint32_t methods;        /* TTFT methods to time (--methods), bit i = k_methods[i] */
     int32_t question;        /* the TTFT rows' question, new tokens (--question-tokens, 64) */
     uint32_t ablate;         /* the row's operations taken out (bench_gpu.c ABL_*) */
-    uint32_t ablations[16];  /* --ablate: each TTFT and TPOT row once per set (0: the whole step) */
+    uint32_t ablations[LA_BENCH_MAX_ABLATIONS]; /* --ablate: each TTFT and TPOT row once per set (0: the whole step) */
     int n_ablations;
 } bench;
 
 /* Run one forward; returns wall ms (the token ids or logits on the host included when
  * logit rows are wanted, else a synchronize), or -1 on error (counted in bn->failures). */
 double timed_forward(bench *bn, la_batch *b);
+/* ---- --ablate (bench_gpu_ablate.c) ---- */
+/* Parse --ablate's argument: comma-separated rows, each "none" or '+'-joined operation names
+ * (attention, norm, qkv, kv_write, o, gate_up, swiglu, down, lm_head) into rows[0 .. *n_rows)
+ * (at most LA_BENCH_MAX_ABLATIONS); false, with a message on stderr, for a bad list. */
+bool ablate_parse(const char *arg, uint32_t *rows, int *n_rows);
+/* timed_forward with bn->ablate's operations taken out: the backend's op table swapped for
+ * one whose named entries do nothing, for this forward only. A batch without logit rows is
+ * not ablated (timed_forward waits for it through la_cuda_synchronize, which refuses the
+ * swapped table): -1, counted in bn->failures. */
+double ablated_forward(bench *bn, la_batch *batch);
+/* The names of ablation set a, '+'-joined, into buf[cap] ("none" for 0); returns buf. */
+const char *ablate_name(uint32_t a, char *buf, size_t cap);
 /* The median of v[0 .. n) (sorts v). */
 double median(double *v, int n);
 
