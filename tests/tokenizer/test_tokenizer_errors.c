@@ -86,7 +86,7 @@ static void expect_load_error(const char *json, const char *config, la_status co
     cr_assert_eq(tok, sentinel, "out-parameter written on error");
     cr_assert(strstr(err.msg, needle1), "message \"%s\" lacks \"%s\"", err.msg, needle1);
     if (needle2) cr_assert(strstr(err.msg, needle2), "message \"%s\" lacks \"%s\"", err.msg, needle2);
-    free(dir);
+    la_test_rm_tree(dir);
 }
 
 static void expect_ids(const la_tokenizer *tok, const char *text, const int32_t *want, int32_t n_want) {
@@ -220,7 +220,7 @@ Test(tokenizer_load, directory_with_only_tokenizer_json_loads) {
     free(ids);
     la_tokenizer_destroy(tok);
     free(json);
-    free(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(tokenizer_load, null_decoder_joins_tokens_with_spaces_and_unknown_chars_are_dropped) {
@@ -242,7 +242,7 @@ Test(tokenizer_load, null_decoder_joins_tokens_with_spaces_and_unknown_chars_are
     free(text);
     la_tokenizer_destroy(tok);
     free(json);
-    free(dir);
+    la_test_rm_tree(dir);
 }
 
 Test(tokenizer_load, destroy_null_does_nothing) {
@@ -269,7 +269,7 @@ Test(tokenizer_config, llama_tokenizer_class_rebuilds_the_template_from_add_bos_
     cr_assert(!la_tokenizer_adds_bos(tok));
     free(ids);
     la_tokenizer_destroy(tok);
-    free(dir);
+    la_test_rm_tree(dir);
     free(src);
 }
 
@@ -288,7 +288,7 @@ Test(tokenizer_config, chat_template_comes_from_config_or_chat_template_jinja) {
     cr_assert_eq(la_tokenizer_bos_id(tok), 0); /* no config: the template's BOS */
     cr_assert(la_tokenizer_adds_bos(tok));
     la_tokenizer_destroy(tok);
-    free(dir);
+    la_test_rm_tree(dir);
     free(src);
 }
 
