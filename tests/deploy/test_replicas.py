@@ -13,6 +13,7 @@ import concurrent.futures
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +53,7 @@ class Deployment:
         cmd += ["--"] + SERVE + list(serve)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
+            self.down()
             raise AssertionError(f"replicas_up failed: {r.stderr}")
         env = {}
         for line in open(os.path.join(self.dir, "env")):
@@ -75,8 +77,11 @@ class Deployment:
         return None
 
     def down(self):
-        subprocess.run([os.path.join(ROOT, "scripts", "replicas_down.sh"), self.dir],
-                       capture_output=True, timeout=120)
+        """Stops what replicas_up started (by its PIDs) and removes the run directory."""
+        if os.path.exists(os.path.join(self.dir, "pids")):
+            subprocess.run([os.path.join(ROOT, "scripts", "replicas_down.sh"), self.dir],
+                           capture_output=True, timeout=120)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def redis_cli(port, *args):
