@@ -553,6 +553,8 @@ la_status la_cu_batch_begin(la_backend *be, const la_batch *b, la_err *err) {
     size_t n = (size_t)b->n_tokens, off = 0;
     size_t o_tok = pack_at(&off, n * 4), o_pos = pack_at(&off, n * 4), o_kpos = pack_at(&off, n * 4);
     size_t o_slots = pack_at(&off, n * 8);
+    const size_t written_words = (size_t)(c->n_blocks + 31) / 32; /* fixed per pool */
+    size_t o_written = pack_at(&off, written_words * 4);
     const size_t blocks_bytes = (size_t)db.n_blocks * sizeof(la_attn_block);
     size_t o_blocks = record ? 0 : pack_at(&off, blocks_bytes);
     size_t o_rows = pack_at(&off, (size_t)b->n_logit_rows * 4);
@@ -571,6 +573,14 @@ la_status la_cu_batch_begin(la_backend *be, const la_batch *b, la_err *err) {
         memcpy(h + o_kpos, b->k_pos, n * 4);
         memcpy(h + o_slots, b->slots, n * 8);
     }
+    /* the pool blocks this step's tokens write (check_batch kept every slot in the pool):
+     * attn_decode copies the keys of the other blocks before its PDL wait */
+    uint32_t *written = (uint32_t *)(h + o_written);
+    memset(written, 0, written_words * 4);
+    for (size_t t = 0; t < n; t++) {
+        const int64_t blk = b->slots[t] / c->block_size;
+        written[blk >> 5] |= 1u << (blk & 31);
+    }
     if (db.n_blocks) memcpy(h + o_blocks, db.blocks, blocks_bytes);
     if (b->n_logit_rows) memcpy(h + o_rows, b->logit_rows, (size_t)b->n_logit_rows * 4);
     if (c->n_items_prefill)
@@ -587,6 +597,7 @@ la_status la_cu_batch_begin(la_backend *be, const la_batch *b, la_err *err) {
     c->d_pos = (const int32_t *)(d + o_pos);
     c->d_kpos = (const int32_t *)(d + o_kpos);
     c->d_slots = (const int64_t *)(d + o_slots);
+    c->d_written = (const uint32_t *)(d + o_written);
     c->d_blocks = (const la_attn_block *)(d + o_blocks);
     c->d_logit_rows = (const int32_t *)(d + o_rows);
     c->d_items_prefill = (const la_cuda_attn_item *)(d + o_ip);
@@ -600,6 +611,7 @@ la_status la_cu_batch_begin(la_backend *be, const la_batch *b, la_err *err) {
     c->n_seqs = b->n_seqs;
     c->n_logit_rows = b->n_logit_rows;
     c->batch_ok = true;
+    c->copies_in_step = false;
     c->recording = record;
     c->n_recs = 0;
     if (record) c->gstats.steps_recorded++;

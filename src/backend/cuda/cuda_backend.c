@@ -336,6 +336,7 @@ static la_status cuda_attention(la_backend *be, int32_t layer, const la_act *q, 
         .scale_log2 = (float)(1.4426950408889634 / sqrt((double)m->head_dim)),
         .prefill_kernel = c->step_prefill_kernel, .combine_rows = c->combine_rows,
         .decode_instance = c->step_decode,
+        .kv_written = c->copies_in_step ? NULL : c->d_written,
     };
     if (c->n_items_grouped) { /* shared-block attention first: its parts, merged by attn_combine */
         prof_begin(c);

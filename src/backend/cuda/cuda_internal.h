@@ -99,7 +99,7 @@ typedef struct step_sig {
     int64_t rope_len, n_pool_blocks, block_size;
     int64_t n_items_grouped, grouped_kernel, combine_rows; /* shared-block attention */
     int64_t decode_instance; /* attn_decode's instance, LA_CUDA_DECODE_* */
-    const void *tokens, *pos, *kpos, *slots, *blocks, *logit_rows;
+    const void *tokens, *pos, *kpos, *slots, *written, *blocks, *logit_rows;
     const void *items_prefill, *items_decode, *combine, *merge, *merge_count;
     const void *items_grouped, *grows;
     const void *rope, *part_o, *part_ml, *k_pool, *v_pool, *f32_dev, *host_pinned;
@@ -290,6 +290,10 @@ typedef struct cuda_backend {
     staging meta;
     const int32_t *d_tokens, *d_pos, *d_kpos, *d_logit_rows;
     const int64_t *d_slots;
+    const uint32_t *d_written;    /* bit b of word b / 32: pool block b receives a token's K/V
+                                     in this step (batch_begin, from slots) */
+    bool copies_in_step;          /* a block copy was queued after batch_begin: d_written
+                                     does not cover what it writes (cuda_attention) */
     const la_attn_block *d_blocks;
     const la_cuda_attn_item *d_items_prefill, *d_items_decode;
     const la_cuda_attn_combine_item *d_combine, *d_merge;

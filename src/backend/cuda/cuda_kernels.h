@@ -134,6 +134,11 @@ typedef struct la_cuda_attn_params {
     const la_cuda_attn_grow *grows; /* grouped attn_prefill launches: item token t is
                                      grows[row0 + t] and every item writes partial rows
                                      there; NULL otherwise */
+    const uint32_t *kv_written;   /* attn_decode: bit b of word b / 32 set when pool block b
+                                     may be written by a kernel of this step (its tokens'
+                                     K/V). Keys of the other blocks are copied before the
+                                     PDL wait (cuda_common.cuh's exception); NULL: every
+                                     copy waits. Host-written. */
 } la_cuda_attn_params;
 
 /* Validate what both attention launchers require: head_dim a multiple of 8 and at most

@@ -217,6 +217,7 @@ void la_cu_act_free(la_backend *be, la_act *a) {
 
 la_status la_cu_flush_copies(cuda_backend *c, la_err *err) {
     if (c->n_jobs == 0) return LA_OK;
+    if (c->batch_ok) c->copies_in_step = true; /* mid-step: not in the step's d_written */
     const la_backend_shape *m = &c->base.shape;
     size_t bytes = sizeof(la_cuda_copy_job) * (size_t)c->n_jobs;
     prof_begin(c);

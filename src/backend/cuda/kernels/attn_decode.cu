@@ -42,6 +42,12 @@
  * attn_combine or, for items with merge >= 0, by the split set's last CTA right here
  * (decode_merge_if_last).
  *
+ * PDL (cuda_common.cuh): before its wait a warp reads its item, block entries and the RoPE
+ * table, and issues its first S - 1 groups' copies except those of blocks a token of this
+ * step writes (p.kv_written; NULL: none before the wait), so the prologue's chain of
+ * dependent loads and most of a short share's keys overlap the kernels before. q and the
+ * new token's block come after the wait.
+ *
  * Arithmetic, head_dim 128: one group = 16 keys x 128 dims x 2 B x 2 (K, V) = 8 KiB. Each
  * warp keeps S - 1 = 2 groups in flight while computing a third: 16 KiB per warp. Shared
  * memory per CTA: 4 warps x 3 stages x 2 x 16 rows x 136 bf16 = 102 KiB + 4 KiB query +
@@ -101,7 +107,8 @@ template <int HD, bool DEEP> struct decode_layout {
 };
 
 /* Issue the cp.async copies of one 16-key group (flat slots [f0, f0 + 16) of the sequence,
- * slots [j0, j0 + 16) of block b) into this warp's stage, and return its metadata (nv,
+ * slots [j0, j0 + 16) of block b) into this warp's stage (not when !copy: the metadata
+ * only), and return its metadata (nv,
  * q_delta, k_rope, kpos0): the visible keys are the prefix r < nv (slots are valid as a
  * prefix of a block and positions grow with the slot, so padding, the item's end kv1 and
  * the causal mask all cut the group at one point); key r sits at logical position kpos0 +
@@ -112,14 +119,14 @@ template <int HD, bool DEEP> struct decode_layout {
 template <int HD>
 __device__ __forceinline__ int4 decode_issue(const la_cuda_attn_params &p, const la_attn_block &b, int kvh,
                                              int j0, int f0, int kv1, int pos, la_bf16_t *Ks, la_bf16_t *Vs,
-                                             int lane) {
+                                             int lane, bool copy = true) {
     constexpr int CH = HD / 8, STRIDE = HD + 8, RPI = 32 / CH; /* rows per pass of the warp */
     static_assert(32 % CH == 0 && W_KEYS % RPI == 0, "a warp pass covers whole rows");
     const int hd = p.head_dim, kpos0 = b.pos0 + j0;
     int nv = min(min(b.n_valid - j0, W_KEYS), kv1 - f0);
     nv = max(min(nv, pos - kpos0 + 1), 0);
     const int r0 = lane / CH, c = lane - r0 * CH;
-    if (c * 8 < hd) {
+    if (copy && c * 8 < hd) {
         const int64_t off = (((int64_t)b.block_id * p.n_kv_heads + kvh) * p.block_size + j0 + r0) * hd + c * 8;
         const int64_t step = (int64_t)RPI * hd;
         const la_bf16_t *k = p.k_pool + off, *v = p.v_pool + off;
@@ -236,7 +243,7 @@ __device__ __forceinline__ void decode_merge_if_last(const la_cuda_attn_params &
 template <int HD, bool DEEP, bool PACKED>
 __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2)
     attn_decode_kernel(const la_cuda_attn_params p) {
-    la_pdl_enter();
+    la_pdl_trigger(); /* la_pdl_wait once the copies of keys no kernel of this step writes are out */
     using L = decode_layout<HD, DEEP>;
     static_assert(!(PACKED && DEEP), "the packed instance has 4 warps");
     constexpr int W_WARPS = L::WARPS, W_THREADS = L::THREADS;
@@ -251,9 +258,15 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     la_bf16_t *Qb = reinterpret_cast<la_bf16_t *>(smem + L::QU) + warp * D_MAXH * HD; /* PACKED */
 
     const int item_ix = PACKED ? (int)blockIdx.x * W_WARPS + warp : (int)blockIdx.x;
-    if (PACKED && item_ix >= p.n_items) return; /* the last CTA's spare warps */
+    if (PACKED && item_ix >= p.n_items) { /* the last CTA's spare warps */
+        la_pdl_wait();
+        return;
+    }
     const la_cuda_attn_item it = p.items[item_ix];
-    if (it.n_tokens == 0) return; /* padding of a graph step's fixed work list */
+    if (it.n_tokens == 0) { /* padding of a graph step's fixed work list */
+        la_pdl_wait();
+        return;
+    }
     const int grp = blockIdx.y;
     const la_attn_group ag = la_attn_group_of(p, grp);
     const int kvh = ag.kvh, head0 = ag.head0;
@@ -262,20 +275,6 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     const int64_t qstride = (int64_t)p.n_heads * hd;
     const int pos = p.pos[it.row0];
     const float sl2 = p.scale_log2;
-    /* the CTA's query heads (adjacent in q), 8 bf16 per thread, loaded before anything
-     * waits: hpc x hd / 8 <= 128 loads whose latency overlaps the block-list loads (ncu: 4
-     * dependent trips of 2-byte loads here were the largest stall of a batch-1 step) */
-    static_assert(D_MAXH * HD / 8 <= W_THREADS, "one 16-byte query load per thread");
-    const int q8 = hpc * hd / 8;
-    const uint4 *qsrc = reinterpret_cast<const uint4 *>(p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd);
-    uint4 qv = make_uint4(0u, 0u, 0u, 0u);
-    if (!PACKED && tid < q8) qv = qsrc[tid];
-    if (PACKED) /* the warp's heads as they are (bf16), row h at Qb + h * HD */
-        for (int i = lane; i < q8; i += 32) {
-            const int h = i * 8 / hd, d = i * 8 - h * hd;
-            *reinterpret_cast<uint4 *>(Qb + h * HD + d) = qsrc[i];
-        }
-
     /* 1. this warp's groups: a contiguous share of the item's 16-key groups (contiguous, so
      * a lazy warp re-rotates its query once per document it crosses) */
     const int gb = it.kv0 / W_KEYS;
@@ -283,8 +282,11 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     const int g_lo = PACKED ? gb : gb + n_item * warp / W_WARPS;
     const int n_g = PACKED ? n_item : gb + n_item * (warp + 1) / W_WARPS - g_lo;
 
-    /* 2. issue the first S - 1 groups (their addresses need only the block list), then
-     * stage the unrotated query heads (f32) and zero K/V columns past head_dim */
+    /* 2. issue the first S - 1 groups (their addresses need only the block list), before the
+     * PDL wait where p.kv_written says no kernel of this step writes the group's block
+     * (cuda_common.cuh: the keys of earlier steps are as fixed as the host's metadata); the
+     * others (the new token's own block) after it. Then stage the unrotated query heads
+     * (f32) and zero K/V columns past head_dim */
     if (hd < HD)
         for (int i = lane; i < S * 2 * W_KEYS * CH; i += 32) {
             const int r = i / CH, c = i - r * CH;
@@ -293,11 +295,17 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     /* the next group to issue: block ib of the list, slots [jb, jb + 16) (one division) */
     int ib = g_lo * W_KEYS / B, jb = g_lo * W_KEYS - ib * B;
     int4 mt0 = make_int4(0, 0, 0, 0); /* the first group's metadata */
+    int late = 0;                     /* bit s: group s waits for the PDL wait */
+    int ib_late[S - 1], jb_late[S - 1];
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
         if (s < n_g) {
-            const int4 mt = decode_issue<HD>(p, blocks[ib], kvh, jb, (g_lo + s) * W_KEYS, it.kv1, pos,
-                                             Kw + s * 2 * TILE, Kw + s * 2 * TILE + TILE, lane);
+            const la_attn_block b = blocks[ib];
+            const bool now = p.kv_written && !((p.kv_written[b.block_id >> 5] >> (b.block_id & 31)) & 1u);
+            const int4 mt = decode_issue<HD>(p, b, kvh, jb, (g_lo + s) * W_KEYS, it.kv1, pos, Kw + s * 2 * TILE,
+                                             Kw + s * 2 * TILE + TILE, lane, now);
+            if (!now) late |= 1 << s;
+            ib_late[s] = ib, jb_late[s] = jb;
             if (lane == 0) wmeta[s] = mt;
             if (s == 0) mt0 = mt;
             jb += W_KEYS;
@@ -309,7 +317,28 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
     if (S - 1 < n_g) nb = blocks[ib];
     float4 cs0[HD / 16][2]; /* the first group's rotation, fetched while its keys are in flight */
     if (mt0.x > 0) decode_rope_fetch<HD>(cs0, g, c4, hpc, (int64_t)pos - mt0.y, p);
+
+    /* from here on q and this step's new keys, written by the kernels before this one */
+    la_pdl_wait();
+    if (late) { /* one more commit group; the key loop waits for it at its first late group */
+#pragma unroll
+        for (int s = 0; s < S - 1; s++)
+            if (late & (1 << s))
+                decode_issue<HD>(p, blocks[ib_late[s]], kvh, jb_late[s], (g_lo + s) * W_KEYS, it.kv1, pos,
+                                 Kw + s * 2 * TILE, Kw + s * 2 * TILE + TILE, lane);
+        la_cp_async_commit();
+    }
+    /* the CTA's query heads (adjacent in q), 8 bf16 per thread */
+    static_assert(D_MAXH * HD / 8 <= W_THREADS, "one 16-byte query load per thread");
+    const int q8 = hpc * hd / 8;
+    const uint4 *qsrc = reinterpret_cast<const uint4 *>(p.q + (int64_t)it.row0 * qstride + (int64_t)head0 * hd);
+    if (PACKED) /* the warp's heads as they are (bf16), row h at Qb + h * HD */
+        for (int i = lane; i < q8; i += 32) {
+            const int h = i * 8 / hd, d = i * 8 - h * hd;
+            *reinterpret_cast<uint4 *>(Qb + h * HD + d) = qsrc[i];
+        }
     if (!PACKED && tid < q8) { /* Qu: [D_MAXH][HD] f32; only heads < hpc and dims < hd are read */
+        const uint4 qv = qsrc[tid];
         const int h = tid * 8 / hd, d = tid * 8 - h * hd;
         const uint32_t w[4] = {qv.x, qv.y, qv.z, qv.w};
 #pragma unroll
@@ -350,7 +379,12 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
             if (t + S < n_g) nb = blocks[ib];
         }
         la_cp_async_commit();
-        la_cp_async_wait<S - 1>();
+        /* committed so far: the first S - 1 groups, the late groups' commit if any, one
+         * per iteration. wait<S - 1> (all but the newest S - 1 complete) covers tile t,
+         * except a late tile t < S - 2, whose commit (the Sth) needs wait<1>: all but this
+         * iteration's own */
+        if (t < S - 2 && ((late >> t) & 1)) la_cp_async_wait<1>();
+        else la_cp_async_wait<S - 1>();
         __syncwarp();
         const int4 mt = wmeta[st];
         la_bf16_t *Ks = Kw + st * 2 * TILE;
