@@ -90,5 +90,5 @@ Test(rag_dataset, documents_with_no_text_are_left_out_and_counted) {
     cr_assert_eq(d.q[0].n_empty_docs, 2);
     cr_assert_eq(d.n_empty_docs, 2);
     la_rag_dataset_free(&d);
-    free(dir);
+    la_test_rm_tree(dir);
 }

@@ -47,7 +47,8 @@ static run_result run(const char *env, const char *args, int json) {
         r.json = cJSON_Parse(text);
         free(text);
     }
-    free(cmd), free(out), free(err), free(js), free(dir);
+    free(cmd), free(out), free(err), free(js);
+    la_test_rm_tree(dir);
     return r;
 }
 
@@ -273,7 +274,8 @@ Test(cli_bench, plot_writes_a_png) {
     fclose(f);
     cr_assert(!memcmp(magic, "\x89PNG\r\n\x1a\n", 8), "not a PNG");
     run_free(&r);
-    free(args), free(png), free(dir);
+    free(args), free(png);
+    la_test_rm_tree(dir);
 }
 
 Test(cli_bench, plot_without_gnuplot_fails_with_one_message) {
@@ -348,7 +350,8 @@ Test(cli_bench, unwritable_json_fails_before_the_run) {
     char *eo = slurp(out), *ee = slurp(err);
     cr_assert_str_eq(eo, "");
     cr_assert(strstr(ee, "lazyattn eval: --json") && strstr(ee, "(Not a directory)"), "stderr: %s", ee);
-    free(eo), free(ee), free(cmd), free(out), free(err), free(args), free(bad), free(file), free(dir);
+    free(eo), free(ee), free(cmd), free(out), free(err), free(args), free(bad), free(file);
+    la_test_rm_tree(dir);
 }
 
 Test(cli_bench, other_errors_exit_1) {

@@ -102,7 +102,7 @@ la_test_cli_result la_test_cli(const char *env, const char *args, const char *in
     free(in);
     free(out);
     free(err);
-    free(dir);
+    la_test_rm_tree(dir);
     return r;
 }
 
