@@ -1,7 +1,8 @@
-/* bench_gpu's pieces shared by its files (bench/bench_gpu.c: TTFT, TPOT, the engine check;
- * bench_gpu_shared.c: the shared-KV sweep, the attention kernel rows, the decode probe):
- * the JSON buffer, the batch builder, the benchmark's state, timed forwards, the floors
- * (DESIGN.md §8). bench_gpu_common.c. CUDA builds only (LA_HAVE_CUDA). */
+/* bench_gpu's pieces shared by its files (bench/bench_gpu.c: TPOT, the engine check, main;
+ * bench_gpu_ttft.c: TTFT; bench_gpu_ablate.c: --ablate; bench_gpu_shared.c: the shared-KV
+ * sweep, the attention kernel rows, the decode probe):
+ * the JSON buffer, the batch builder, the benchmark's state, timed forwards, the workload,
+ * the floors (DESIGN.md §8). bench_gpu_common.c. CUDA builds only (LA_HAVE_CUDA). */
 #ifndef LA_BENCH_BENCH_GPU_H
 #define LA_BENCH_BENCH_GPU_H
 
@@ -101,6 +102,37 @@ double ablated_forward(bench *bn, la_batch *batch);
 const char *ablate_name(uint32_t a, char *buf, size_t cap);
 /* The median of v[0 .. n) (sorts v). */
 double median(double *v, int n);
+
+/* ---- the workload: N_DOCS documents and a question (bench_gpu.c's header; bench_gpu_common.c) ---- */
+#define N_DOCS 10 /* documents in every context of TTFT, TPOT and the engine check */
+
+typedef struct doc_layout {
+    int32_t ctx;                 /* documents + question, tokens */
+    int32_t len[N_DOCS];         /* document lengths, order A */
+    int32_t *ids[N_DOCS];
+    int32_t n_q;                 /* question tokens */
+    int32_t *q_ids;
+    int32_t doc_block[N_DOCS];   /* first block of each cached document */
+    int32_t next_block;          /* bump allocator over the pool */
+} doc_layout;
+
+/* The next number of the xorshift64 stream of the token ids and document lengths (one state for the run). */
+uint32_t rnd(void);
+/* Take ceil(n_tokens / BLOCK) blocks from L's bump allocator; returns the first block id (exits past bn->n_blocks). */
+int32_t alloc_blocks(bench *bn, doc_layout *L, int32_t n_tokens);
+/* ctx tokens, n_q of them the question: N_DOCS documents of ~(ctx - n_q) / N_DOCS tokens, ids 1000..vocab-1001. */
+void doc_layout_init(doc_layout *L, int32_t ctx, int32_t n_q, int32_t vocab);
+/* Free what doc_layout_init allocated (the token ids). */
+void doc_layout_free(doc_layout *L);
+/* Order B, request 2's: order A with documents 1 and 2 swapped (k_order_b[k] = the k-th document's index). */
+extern const int k_order_b[N_DOCS];
+
+/* ---- TTFT (bench_gpu_ttft.c) ---- */
+/* the TTFT methods, in the order they run; --methods picks a subset (bit i of bench.methods) */
+extern const char *const k_methods[5];
+#define N_METHODS (sizeof k_methods / sizeof k_methods[0])
+/* The TTFT rows of one context of ctx tokens (documents encoded first), appended to bn->out; b is scratch. */
+void ttft_context(bench *bn, int32_t ctx, bb *b);
 
 /* ---- floors (DESIGN.md §8) ---- */
 /* Parameters in the per-layer matrices (no embedding table, no lm_head). */

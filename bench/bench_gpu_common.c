@@ -125,6 +125,51 @@ double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* ============================================================ workload =============== */
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+uint32_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 32);
+}
+
+static int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+int32_t alloc_blocks(bench *bn, doc_layout *L, int32_t n_tokens) {
+    int32_t first = L->next_block, n = ceil_div(n_tokens, BLOCK);
+    if (first + n > bn->n_blocks) {
+        fprintf(stderr, "bench_gpu: KV pool too small (%d + %d > %lld blocks)\n", first, n, (long long)bn->n_blocks);
+        exit(1);
+    }
+    L->next_block += n;
+    return first;
+}
+
+void doc_layout_init(doc_layout *L, int32_t ctx, int32_t n_q, int32_t vocab) {
+    memset(L, 0, sizeof *L);
+    L->ctx = ctx;
+    L->n_q = n_q;
+    int32_t docs = ctx - n_q, base = docs / N_DOCS, used = 0;
+    for (int d = 0; d < N_DOCS; d++) {
+        int32_t len = d == N_DOCS - 1 ? docs - used : base + (int32_t)(rnd() % 11) - 5;
+        L->len[d] = len;
+        used += len;
+        L->ids[d] = xrealloc(NULL, sizeof(int32_t) * (size_t)len);
+        for (int32_t i = 0; i < len; i++) L->ids[d][i] = 1000 + (int32_t)(rnd() % (uint32_t)(vocab - 2000));
+    }
+    L->q_ids = xrealloc(NULL, sizeof(int32_t) * (size_t)n_q);
+    for (int i = 0; i < n_q; i++) L->q_ids[i] = 1000 + (int32_t)(rnd() % (uint32_t)(vocab - 2000));
+}
+
+void doc_layout_free(doc_layout *L) {
+    for (int d = 0; d < N_DOCS; d++) free(L->ids[d]);
+    free(L->q_ids);
+}
+
+const int k_order_b[N_DOCS] = {0, 2, 1, 3, 4, 5, 6, 7, 8, 9};
+
 /* ============================================================ floors ================= */
 
 /* Parameters in the per-layer matrices (no embedding table, no lm_head). */
