@@ -818,40 +818,55 @@ Test(cuda_attention, decode_rows_of_very_different_lengths) {
 }
 
 /* attn_decode copies the keys of blocks that no token of the step writes before its PDL
- * wait (la_cuda_attn_params.kv_written). Here a second row's new token lands in a block in
- * the middle of a 2000-token sequence's list (slot 0 of its 51st block, a key the sequence
- * attends): that block's group must be copied after the wait wherever it falls in a warp's
- * share, not only at a share's end as a sequence's own tail is. Both rows
- * against the CPU, which writes every K/V before any attention. What this checks is the late
- * copies' results; whether a copy could race the write is timing (cuda_common.cuh argues
- * it cannot). */
-Test(cuda_attention, decode_row_reads_a_block_another_row_writes_in_the_same_step) {
-    la_test_geometry g = {384, 6, 2, 64, 16};
+ * wait (la_cuda_attn_params.kv_written); the others wait for this step's kv_write. Row B's
+ * new token lands in a block in the middle of a 2000-token sequence A's list (slot 0 of its
+ * 51st block, a key A attends); row C (48 keys over [that block, c1, c2 = its own tail])
+ * starts with that block. Case 1, rows A, B and C: A is split over its keys, its late
+ * group sits after two early ones in a warp's share. Case 2, rows B and C alone: nothing
+ * is split and the packed instance runs C whole, a late group at t = 0 with an early one
+ * after it. Every row against the CPU, which writes every K/V before any attention. What
+ * this checks is the late copies' results; whether a copy could race the write is timing
+ * (cuda_common.cuh argues it cannot). */
+static void written_block_rows(la_test_geometry g, const char *what) {
     la_test_pair p;
     la_test_synth s;
     if (!la_test_attn_open(&p, &s, g)) return;
-    la_test_builder cache, q;
+    const int32_t first = 1, mid = first + 50, c1 = 200, c2 = 201;
+    la_test_builder cache, q, q2;
     la_test_builder_init(&cache);
     la_test_builder_init(&q);
-    const int32_t first = 1, mid = first + 50;
+    la_test_builder_init(&q2);
     la_test_plain_seq(&cache, &q, g.B, first, 1999, 2000);
-    const int32_t row0 = q.n, block0 = q.n_blocks;
-    la_test_add_token(&q, 100, 100, (int64_t)mid * g.B); /* overwrites the key at position 800 */
-    la_test_add_block(&q, mid, g.B, 85, 0, 0);
-    la_test_add_seq(&q, row0, 1, block0);
-    /* a third row of 48 keys over [that block, c1, c2 (its own tail)]: two of its first S - 1
-     * groups are late, the first one at t = 0 with an early group after it */
-    const int32_t c1 = 200, c2 = 201, row_c = q.n, block_c = q.n_blocks;
     for (int32_t t = 16; t < 47; t++) la_test_add_token(&cache, t, t, (int64_t)(t < 32 ? c1 : c2) * g.B + t % 16);
-    la_test_add_token(&q, 47, 47, (int64_t)c2 * g.B + 15);
-    la_test_add_block(&q, mid, g.B, 0, 0, 0);
-    la_test_add_block(&q, c1, g.B, 16, 0, 0);
-    la_test_add_block(&q, c2, g.B, 32, 0, 0);
-    la_test_add_seq(&q, row_c, 1, block_c);
-    la_test_attn_case(&p, "decode rows over a block another row writes this step, hd 64", &cache, &q, 1);
+    la_test_builder *qs[2] = {&q, &q2};
+    for (int k = 0; k < 2; k++) {
+        la_test_builder *b = qs[k];
+        int32_t row0 = b->n, block0 = b->n_blocks;
+        la_test_add_token(b, 100, 100, (int64_t)mid * g.B); /* B: overwrites the key at position 800 */
+        la_test_add_block(b, mid, g.B, 85, 0, 0);
+        la_test_add_seq(b, row0, 1, block0);
+        row0 = b->n, block0 = b->n_blocks;
+        la_test_add_token(b, 47, 47, (int64_t)c2 * g.B + 15); /* C */
+        la_test_add_block(b, mid, g.B, 0, 0, 0);
+        la_test_add_block(b, c1, g.B, 16, 0, 0);
+        la_test_add_block(b, c2, g.B, 32, 0, 0);
+        la_test_add_seq(b, row0, 1, block0);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "%s: rows A, B, C", what);
+    la_test_attn_case(&p, name, &cache, &q, 1);
+    snprintf(name, sizeof name, "%s: rows B, C", what);
+    la_test_attn_case(&p, name, &cache, &q2, 1);
+    cr_assert(la_test_case_packed, "%s: rows B and C did not run packed", what);
     la_test_builder_free(&cache);
     la_test_builder_free(&q);
+    la_test_builder_free(&q2);
     la_test_attn_close(&p, &s);
+}
+
+Test(cuda_attention, decode_row_reads_a_block_another_row_writes_in_the_same_step) {
+    written_block_rows((la_test_geometry){384, 6, 2, 64, 16}, "hd 64, 4 stages");
+    written_block_rows((la_test_geometry){512, 8, 2, 128, 16}, "hd 128, 3 stages");
 }
 
 /* Thirteen decode rows whose contexts (1 to 512 keys: lazy and mepic documents, plain

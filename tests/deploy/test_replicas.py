@@ -53,8 +53,9 @@ class Deployment:
         cmd += ["--"] + SERVE + list(serve)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
+            logs = self.log_tails()
             self.down()
-            raise AssertionError(f"replicas_up failed: {r.stderr}")
+            raise AssertionError(f"replicas_up failed: {r.stderr}{logs}")
         env = {}
         for line in open(os.path.join(self.dir, "env")):
             k, v = line.strip().split("=", 1)
@@ -76,12 +77,26 @@ class Deployment:
                 return int(pid)
         return None
 
+    def log_tails(self, lines=20):
+        """The last lines of every log in the run directory, for an error message."""
+        out = ""
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(".log"):
+                with open(os.path.join(self.dir, name), errors="replace") as f:
+                    tail = f.readlines()[-lines:]
+                out += f"\n--- {name} (last {len(tail)} lines)\n" + "".join(tail)
+        return out
+
     def down(self):
-        """Stops what replicas_up started (by its PIDs) and removes the run directory."""
+        """Stops what replicas_up started (by its PIDs) and removes the run directory, unless
+        LA_TEST_KEEP=1 (then its logs stay for a post-mortem)."""
         if os.path.exists(os.path.join(self.dir, "pids")):
             subprocess.run([os.path.join(ROOT, "scripts", "replicas_down.sh"), self.dir],
                            capture_output=True, timeout=120)
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("LA_TEST_KEEP") == "1":
+            print(f"kept {self.dir} (LA_TEST_KEEP=1)")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def redis_cli(port, *args):

@@ -119,7 +119,7 @@ static void step_signature(const cuda_backend *c, step_sig *s) {
     s->pos = c->d_pos;
     s->kpos = c->d_kpos;
     s->slots = c->d_slots;
-    s->written = c->d_written;
+    s->written = c->copies_in_step ? NULL : c->d_written; /* what cuda_attention passes */
     s->blocks = c->d_blocks;
     s->logit_rows = c->d_logit_rows;
     s->items_prefill = c->d_items_prefill;

@@ -292,8 +292,9 @@ typedef struct cuda_backend {
     const int64_t *d_slots;
     const uint32_t *d_written;    /* bit b of word b / 32: pool block b receives a token's K/V
                                      in this step (batch_begin, from slots) */
-    bool copies_in_step;          /* a block copy was queued after batch_begin: d_written
-                                     does not cover what it writes (cuda_attention) */
+    bool copies_in_step;          /* block copies were flushed (launched) after batch_begin:
+                                     d_written does not cover what they write, and the
+                                     step's later attention launches pass NULL */
     const la_attn_block *d_blocks;
     const la_cuda_attn_item *d_items_prefill, *d_items_decode;
     const la_cuda_attn_combine_item *d_combine, *d_merge;

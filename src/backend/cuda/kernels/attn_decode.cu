@@ -58,7 +58,7 @@
  * SM must consume 8 KiB per ~400 cycles, i.e. each of its 8 warps one group per ~3200
  * cycles: 3x headroom on paper. Measured, the kernel at batch 1 is bound by latency and
  * issue instead (bench/GPU_NOTES.md, versions 11-15). head_dim 64: 4 stages, 74.3 KiB per
- * CTA; head_dim 32: 41.3 KiB. Registers (ptxas, sm_90): 247 / 145 / 101 at head_dim 128 /
+ * CTA; head_dim 32: 41.3 KiB. Registers (ptxas, sm_90a): 249 / 147 / 111 at head_dim 128 /
  * 64 / 32, no spills.
  *
  * Numerics: the rotated query and P are rounded to bf16 for the MMAs (as attn_prefill
@@ -380,11 +380,15 @@ __global__ void __launch_bounds__(decode_layout<HD, DEEP>::THREADS, DEEP ? 1 : 2
         }
         la_cp_async_commit();
         /* committed so far: the first S - 1 groups, the late groups' commit if any, one
-         * per iteration. wait<S - 1> (all but the newest S - 1 complete) covers tile t,
-         * except a late tile t < S - 2, whose commit (the Sth) needs wait<1>: all but this
-         * iteration's own */
-        if (t < S - 2 && ((late >> t) & 1)) la_cp_async_wait<1>();
-        else la_cp_async_wait<S - 1>();
+         * per iteration (S + 1 + t in all). wait<S - 1> (all but the newest S - 1
+         * complete) covers tile t, except a late tile t < S - 2 (t is 0 or 1), whose
+         * commit is the Sth: wait<t + 1> */
+        if (t < S - 2 && ((late >> t) & 1)) {
+            if (t == 0) la_cp_async_wait<1>();
+            else la_cp_async_wait<2>();
+        } else {
+            la_cp_async_wait<S - 1>();
+        }
         __syncwarp();
         const int4 mt = wmeta[st];
         la_bf16_t *Ks = Kw + st * 2 * TILE;

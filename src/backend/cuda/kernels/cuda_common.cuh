@@ -34,11 +34,15 @@ static inline la_status la_cuda_launched(const char *what, la_err *err) {
  *   - since every kernel triggers at its top (la_pdl_trigger), the code before the wait
  *     may run beside any number of earlier kernels still in flight: it may read only what
  *     the host copied in (cudaMemcpyAsync is a full dependency) and write only shared
- *     memory and registers. One exception, attn_decode: the keys of pool blocks that no
- *     token of this step writes (la_cuda_attn_params.kv_written, from the step's slots).
- *     Every other write to the pool is ordered before the step's first kernel: earlier
- *     steps end before batch_begin's metadata copy; block copies are flushed before it
- *     (or kv_written is NULL for the rest of the step); store loads are memcpys.
+ *     memory and registers. Two exceptions:
+ *       - the RoPE table: la_cu_ensure_rope synchronises the stream before publishing it;
+ *       - in attn_decode, the keys of pool blocks that no token of this step writes
+ *         (la_cuda_attn_params.kv_written, from the step's slots). Every other write to
+ *         the pool is done before the step's first kernel starts. Earlier steps end
+ *         before batch_begin's metadata copy. Block copies are flushed before that copy;
+ *         one flushed later sets kv_written to NULL for the rest of the step. Store
+ *         imports run on the copy stream, and the engine puts an imported block in a
+ *         batch only after kv_copy_poll saw its event complete.
  * la_pdl_enter() at a kernel's top does both halves at once. LA_ERR_BACKEND naming `what`
  * when the launch fails. */
 template <typename P>
