@@ -15,6 +15,12 @@
  *   gcc -O2 -std=gnu17 -D_GNU_SOURCE -I/usr/local/cuda/include -Iinclude -Isrc \
  *       tests/backend/attn_plan_sim/attn_plan_sim.c src/base/err.c -lm -o /tmp/attn_plan_sim
  *   /tmp/attn_plan_sim        # prints one line per case, "all ok" and exit 0, or the failures
+ *   /tmp/attn_plan_sim --time N [REPS]
+ *
+ * --time: the host's cost of one decode step's planning at issue 24's shape (N requests
+ * decoding on one 7000-token lazy document, GQA 32/8, head_dim 128, shared attention auto,
+ * a graph step): la_cu_batch_begin's wall time, best and mean of REPS (30), and the shared
+ * plan's part. No emulation and no check; for profiling (perf record) without a GPU.
  */
 #include <limits.h>
 #include <math.h>
@@ -22,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/timer.h"
 #include "backend/cuda/cuda_attn_plan.c"
 #include "backend/cuda/cuda_attn_shared.c"
 
@@ -210,7 +217,7 @@ static void reference(const la_batch *b, double *out) {
 }
 
 /* ---- batches ---- */
-typedef struct bt { int n, nb, ns; int32_t tok[20000], pos[20000], kpos[20000]; int64_t slot[20000]; la_attn_block blk[400000]; la_batch_seq seq[2000]; } bt;
+typedef struct bt { int n, nb, ns; int32_t tok[20000], pos[20000], kpos[20000]; int64_t slot[20000]; la_attn_block blk[500000]; la_batch_seq seq[2000]; } bt;
 static bt B0;
 static int next_block = 1;
 
@@ -319,7 +326,58 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     return bad;
 }
 
-int main(void) {
+/* --time (header) */
+static int time_plan(int nseq, int reps) {
+    if (nseq < 1 || nseq > 1000 || reps < 1) {
+        printf("--time: 1 to 1000 requests, at least 1 rep\n");
+        return 2;
+    }
+    HD = 128; NH = 32; NKV = 8;
+    memset(&B0, 0, sizeof B0);
+    next_block = 1;
+    doc d0 = {next_block, 7000};
+    next_block += (7000 + B - 1) / B;
+    int o0 = 0;
+    for (int s = 0; s < nseq; s++) add_seq(&B0, &d0, &o0, 1, 0, 0, 64 + s % 32, 1);
+    cuda_backend *c = calloc(1, sizeof *c);
+    c->base.shape.head_dim = HD; c->base.shape.n_heads = NH; c->base.shape.n_kv_heads = NKV;
+    c->heads_per_cta = 4; c->n_head_chunks = 1;
+    c->n_blocks = next_block; c->block_size = B; c->n_sm = 132; c->split_ctas = 2; c->split_ctas_decode = 1;
+    c->fused = LA_CUDA_FUSED_ALL; c->prefill_kernel = 0; c->wgmma = true; c->layer_w = (la_bf16_t **)1;
+    c->base.shape.vocab_size = 100; c->smem_optin = 1 << 20;
+    c->sh.mode = LA_CUDA_ATTN_SHARED_AUTO;
+    c->graphs = true;
+    int32_t logit_rows[1] = {0};
+    la_batch b = {B0.n, B0.tok, B0.pos, B0.kpos, B0.slot, B0.ns, B0.seq, B0.nb, B0.blk, 1, logit_rows};
+    la_err err = {0};
+    double best = INFINITY, sum = 0, plan = 0;
+    for (int r = 0; r < reps; r++) {
+        const double t0 = la_now_ms();
+        if (la_cu_batch_begin(&c->base, &b, &err) != LA_OK) {
+            printf("--time: batch_begin failed: %s\n", err.msg);
+            return 1;
+        }
+        const double t = la_now_ms() - t0;
+        best = t < best ? t : best;
+        sum += t;
+        plan += c->sh.stats.plan_ms;
+    }
+    printf("%d requests on one 7000-token document, %d block entries: batch_begin best %.3f mean %.3f ms "
+           "(shared plan %.3f), %d grouped items, %.2f MB of metadata\n",
+           nseq, B0.nb, best, sum / reps, plan / reps, c->n_items_grouped, (double)c->sh.stats.meta_bytes / 1e6);
+    la_cu_shared_free(&c->sh);
+    free(c->tiles); free(c->segs); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine);
+    free(c->merge); free(c->part_o); free(c->part_ml); free(c->merge_count); free(c->meta.host);
+    free(c);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && !strcmp(argv[1], "--time")) return time_plan(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 30);
+    if (argc > 1) {
+        printf("usage: attn_plan_sim [--time N [REPS]]\n");
+        return 2;
+    }
     setvbuf(stdout, NULL, _IONBF, 0);
     int fails = 0;
     for (int variant = 0; variant < 3; variant++)
