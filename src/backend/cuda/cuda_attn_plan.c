@@ -158,12 +158,19 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
     int64_t keys = 0, unused = 0;
     int32_t t = -1;
     bool t_sums = false; /* c->chk_* hold t's */
+    int64_t cap_seqs = c->cap_chk_seqs;
+    LA_TRY(la_cu_grow((void **)&c->chk_tmpl, &cap_seqs, b->n_seqs, sizeof(int32_t), err));
+    cap_seqs = c->cap_chk_seqs;
+    LA_TRY(la_cu_grow((void **)&c->chk_same, &cap_seqs, b->n_seqs, sizeof(int32_t), err));
+    c->cap_chk_seqs = cap_seqs;
     if (!tiled) { /* every entry, in or out of a sequence's list */
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         LA_TRY(check_entries(c, b->blocks, 0, b->n_blocks, &keys, &need, &lo, &hi, err));
     }
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
+        c->chk_tmpl[s] = -1;
+        c->chk_same[s] = 0;
         if (sq->n_blocks == 0) continue;
         int64_t dmin = INT64_MAX, dmax = INT64_MIN, *kp = tiled ? &keys : &unused;
         int32_t same = 0; /* leading entries equal to t's */
@@ -171,6 +178,8 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
             const la_batch_seq *tq = &b->seqs[t];
             same = la_cu_common_prefix(b->blocks + sq->block0, b->blocks + tq->block0,
                                        sq->n_blocks < tq->n_blocks ? sq->n_blocks : tq->n_blocks);
+            c->chk_tmpl[s] = t;
+            c->chk_same[s] = same;
         }
         if (same > 0) {
             if (!t_sums) { /* t's running sums, once */

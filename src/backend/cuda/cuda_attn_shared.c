@@ -227,7 +227,9 @@ static void find_clone(const shared_plan *sh, const la_batch *b, int32_t s, int3
     if (j0 == tq->n_blocks) return;
     const int64_t delta = (int64_t)x[i0].pos0 - y[j0].pos0;
     const int32_t n = sq->n_blocks - i0 < tq->n_blocks - j0 ? sq->n_blocks - i0 : tq->n_blocks - j0;
-    if (delta == 0) { /* the same entries: the same choices, whatever they were */
+    if (delta == 0 && i0 == 0 && j0 == 0 && sh->pre_tmpl && sh->pre_tmpl[s] == t) {
+        m = sh->pre_same[s]; /* check_batch compared these very entries */
+    } else if (delta == 0) { /* the same entries: the same choices, whatever they were */
         m = la_cu_common_prefix(x + i0, y + j0, n);
     } else { /* 64 entries at a time without branches, then the first that differs */
         const uint8_t *mk = sh->emark + tq->block0 + j0;
@@ -377,6 +379,8 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
                             la_err *err) {
     shared_plan *sh = &c->sh;
     const double t0 = la_now_ms();
+    sh->pre_tmpl = c->chk_tmpl; /* check_batch just compared b's sequences with their templates */
+    sh->pre_same = c->chk_same;
     *db = *b;
     *grouped = false;
     sh->active = false;

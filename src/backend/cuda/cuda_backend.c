@@ -603,6 +603,8 @@ static void cuda_destroy(la_backend *be) {
     free(c->chk_keys);
     free(c->chk_lo);
     free(c->chk_hi);
+    free(c->chk_tmpl);
+    free(c->chk_same);
     free(c->items_prefill);
     free(c->items_decode);
     free(c->combine);

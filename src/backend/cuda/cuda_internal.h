@@ -202,6 +202,9 @@ typedef struct shared_plan {
     int64_t cap_clone;            /* as differences along the template's entries */
     int32_t clone_lo, clone_hi;   /* the template's entries the clones cover (lo > hi: none) */
     bool no_clones;               /* count every sequence in full (attn_plan_sim compares) */
+    const int32_t *pre_tmpl, *pre_same; /* [n_seqs] check_batch's comparison of each sequence
+                                     with its template (cuda_backend.chk_tmpl), reused by the
+                                     clone search; NULL: none */
     int32_t *acts;                /* the template's derived-list actions (cuda_attn_shared.c) */
     int64_t cap_acts;
     int32_t *cand;                /* distinct candidate blocks, first-visit order */
@@ -323,6 +326,10 @@ typedef struct cuda_backend {
     int64_t *chk_keys;                       /* check_batch: its template's valid keys, q_delta */
     int32_t *chk_lo, *chk_hi;                /* extremes, over its entries [0, i) */
     int64_t cap_chk;
+    int32_t *chk_tmpl, *chk_same;            /* check_batch, per sequence: the template it was
+                                                compared with (-1: none) and the leading
+                                                entries equal to the template's */
+    int64_t cap_chk_seqs;
     la_cuda_attn_item *items_prefill, *items_decode;
     int64_t cap_items_prefill, cap_items_decode;
     la_cuda_attn_combine_item *combine;

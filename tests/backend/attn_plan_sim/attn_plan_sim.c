@@ -15,12 +15,14 @@
  *   gcc -O2 -std=gnu17 -D_GNU_SOURCE -I/usr/local/cuda/include -Iinclude -Isrc \
  *       tests/backend/attn_plan_sim/attn_plan_sim.c src/base/err.c -lm -o /tmp/attn_plan_sim
  *   /tmp/attn_plan_sim        # prints one line per case, "all ok" and exit 0, or the failures
- *   /tmp/attn_plan_sim --time N [REPS]
+ *   /tmp/attn_plan_sim --time N [REPS]      # or --time-pre
  *
  * --time: the host's cost of one decode step's planning at issue 24's shape (N requests
  * decoding on one 7000-token lazy document, GQA 32/8, head_dim 128, shared attention auto,
  * a graph step): la_cu_batch_begin's wall time, best and mean of REPS (30), and the shared
- * plan's part. No emulation and no check; for profiling (perf record) without a GPU.
+ * plan's part. --time-pre: each request has its own preamble of 0..60 tokens before the
+ * document, as bench_gpu's lazy rows do. No emulation and no check; for profiling (perf
+ * record) without a GPU.
  */
 #include <limits.h>
 #include <math.h>
@@ -327,6 +329,7 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
 }
 
 /* --time (header) */
+static bool g_pre; /* --time: every request's own preamble of 0..60 tokens first (bench_gpu's lazy rows) */
 static int time_plan(int nseq, int reps) {
     if (nseq < 1 || nseq > 1000 || reps < 1) {
         printf("--time: 1 to 1000 requests, at least 1 rep\n");
@@ -338,7 +341,7 @@ static int time_plan(int nseq, int reps) {
     doc d0 = {next_block, 7000};
     next_block += (7000 + B - 1) / B;
     int o0 = 0;
-    for (int s = 0; s < nseq; s++) add_seq(&B0, &d0, &o0, 1, 0, 0, 64 + s % 32, 1);
+    for (int s = 0; s < nseq; s++) add_seq(&B0, &d0, &o0, 1, 0, g_pre ? s % 61 : 0, 64 + s % 32, 1);
     cuda_backend *c = calloc(1, sizeof *c);
     c->base.shape.head_dim = HD; c->base.shape.n_heads = NH; c->base.shape.n_kv_heads = NKV;
     c->heads_per_cta = 4; c->n_head_chunks = 1;
@@ -373,9 +376,12 @@ static int time_plan(int nseq, int reps) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 3 && !strcmp(argv[1], "--time")) return time_plan(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 30);
+    if (argc >= 3 && (!strcmp(argv[1], "--time") || !strcmp(argv[1], "--time-pre"))) {
+        g_pre = !strcmp(argv[1], "--time-pre");
+        return time_plan(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 30);
+    }
     if (argc > 1) {
-        printf("usage: attn_plan_sim [--time N [REPS]]\n");
+        printf("usage: attn_plan_sim [--time N [REPS] | --time-pre N [REPS]]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IONBF, 0);
