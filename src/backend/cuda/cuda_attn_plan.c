@@ -119,7 +119,9 @@ static la_status check_entries(const cuda_backend *c, const la_attn_block *block
 }
 
 /* Validate the batch against the pool and the vocabulary, and find the RoPE positions it
- * needs. Writes nothing but c->bad_token* and c->step_keys. The engine's batches list each
+ * needs. Writes nothing but c->bad_token*, c->step_keys and, per sequence, the template
+ * it compared it with and their equal leading entries (c->chk_tmpl, c->chk_same: the shared
+ * plan's clone search reuses them). The engine's batches list each
  * sequence's entries after the one before's (la_batch_builder), so one pass over each
  * sequence's entries checks them; another layout takes a pass over all entries first. */
 static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_need, la_err *err) {

@@ -213,8 +213,11 @@ static inline bool moved_by(const la_attn_block *x, const la_attn_block *y, uint
 /* Sequence s as a clone of template t (count_holders): its first entry whose block t lists
  * (its record's last holder is t: clones leave records' holders as they are) starts a
  * segment of t's entries, moved by one delta, and its other entries name no block t lists.
- * Sets *cl (m 0: not a clone) and *d. */
-static void find_clone(const shared_plan *sh, const la_batch *b, int32_t s, int32_t t, sh_clone *cl, int32_t *d) {
+ * Sets *cl (m 0: not a clone) and *d. chk_tmpl / chk_same (cuda_backend's, from this
+ * batch's check_batch): when check_batch compared s with this t from entry 0, the equal
+ * leading entries it found, not compared again. */
+static void find_clone(const shared_plan *sh, const la_batch *b, const int32_t *chk_tmpl, const int32_t *chk_same,
+                       int32_t s, int32_t t, sh_clone *cl, int32_t *d) {
     const la_batch_seq *sq = &b->seqs[s], *tq = &b->seqs[t];
     const la_attn_block *x = b->blocks + sq->block0, *y = b->blocks + tq->block0;
     const uint32_t ep = sh->epoch;
@@ -227,8 +230,8 @@ static void find_clone(const shared_plan *sh, const la_batch *b, int32_t s, int3
     if (j0 == tq->n_blocks) return;
     const int64_t delta = (int64_t)x[i0].pos0 - y[j0].pos0;
     const int32_t n = sq->n_blocks - i0 < tq->n_blocks - j0 ? sq->n_blocks - i0 : tq->n_blocks - j0;
-    if (delta == 0 && i0 == 0 && j0 == 0 && sh->pre_tmpl && sh->pre_tmpl[s] == t) {
-        m = sh->pre_same[s]; /* check_batch compared these very entries */
+    if (delta == 0 && i0 == 0 && j0 == 0 && chk_tmpl[s] == t) {
+        m = chk_same[s]; /* check_batch compared these very entries */
     } else if (delta == 0) { /* the same entries: the same choices, whatever they were */
         m = la_cu_common_prefix(x + i0, y + j0, n);
     } else { /* 64 entries at a time without branches, then the first that differs */
@@ -288,7 +291,7 @@ static void add_clones(shared_plan *sh, const la_batch *b, int32_t t) {
  * them (1000 requests on one document are 999 clones of the first); sh->clone[s] is s's
  * segment. Returns the number of candidates in sh->cand (distinct blocks, first-visit
  * order). */
-static int32_t count_holders(shared_plan *sh, const la_batch *b) {
+static int32_t count_holders(shared_plan *sh, const la_batch *b, const int32_t *chk_tmpl, const int32_t *chk_same) {
     const int32_t W = (int32_t)sh->cap_clone;
     int32_t n_cand = 0, t = -1;
     memset(sh->emark, 0, (size_t)b->n_blocks);
@@ -298,7 +301,7 @@ static int32_t count_holders(shared_plan *sh, const la_batch *b) {
         *cl = (sh_clone){0, 0, 0};
         if (!eligible(sh, sq)) continue;
         int32_t d = 0;
-        if (t >= 0 && !sh->no_clones) find_clone(sh, b, s, t, cl, &d);
+        if (t >= 0 && !sh->no_clones) find_clone(sh, b, chk_tmpl, chk_same, s, t, cl, &d);
         if (cl->m == 0) {
             if (t >= 0) add_clones(sh, b, t);
             count_entries(sh, b, s, 0, sq->n_blocks, NULL, &n_cand);
@@ -379,8 +382,6 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
                             la_err *err) {
     shared_plan *sh = &c->sh;
     const double t0 = la_now_ms();
-    sh->pre_tmpl = c->chk_tmpl; /* check_batch just compared b's sequences with their templates */
-    sh->pre_same = c->chk_same;
     *db = *b;
     *grouped = false;
     sh->active = false;
@@ -392,7 +393,7 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
     st->plan_ms = 0;
     if (sh->mode == LA_CUDA_ATTN_SHARED_OFF || b->n_seqs < 2 || b->n_blocks < 2) return LA_OK;
     LA_TRY(reserve(c, b, err));
-    const int32_t n_cand = count_holders(sh, b);
+    const int32_t n_cand = count_holders(sh, b, c->chk_tmpl, c->chk_same); /* check_batch's, of b */
     /* runs: heads are candidates no full link leads into */
     for (int32_t i = 0; i < n_cand; i++) {
         const sh_block *k = &sh->blk[sh->cand[i]];

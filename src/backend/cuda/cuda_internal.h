@@ -202,9 +202,6 @@ typedef struct shared_plan {
     int64_t cap_clone;            /* as differences along the template's entries */
     int32_t clone_lo, clone_hi;   /* the template's entries the clones cover (lo > hi: none) */
     bool no_clones;               /* count every sequence in full (attn_plan_sim compares) */
-    const int32_t *pre_tmpl, *pre_same; /* [n_seqs] check_batch's comparison of each sequence
-                                     with its template (cuda_backend.chk_tmpl), reused by the
-                                     clone search; NULL: none */
     int32_t *acts;                /* the template's derived-list actions (cuda_attn_shared.c) */
     int64_t cap_acts;
     int32_t *cand;                /* distinct candidate blocks, first-visit order */

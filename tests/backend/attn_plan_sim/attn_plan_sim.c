@@ -22,7 +22,7 @@
  * a graph step): la_cu_batch_begin's wall time, best and mean of REPS (30), and the shared
  * plan's part. --time-pre: each request has its own preamble of 0..60 tokens before the
  * document, as bench_gpu's lazy rows do. No emulation and no check; for profiling (perf
- * record) without a GPU.
+ * record) without a GPU, by hand (ctest runs the checks only, no timing).
  */
 #include <limits.h>
 #include <math.h>
@@ -324,6 +324,7 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     la_cu_shared_free(&c->sh);
     free(c->tiles); free(c->segs); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine); free(c->merge);
     free(c->part_o); free(c->part_ml); free(c->merge_count); free(c->meta.host);
+    free(c->chk_keys); free(c->chk_lo); free(c->chk_hi); free(c->chk_tmpl); free(c->chk_same);
     free(c);
     return bad;
 }
@@ -365,12 +366,14 @@ static int time_plan(int nseq, int reps) {
         sum += t;
         plan += c->sh.stats.plan_ms;
     }
-    printf("%d requests on one 7000-token document, %d block entries: batch_begin best %.3f mean %.3f ms "
+    printf("%d requests on one 7000-token document%s, %d block entries: batch_begin best %.3f mean %.3f ms "
            "(shared plan %.3f), %d grouped items, %.2f MB of metadata\n",
-           nseq, B0.nb, best, sum / reps, plan / reps, c->n_items_grouped, (double)c->sh.stats.meta_bytes / 1e6);
+           nseq, g_pre ? " after own preambles of 0-60 tokens" : "", B0.nb, best, sum / reps, plan / reps,
+           c->n_items_grouped, (double)c->sh.stats.meta_bytes / 1e6);
     la_cu_shared_free(&c->sh);
     free(c->tiles); free(c->segs); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine);
     free(c->merge); free(c->part_o); free(c->part_ml); free(c->merge_count); free(c->meta.host);
+    free(c->chk_keys); free(c->chk_lo); free(c->chk_hi); free(c->chk_tmpl); free(c->chk_same);
     free(c);
     return 0;
 }
