@@ -263,20 +263,36 @@ static void add_list(bt *x, const la_attn_block *e, int n, int p) {
 static int32_t g_lazy_ws = LA_CUDA_LAZY_WS_OFF; /* run_case's la_cuda_attn_lazy_ws_set mode */
 static int32_t g_decode_min_split; /* run_case's LA_ATTN_DECODE_MIN_SPLIT (0: the default) */
 static la_cuda_prefill_kernel g_step_kernel;     /* the attn_prefill kernel run_case's step ran */
-static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, int prefill_kernel, bool wgmma, int n_sm) {
-    HD = hd; NH = nh; NKV = nkv;
-    for (int i = 0; i < HD / 2; i++) inv_freq[i] = pow(10000.0, -2.0 * i / HD);
+
+/* The backend state the planning reads, for the geometry in HD / NH / NKV and a pool of n_pool
+ * blocks (heads per CTA: the largest divisor of the GQA group up to 8), with run_case's
+ * g_lazy_ws and g_decode_min_split. */
+static cuda_backend *sim_backend(int mode, int prefill_kernel, bool wgmma, int n_sm, int64_t n_pool) {
     cuda_backend *c = calloc(1, sizeof *c);
     c->base.shape.head_dim = HD; c->base.shape.n_heads = NH; c->base.shape.n_kv_heads = NKV;
     int group = NH / NKV, hpc = 1;
     for (int d = 8; d >= 1; d--) if (group % d == 0) { hpc = d; break; }
     c->heads_per_cta = hpc; c->n_head_chunks = group / hpc;
-    c->n_blocks = NPOOL; c->block_size = B; c->n_sm = n_sm; c->split_ctas = 2; c->split_ctas_decode = 1;
+    c->n_blocks = n_pool; c->block_size = B; c->n_sm = n_sm; c->split_ctas = 2; c->split_ctas_decode = 1;
     c->fused = LA_CUDA_FUSED_ALL; c->prefill_kernel = prefill_kernel; c->wgmma = wgmma; c->layer_w = (la_bf16_t **)1;
     c->lazy_ws = g_lazy_ws;
     c->decode_min_split = g_decode_min_split;
     c->base.shape.vocab_size = 100; c->smem_optin = 1 << 20;
     c->sh.mode = mode;
+    return c;
+}
+
+static void sim_backend_free(cuda_backend *c) {
+    la_cu_shared_free(&c->sh);
+    free(c->tiles); free(c->segs); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine); free(c->merge);
+    free(c->part_o); free(c->part_ml); free(c->merge_count); free(c->meta.host);
+    free(c->chk_keys); free(c->chk_lo); free(c->chk_hi); free(c->chk_tmpl); free(c->chk_same);
+    free(c);
+}
+static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, int prefill_kernel, bool wgmma, int n_sm) {
+    HD = hd; NH = nh; NKV = nkv;
+    for (int i = 0; i < HD / 2; i++) inv_freq[i] = pow(10000.0, -2.0 * i / HD);
+    cuda_backend *c = sim_backend(mode, prefill_kernel, wgmma, n_sm, NPOOL);
     Kp = malloc(sizeof(double) * (size_t)NPOOL * NKV * B * HD); Vp = malloc(sizeof(double) * (size_t)NPOOL * NKV * B * HD);
     for (int64_t i = 0; i < (int64_t)NPOOL * NKV * B * HD; i++) { Kp[i] = ur() * 2 - 1; Vp[i] = ur() * 2 - 1; }
     Q = malloc(sizeof(double) * (size_t)x->n * NH * HD);
@@ -321,17 +337,13 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
     int bad = !(worst < 1e-9);
     g_step_kernel = c->step_prefill_kernel;
     free(o); free(r); free(Q); free(Kp); free(Vp);
-    la_cu_shared_free(&c->sh);
-    free(c->tiles); free(c->segs); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine); free(c->merge);
-    free(c->part_o); free(c->part_ml); free(c->merge_count); free(c->meta.host);
-    free(c->chk_keys); free(c->chk_lo); free(c->chk_hi); free(c->chk_tmpl); free(c->chk_same);
-    free(c);
+    sim_backend_free(c);
     return bad;
 }
 
-/* --time (header) */
-static bool g_pre; /* --time: every request's own preamble of 0..60 tokens first (bench_gpu's lazy rows) */
-static int time_plan(int nseq, int reps) {
+/* --time (header); pre: every request's own preamble of 0..60 tokens first (--time-pre,
+ * bench_gpu's lazy rows) */
+static int time_plan(int nseq, int reps, bool pre) {
     if (nseq < 1 || nseq > 1000 || reps < 1) {
         printf("--time: 1 to 1000 requests, at least 1 rep\n");
         return 2;
@@ -342,14 +354,8 @@ static int time_plan(int nseq, int reps) {
     doc d0 = {next_block, 7000};
     next_block += (7000 + B - 1) / B;
     int o0 = 0;
-    for (int s = 0; s < nseq; s++) add_seq(&B0, &d0, &o0, 1, 0, g_pre ? s % 61 : 0, 64 + s % 32, 1);
-    cuda_backend *c = calloc(1, sizeof *c);
-    c->base.shape.head_dim = HD; c->base.shape.n_heads = NH; c->base.shape.n_kv_heads = NKV;
-    c->heads_per_cta = 4; c->n_head_chunks = 1;
-    c->n_blocks = next_block; c->block_size = B; c->n_sm = 132; c->split_ctas = 2; c->split_ctas_decode = 1;
-    c->fused = LA_CUDA_FUSED_ALL; c->prefill_kernel = 0; c->wgmma = true; c->layer_w = (la_bf16_t **)1;
-    c->base.shape.vocab_size = 100; c->smem_optin = 1 << 20;
-    c->sh.mode = LA_CUDA_ATTN_SHARED_AUTO;
+    for (int s = 0; s < nseq; s++) add_seq(&B0, &d0, &o0, 1, 0, pre ? s % 61 : 0, 64 + s % 32, 1);
+    cuda_backend *c = sim_backend(LA_CUDA_ATTN_SHARED_AUTO, 0, true, 132, next_block);
     c->graphs = true;
     int32_t logit_rows[1] = {0};
     la_batch b = {B0.n, B0.tok, B0.pos, B0.kpos, B0.slot, B0.ns, B0.seq, B0.nb, B0.blk, 1, logit_rows};
@@ -368,21 +374,15 @@ static int time_plan(int nseq, int reps) {
     }
     printf("%d requests on one 7000-token document%s, %d block entries: batch_begin best %.3f mean %.3f ms "
            "(shared plan %.3f), %d grouped items, %.2f MB of metadata\n",
-           nseq, g_pre ? " after own preambles of 0-60 tokens" : "", B0.nb, best, sum / reps, plan / reps,
+           nseq, pre ? " after own preambles of 0-60 tokens" : "", B0.nb, best, sum / reps, plan / reps,
            c->n_items_grouped, (double)c->sh.stats.meta_bytes / 1e6);
-    la_cu_shared_free(&c->sh);
-    free(c->tiles); free(c->segs); free(c->smin); free(c->items_prefill); free(c->items_decode); free(c->combine);
-    free(c->merge); free(c->part_o); free(c->part_ml); free(c->merge_count); free(c->meta.host);
-    free(c->chk_keys); free(c->chk_lo); free(c->chk_hi); free(c->chk_tmpl); free(c->chk_same);
-    free(c);
+    sim_backend_free(c);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 3 && (!strcmp(argv[1], "--time") || !strcmp(argv[1], "--time-pre"))) {
-        g_pre = !strcmp(argv[1], "--time-pre");
-        return time_plan(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 30);
-    }
+    if (argc >= 3 && (!strcmp(argv[1], "--time") || !strcmp(argv[1], "--time-pre")))
+        return time_plan(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 30, !strcmp(argv[1], "--time-pre"));
     if (argc > 1) {
         printf("usage: attn_plan_sim [--time N [REPS] | --time-pre N [REPS]]\n");
         return 2;
