@@ -20,10 +20,11 @@
  * --time: the host's cost of one decode step's planning at issue 24's shape (N requests
  * decoding on one 7000-token lazy document, GQA 32/8, head_dim 128, shared attention auto,
  * a graph step): la_cu_batch_begin's wall time, best and mean of REPS (30), and the shared
- * plan's part. --time-pre: each request has its own preamble of 0..60 tokens before the
+ * plan's part (its mean). --time-pre: each request has its own preamble of 0..60 tokens before the
  * document, as bench_gpu's lazy rows do. No emulation and no check; for profiling (perf
  * record) without a GPU, by hand (ctest runs the checks only, no timing).
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -344,10 +345,7 @@ static int run_case(const char *what, bt *x, int mode, int hd, int nh, int nkv, 
 /* --time (header); pre: every request's own preamble of 0..60 tokens first (--time-pre,
  * bench_gpu's lazy rows) */
 static int time_plan(int nseq, int reps, bool pre) {
-    if (nseq < 1 || nseq > 1000 || reps < 1) {
-        printf("--time: 1 to 1000 requests, at least 1 rep\n");
-        return 2;
-    }
+    const char *mode = pre ? "--time-pre" : "--time";
     HD = 128; NH = 32; NKV = 8;
     memset(&B0, 0, sizeof B0);
     next_block = 1;
@@ -364,7 +362,7 @@ static int time_plan(int nseq, int reps, bool pre) {
     for (int r = 0; r < reps; r++) {
         const double t0 = la_now_ms();
         if (la_cu_batch_begin(&c->base, &b, &err) != LA_OK) {
-            printf("--time: batch_begin failed: %s\n", err.msg);
+            printf("%s: batch_begin failed: %s\n", mode, err.msg);
             return 1;
         }
         const double t = la_now_ms() - t0;
@@ -372,17 +370,33 @@ static int time_plan(int nseq, int reps, bool pre) {
         sum += t;
         plan += c->sh.stats.plan_ms;
     }
-    printf("%d requests on one 7000-token document%s, %d block entries: batch_begin best %.3f mean %.3f ms "
-           "(shared plan %.3f), %d grouped items, %.2f MB of metadata\n",
-           nseq, pre ? " after own preambles of 0-60 tokens" : "", B0.nb, best, sum / reps, plan / reps,
+    printf("%d request%s on one 7000-token document%s, %d block entries: batch_begin best %.3f mean %.3f ms "
+           "(shared plan, mean %.3f), %d grouped items, %.2f MB of metadata\n",
+           nseq, nseq == 1 ? "" : "s", pre && nseq > 1 ? " after own preambles (request s: s mod 61 tokens)" : "", B0.nb, best, sum / reps, plan / reps,
            c->n_items_grouped, (double)c->sh.stats.meta_bytes / 1e6);
     sim_backend_free(c);
     return 0;
 }
 
+/* A whole decimal number in [lo, hi] from s into *v; false otherwise. */
+static bool parse_count(const char *s, long lo, long hi, int *v) {
+    char *end = NULL;
+    errno = 0;
+    const long x = strtol(s, &end, 10);
+    if (errno || end == s || *end || x < lo || x > hi) return false;
+    *v = (int)x;
+    return true;
+}
+
 int main(int argc, char **argv) {
-    if (argc >= 3 && (!strcmp(argv[1], "--time") || !strcmp(argv[1], "--time-pre")))
-        return time_plan(atoi(argv[2]), argc >= 4 ? atoi(argv[3]) : 30, !strcmp(argv[1], "--time-pre"));
+    if ((argc == 3 || argc == 4) && (!strcmp(argv[1], "--time") || !strcmp(argv[1], "--time-pre"))) {
+        int nseq = 0, reps = 30;
+        if (!parse_count(argv[2], 1, 1000, &nseq) || (argc == 4 && !parse_count(argv[3], 1, 100000, &reps))) {
+            printf("%s N [REPS]: N 1 to 1000 requests, REPS 1 to 100000\n", argv[1]);
+            return 2;
+        }
+        return time_plan(nseq, reps, !strcmp(argv[1], "--time-pre"));
+    }
     if (argc > 1) {
         printf("usage: attn_plan_sim [--time N [REPS] | --time-pre N [REPS]]\n");
         return 2;
