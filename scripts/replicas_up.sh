@@ -46,9 +46,10 @@ done
 [ -n "$dir" ] || dir=$(mktemp -d /tmp/lazyattn-replicas-XXXXXX)
 mkdir -p "$dir"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() { # url seconds
+wait_http() { # url seconds [pid: give up as soon as it has exited]
     for _ in $(seq 1 $((${2} * 10))); do
         curl -fs -o /dev/null "$1" && return 0
+        [ -z "${3:-}" ] || kill -0 "$3" 2>/dev/null || return 1
         sleep 0.1
     done
     return 1
@@ -90,7 +91,7 @@ for i in $(seq 0 $((n - 1))); do
     ports+=("$p") pids+=("$pid")
 done
 for i in $(seq 0 $((n - 1))); do
-    wait_http "http://127.0.0.1:${ports[$i]}/health" 120 ||
+    wait_http "http://127.0.0.1:${ports[$i]}/health" 120 "${pids[$i]}" ||
         fail "replica $i did not come up: $(tail -3 "$dir/replica$i.log")"
 done
 
@@ -124,8 +125,9 @@ done
     echo "}"
 } >"$dir/nginx.conf"
 nginx -c "$dir/nginx.conf" -p "$dir" >"$dir/nginx.log" 2>&1 &
-echo "nginx $!" >>"$dir/pids"
-wait_http "http://127.0.0.1:$port/health" 20 || fail "nginx did not come up: $(tail -3 "$dir/nginx_error.log" 2>/dev/null)"
+nginx_pid=$!
+echo "nginx $nginx_pid" >>"$dir/pids"
+wait_http "http://127.0.0.1:$port/health" 20 "$nginx_pid" || fail "nginx did not come up: $(tail -3 "$dir/nginx_error.log" 2>/dev/null)"
 
 {
     echo "URL=http://127.0.0.1:$port"
