@@ -41,7 +41,7 @@ fuzz: deps
 	cd build-fuzz && ctest --output-on-failure -L fuzz -j 2
 
 test-cuda: all
-	cd $(BUILD) && ctest --output-on-failure -L gpu
+	cd $(BUILD) && LA_REQUIRE_GPU=1 ctest --output-on-failure -L gpu
 
 # the library, headers, the lazyattn binary, lazyattn.pc and the CMake package (README "C library")
 install: all

@@ -13,4 +13,5 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
 done
 orig_ld=${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=/tmp/la/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LA_REQUIRE_GPU=1 # a GPU test that finds no GPU here fails instead of skipping
 bin=/tmp/la/bin

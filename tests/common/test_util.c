@@ -133,13 +133,18 @@ void la_test_require(const char *check, const char *what) {
 bool la_test_have_gpu(void) {
     la_backend *be = NULL;
     la_err err = {0};
-    if (la_backend_create(LA_DEVICE_CUDA, 0, &be, &err) != LA_OK) {
-        printf("skipped: no GPU (%s)\n", err.msg);
-        fflush(stdout);
-        return false;
+    const la_status s = la_backend_create(LA_DEVICE_CUDA, 0, &be, &err);
+    if (s == LA_OK) {
+        la_backend_destroy(be);
+        return true;
     }
-    la_backend_destroy(be);
-    return true;
+    /* only "no device" (or a build without CUDA) skips; a backend that fails to start fails */
+    cr_assert_eq(s, LA_ERR_UNSUPPORTED, "the CUDA backend failed to start: %s: %s", la_status_name(s), err.msg);
+    const char *req = getenv("LA_REQUIRE_GPU");
+    cr_assert(!req || !*req || strcmp(req, "0") == 0, "LA_REQUIRE_GPU is set and there is no GPU: %s", err.msg);
+    printf("skipped: no GPU (%s)\n", err.msg);
+    fflush(stdout);
+    return false;
 }
 
 void la_test_seq_step(la_backend *be, const int32_t *ids, int32_t p0, int32_t n, int32_t B, int32_t block0,

@@ -39,8 +39,11 @@ void la_test_cli_free(la_test_cli_result *r);
  * suite, never a reason to skip. `what` names it in the message. */
 void la_test_require(const char *check, const char *what);
 
-/* True when a CUDA backend can be created (a GPU is present); otherwise prints
- * "skipped: no GPU (<reason>)" and returns false, so a GPU test can return and pass. */
+/* True when a CUDA backend can be created (a GPU is present). When there is no device (or no
+ * CUDA in the build: LA_ERR_UNSUPPORTED) prints "skipped: no GPU (<reason>)" and returns false,
+ * so a GPU test can return and pass; fails the test instead for any other error (a bad
+ * LA_* setting, a CUDA call that failed) and, with LA_REQUIRE_GPU set (make test-cuda, the
+ * device scripts), for no device too. */
 bool la_test_have_gpu(void);
 
 /* With the environment variable name set to value, creating a CUDA backend fails with
