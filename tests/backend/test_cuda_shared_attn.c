@@ -7,8 +7,8 @@
  * 128 and 64 (Llama-3-8B's and Llama-3.2-1B's) and 24 (the mma kernel), and through the whole
  * forward pass with decode steps replayed as CUDA graphs. Every attention case runs with
  * shared-block attention off, on and auto under every attn_prefill kernel the GPU has
- * (la_test_attn_case_shared, tests/common/cuda_attn_cases.c): each within ATTN_TOL of the
- * CPU, on within SHARED_TOL of off, and the plan's statistics say what was grouped.
+ * (la_test_attn_case_shared, tests/common/cuda_attn_cases.c): each within the attention tolerance (cuda_attn_cases.h) of the
+ * CPU, on within SHARED_TOL (the same form) of off, and the plan's statistics say what was grouped.
  *
  * Without a GPU every test prints "skipped: no GPU" and passes. */
 #include <math.h>

@@ -21,17 +21,23 @@
  * ROW_TOL_REL   element-wise ops and RMSNorm: one bf16 rounding of the output, 2^-8
  *               relative, measured against the largest reference magnitude.
  * GEMM_TOL_REL  x W^T: bf16 output rounding plus f32 accumulation in another order.
- * ATTN_TOL      attention outputs are convex combinations of V in [-1, 1]; the GPU rounds
+ * ATTN_TOL_ABS + ATTN_TOL_REL x max |cpu|
+ *               attention outputs are convex combinations of V in [-1, 1]; the GPU rounds
  *               rotated q and k and the probabilities P to bf16 (2^-9 relative each), so
- *               scores move by ~1e-2 and outputs by a few 1e-3.
- * SHARED_TOL    shared-block attention against the per-sequence kernels on the GPU: the same
- *               bf16 roundings of q, k and P, but P rounded at another running maximum and
- *               partial states merged in another order (each within ATTN_TOL of the CPU). */
+ *               outputs move by under 0.7% of the largest (4682 comparisons in the H100 logs
+ *               under bench/results: at most 0.25 of this tolerance). Relative, because over
+ *               thousands of keys the outputs shrink (max |cpu| 0.05 at 6000 keys): an
+ *               absolute 0.025 there let a dropped 16-key block (0.008) pass.
+ * SHARED_TOL    shared-block attention against the per-sequence kernels on the GPU, the same
+ *               form: the same bf16 roundings of q, k and P, but P rounded at another running
+ *               maximum and partial states merged in another order (each within the
+ *               tolerance of the CPU). */
 #define ROW_TOL_REL 8e-3
 #define GEMM_TOL_REL 1e-2
-#define ATTN_TOL 2.5e-2
+#define ATTN_TOL_ABS 1e-3
+#define ATTN_TOL_REL 2e-2
 #define KV_TOL_REL 8e-3
-#define SHARED_TOL ATTN_TOL
+
 
 #define LA_TEST_MAX_SEQS 1024 /* sequences of one test batch */
 
@@ -114,7 +120,7 @@ int32_t la_test_docs_case(la_test_builder *cache, la_test_builder *q, int32_t B,
 
 /* Write the cache batch's K/V (layer `layer`), then the query batch's own K/V, then
  * attention; the GPU under every attn_prefill variant that runs at this head_dim against
- * the one CPU result (ATTN_TOL), then the in-kernel decode merge against attn_combine
+ * the one CPU result (ATTN_TOL_ABS + ATTN_TOL_REL), then the in-kernel decode merge against attn_combine
  * (bit-equal), then the packed decode instance against the CPU where it runs
  * (la_test_case_packed). Returns bit k set for each attn_prefill kernel k that ran a step. */
 uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *cache, la_test_builder *query,
@@ -122,7 +128,7 @@ uint32_t la_test_attn_case(la_test_pair *p, const char *what, la_test_builder *c
 
 /* The same case with shared-block attention off, on and auto (la_cuda_attn_shared_set) under
  * every attn_prefill variant, and on with the packed decode instance: each against the CPU
- * (ATTN_TOL) and on against off
+ * (the same) and on against off
  * (SHARED_TOL). Asserts that off grouped nothing, on at least min_runs runs, and auto
  * grouped (auto_grouped 1), nothing (0) or either (-1). Leaves the mode at auto. Returns
  * the statistics of the last `on` step. */
