@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,15 @@ typedef la_api_ctx ctx;
 /* ============================================================ numbers =============== */
 
 /* seed: any integer in [-2^63, 2^64 - 1], from its text (a double holds 53 bits); a
- * negative one is taken modulo 2^64. */
+ * negative one is taken modulo 2^64. Absent: a random one (getrandom), so that requests
+ * without a seed sample differently, as OpenAI's and vLLM's do. */
 static la_status parse_seed(ctx *c, const cJSON *root, uint64_t *out) {
     const cJSON *v = la_api_member(root, "seed");
-    if (!v) return LA_OK;
+    if (!v) {
+        uint64_t s;
+        if (getrandom(&s, sizeof s, 0) == (ssize_t)sizeof s) *out = s;
+        return LA_OK; /* no entropy (a very early boot): the engine's default seed */
+    }
     if (!la_api_is_integer(v) && !(cJSON_IsNumber(v) && fabs(v->valuedouble) < 1.9e19 &&
                                    v->valuedouble == floor(v->valuedouble)))
         return la_api_bad_type(c, "seed", v, "an integer");
@@ -115,7 +121,14 @@ static la_status parse_lengths(ctx *c, const cJSON *root, const la_api_limits *l
         LA_TRY(la_api_get_int(c, root, "max_completion_tokens", -9.2e18, 9.2e18, &max_tokens, &given));
         if (given) which = "max_completion_tokens";
     }
-    if (!given) LA_TRY(la_api_get_int(c, root, "max_tokens", -9.2e18, 9.2e18, &max_tokens, &given));
+    int64_t legacy = max_tokens;
+    bool legacy_given = false;
+    LA_TRY(la_api_get_int(c, root, "max_tokens", -9.2e18, 9.2e18, &legacy, &legacy_given));
+    if (given && legacy_given && legacy != max_tokens) /* neither is ignored */
+        return la_api_fail(c, LA_ERR_INVALID_ARG, "max_tokens", "invalid_value",
+                           "'max_tokens' (%lld) and 'max_completion_tokens' (%lld) differ: give one of them.",
+                           (long long)legacy, (long long)max_tokens);
+    if (!given) max_tokens = legacy, given = legacy_given;
     if (given && (max_tokens < 1 || max_tokens > lim->max_tokens))
         return la_api_fail(c, LA_ERR_INVALID_ARG, which, "invalid_value",
                            "Invalid value for '%s': %lld; it must be in [1, %d].", which, (long long)max_tokens,

@@ -98,6 +98,13 @@ static void check_max_completion_tokens(void) {
     cJSON *j = post("/v1/chat/completions", 200, "{" CHAT_Q ", \"ignore_eos\": true, \"max_completion_tokens\": 5}");
     cr_assert_eq(completion_tokens(j), 5);
     cJSON_Delete(j);
+    /* beside max_tokens: the same value is one length, two values are refused (neither ignored) */
+    j = post("/v1/chat/completions", 200, "{" CHAT_Q ", \"ignore_eos\": true, \"max_completion_tokens\": 4, \"max_tokens\": 4}");
+    cr_assert_eq(completion_tokens(j), 4);
+    cJSON_Delete(j);
+    j = post("/v1/chat/completions", 400, "{" CHAT_Q ", \"max_completion_tokens\": 5, \"max_tokens\": 3}");
+    ts_check_error(j, INVALID, "max_tokens", "invalid_value");
+    cJSON_Delete(j);
 }
 
 static void check_temperature(void) {
@@ -146,6 +153,11 @@ static void check_seed(void) {
     cr_assert_str_neq(a, b, "seeds above 2^53 stay apart");
     cr_assert_str_eq(a, c, "a seed reproduces");
     free(a), free(b), free(c);
+    /* without a seed every request draws its own: four hot samples are not all one text */
+    char *u[4];
+    for (int i = 0; i < 4; i++) u[i] = gen_text(false, "\"temperature\": 2");
+    cr_assert(strcmp(u[0], u[1]) || strcmp(u[0], u[2]) || strcmp(u[0], u[3]), "unseeded samples all equal: %s", u[0]);
+    for (int i = 0; i < 4; i++) free(u[i]);
     cJSON *j = post("/v1/completions", 400, "{" COMP_P ", \"seed\": 18446744073709551616}");
     ts_check_error(j, INVALID, "seed", "invalid_value");
     cJSON_Delete(j);
