@@ -60,6 +60,17 @@ typedef enum la_kv_read {
     LA_KV_READ_COUNT
 } la_kv_read;
 
+/* la_engine_options.async_scheduling: whether the engine queues decode step t + 1 on the device
+ * before it reads step t's tokens back (README "Async scheduling"). */
+typedef enum la_async_scheduling {
+    LA_ASYNC_AUTO = 0, /* on where it overlaps anything: a device whose steps run apart from
+                          the host (CUDA); off on the CPU (the default) */
+    LA_ASYNC_OFF,
+    LA_ASYNC_ON,       /* on wherever the backend can (the CPU too: same answers, no overlap;
+                          tests) */
+    LA_ASYNC_COUNT
+} la_async_scheduling;
+
 /* Caller-allocated, sized (lazyattn/abi.h): initialize with la_engine_options_init(), which
  * writes struct_size; new fields are appended at the end. */
 typedef struct la_engine_options {
@@ -163,6 +174,14 @@ typedef struct la_engine_options {
     /* What cached documents are computed after (la_doc_context): the default of requests
      * under lazy, block and mepic. ALONE (0, the default) or PREAMBLE. */
     la_doc_context doc_context;
+    /* Async scheduling (la_async_scheduling): while decode step t runs on the device, the
+     * engine packs step t + 1 (every running request's next row, its token the one step t
+     * chooses, read on the device) and queues it, then reads step t's tokens back and
+     * streams them. Only for steps of decode rows whose requests all decode greedily
+     * without logits or logprobs and when nothing waits to be admitted; a request that stops
+     * at step t (eos, a stop string) has its row of step t + 1 computed and dropped. The
+     * tokens are the same as without it. */
+    la_async_scheduling async_scheduling;
 } la_engine_options;
 
 /* Defaults for every field (device CPU, block_size 16, method lazy, ...). struct_size: the
@@ -411,6 +430,11 @@ typedef struct la_engine_stats {
                                      wait for a step queued before) */
     double step_decode_batch_begin_s; /* of step_decode_forward_s: the same */
     int32_t max_batch_tokens;     /* the per-step token budget in effect (la_engine_options) */
+    int64_t steps_async;          /* of steps_decode: those queued on the device and read back
+                                     one call later (la_engine_options.async_scheduling) */
+    int64_t rows_dropped;         /* rows such steps computed for requests that had stopped the
+                                     step before (eos, a stop string): their tokens were dropped */
+    bool async_scheduling;        /* whether async scheduling is on (la_engine_options) */
 } la_engine_stats;
 
 /* Thread-safe snapshot. struct_size: the caller's sizeof(*s) (the macro passes it). */

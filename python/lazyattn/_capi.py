@@ -63,7 +63,7 @@ class la_engine_options(Structure):
         ("kv_event_user", c_void_p), ("chat_template_file", c_char_p), ("kv_staging_bytes", c_int64),
         ("recompute_first", c_int32), ("cpu_weights", c_int), ("cpu_kv", c_int),
         ("kv_io_threads", c_int32), ("kv_read", c_int), ("recompute_ratio", c_float),
-        ("doc_context", c_int),
+        ("doc_context", c_int), ("async_scheduling", c_int),
     ]
 
 
@@ -147,7 +147,8 @@ class la_engine_stats(Structure):
         ("steps_computed", c_int64), ("steps_decode", c_int64), ("step_rows", c_int64)] + [
         (name, c_double) for name in (
             "step_schedule_s", "step_forward_s", "step_after_s", "step_decode_forward_s", "step_decode_s",
-            "step_batch_begin_s", "step_decode_batch_begin_s")] + [("max_batch_tokens", c_int32)]
+            "step_batch_begin_s", "step_decode_batch_begin_s")] + [("max_batch_tokens", c_int32)] + [
+        ("steps_async", c_int64), ("rows_dropped", c_int64), ("async_scheduling", c_bool)]
 
 
 # ---- the library -----------------------------------------------------------------------------

@@ -58,6 +58,7 @@ ENGINE_OPTIONS = {
     "kv_read": (0, 1),  # la_kv_read: 0 always, 1 auto
     "recompute_ratio": (0.0, 1.0),  # a fraction: checked as a number in [0, 1]
     "doc_context": (0, 1),  # la_doc_context: 0 alone, 1 preamble
+    "async_scheduling": (0, 2),  # la_async_scheduling: 0 auto, 1 off, 2 on
 }
 _DOC_CONTEXTS = {"alone": 0, "preamble": 1}
 # The names the command line takes (--cpu-weights, --cpu-kv, --kv-read), as their enum values.
@@ -65,6 +66,7 @@ _NAMED_OPTIONS = {
     "cpu_weights": {"auto": 0, "f32": 1, "bf16": 2, "f16": 3, "bf16-dot": 4},
     "cpu_kv": {"f32": 0, "bf16": 1},
     "kv_read": {"always": 0, "auto": 1},
+    "async_scheduling": {"auto": 0, "off": 1, "on": 2},
 }
 
 
@@ -251,7 +253,10 @@ class LLM(_Closing):
              documents' tokens a probe of layers 0-1 finds most changed by context, recomputed),
              doc_context ("alone" or 0, the default; "preamble" or 1: the documents after the first are
              computed after document 0 and cached under it; README "Documents encoded after the
-             preamble"; a request's "doc_context": "alone" | "preamble" overrides)
+             preamble"; a request's "doc_context": "alone" | "preamble" overrides),
+             async_scheduling ("auto" or 0, the default: on with CUDA; "off" 1; "on" 2: the engine
+             queues the next greedy decode step before reading this one's tokens back; README
+             "Async scheduling")
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.

@@ -32,6 +32,16 @@
 /* k_pos value meaning "store this token's K unrotated" (mepic documents). */
 #define LA_POS_UNROTATED INT32_MIN
 
+/* A token id < 0 in la_batch.tokens, on a backend with argmax_begin: the token that the
+ * most recent argmax_begin before this batch's batch_begin chose for its row `row`
+ * (0-based), whether or not argmax_end read it back since. Refused by batch_begin
+ * (LA_ERR_INVALID_ARG, at batch_begin or embed) when that argmax had no such row, or when
+ * another readback (to_host, argmax_to_host, kv_deviation) came after it. The engine's async
+ * scheduling (engine/step.c) packs decode step t + 1 while step t runs, each request's new
+ * token being step t's. */
+#define LA_TOKEN_PREV(row) (-(int32_t)(row) - 1)
+#define LA_TOKEN_PREV_ROW(token) (-((token) + 1))
+
 /* One KV block as one sequence's attention sees it.
  *
  *   block_id  physical block in the pool
@@ -242,6 +252,15 @@ typedef struct la_backend_ops {
      * Saves copying n_rows x vocab logits to the host (16 MB per step at batch 32 for
      * Llama-3's 128256-token vocabulary). */
     la_status (*argmax_to_host)(la_backend *be, const la_act *x, int32_t *ids, la_err *err);
+    /* Optional, both or neither (NULL: no async scheduling). argmax_begin queues what
+     * argmax_to_host computes and returns without waiting for it: the ids stay where x lives
+     * for the next batch's LA_TOKEN_PREV tokens. argmax_end waits for the oldest argmax_begin
+     * not yet ended and copies its ids out: ids host int32 [n], n its x->n_rows (else
+     * LA_ERR_INTERNAL). At most two may be pending (LA_ERR_INTERNAL for a third; the engine
+     * has one step in flight while it queues the next). Errors of the step's operations may
+     * surface in argmax_end. */
+    la_status (*argmax_begin)(la_backend *be, const la_act *x, la_err *err);
+    la_status (*argmax_end)(la_backend *be, int32_t *ids, int32_t n, la_err *err);
 
     /* BlockAttention's per-request copy: for every layer, copy slots [0, n_valid) of block
      * src to block dst and rotate the copied keys by delta positions (R(Δ)R(i)k = R(i+Δ)k).

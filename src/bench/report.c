@@ -311,7 +311,9 @@ cJSON *la_bench_definitions_json(bool http) {
     cJSON_AddStringToObject(
         d, "engine_steps",
         "(in-process engine only) the measured requests' engine steps (la_engine_stats between two "
-        "snapshots): steps computed, decode_steps (every sequence one decode row), rows_per_step; "
+        "snapshots): steps computed, decode_steps (every sequence one decode row), async_steps (of "
+        "those, queued before the step ahead was read back: async scheduling), rows_dropped (rows "
+        "such steps computed for requests that had stopped), rows_per_step; "
         "wall_ms_per_step = the run's wall time / steps (idle time included); ms_per_step = "
         "schedule / forward / after averaged over every step, batch_begin = the backend's host "
         "setup, a part of forward; decode_* = averages over the decode steps (null without any)");

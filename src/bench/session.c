@@ -31,7 +31,7 @@ static la_status make_engine(const la_bench_session_opts *o, const la_bench_poin
 }
 
 /* The engine's steps between two snapshots of its stats (a before b), over wall_ms:
- *   {"steps", "decode_steps", "rows_per_step", "wall_ms_per_step",
+ *   {"steps", "decode_steps", "async_steps", "rows_dropped", "rows_per_step", "wall_ms_per_step",
  *    "ms_per_step": {"schedule", "forward", "batch_begin", "after"}, "decode_step_ms",
  *    "decode_forward_ms_per_step", "decode_batch_begin_ms_per_step"}
  * (la_engine_stats: schedule = intake, admission and packing; forward = the backend's batch
@@ -44,6 +44,8 @@ static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "steps", (double)n);
     cJSON_AddNumberToObject(j, "decode_steps", (double)nd);
+    cJSON_AddNumberToObject(j, "async_steps", (double)(b->steps_async - a->steps_async));
+    cJSON_AddNumberToObject(j, "rows_dropped", (double)(b->rows_dropped - a->rows_dropped));
     cJSON_AddNumberToObject(j, "rows_per_step", (double)(b->step_rows - a->step_rows) / (double)n);
     cJSON_AddNumberToObject(j, "wall_ms_per_step", wall_ms / (double)n);
     cJSON *ms = cJSON_AddObjectToObject(j, "ms_per_step");

@@ -54,6 +54,7 @@ static void usage(FILE *f) {
             "      --block-size B       KV block size in tokens (16)\n"
             "      --max-batch-tokens N tokens per engine step (0: 1024 on the CPU, 8192 on a\n"
             "                           GPU of 70 GiB or more, else 2048; at least --max-running)\n"
+            LA_CLI_ASYNC_USAGE
             "      --max-running N      requests in prefill/decode at once (64)\n"
             "      --max-queue N        waiting requests before 429 (256)\n"
             "      --max-docs N         documents per request (128)\n"
@@ -148,6 +149,7 @@ int la_cli_serve(int argc, char **argv) {
         {"cpu-kv", required_argument, 0, LA_CLI_OPT_CPU_KV},
         {"device", required_argument, 0, LA_CLI_OPT_DEVICE},
         {"max-batch-tokens", required_argument, 0, LA_CLI_OPT_MAX_BATCH_TOKENS},
+        {"async-scheduling", required_argument, 0, LA_CLI_OPT_ASYNC},
         {"max-queue", required_argument, 0, LA_CLI_OPT_MAX_QUEUE},
         {"max-running", required_argument, 0, LA_CLI_OPT_MAX_RUNNING},
         {"max-docs", required_argument, 0, LA_CLI_OPT_MAX_DOCS},

@@ -84,6 +84,13 @@ static la_cli_flag store_flag(int c, const char *arg, la_engine_options *eo, la_
         if (c == LA_CLI_OPT_KV_DIR) eo->kv_dir = arg;
         else eo->kv_secret_file = arg;
         return LA_CLI_FLAG_SET;
+    case LA_CLI_OPT_ASYNC:
+        if (strcmp(arg, "auto") && strcmp(arg, "on") && strcmp(arg, "off")) {
+            la_err_set(err, LA_ERR_INVALID_ARG, "--async-scheduling: '%s' is not one of auto, on, off", arg);
+            return LA_CLI_FLAG_BAD_VALUE;
+        }
+        eo->async_scheduling = !strcmp(arg, "on") ? LA_ASYNC_ON : !strcmp(arg, "off") ? LA_ASYNC_OFF : LA_ASYNC_AUTO;
+        return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_KV_READ:
         if (strcmp(arg, "auto") && strcmp(arg, "always")) {
             la_err_set(err, LA_ERR_INVALID_ARG, "--kv-read: '%s' is not one of auto, always", arg);

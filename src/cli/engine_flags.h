@@ -39,7 +39,13 @@ enum {
     LA_CLI_OPT_KV_READ,         /* --kv-read auto|always  when a lower tier's record is read */
     LA_CLI_OPT_RECOMPUTE_RATIO, /* --recompute-ratio R  selected recovery (run, serve) */
     LA_CLI_OPT_DOC_CONTEXT,     /* --doc-context alone|preamble (run, serve) */
+    LA_CLI_OPT_ASYNC,           /* --async-scheduling auto|on|off (serve, bench) */
 };
+
+/* The --async-scheduling line of a command's --help. */
+#define LA_CLI_ASYNC_USAGE                                                                         \
+    "      --async-scheduling M auto (default: on with CUDA), on or off: queue the next decode\n"  \
+    "                           step before reading this one's tokens back (README)\n"
 
 /* The --cpu-weights line of a command's --help. */
 #define LA_CLI_CPU_WEIGHTS_USAGE                                                                  \

@@ -121,6 +121,8 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
     if (o->n_threads > LA_MAX_THREADS)
         return la_err_set(err, LA_ERR_INVALID_ARG, "n_threads=%d must be at most %d (0: the physical cores)",
                           (int)o->n_threads, LA_MAX_THREADS);
+    if ((unsigned)o->async_scheduling >= LA_ASYNC_COUNT)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown async_scheduling %d", (int)o->async_scheduling);
     if ((unsigned)o->kv_read >= LA_KV_READ_COUNT)
         return la_err_set(err, LA_ERR_INVALID_ARG, "engine: unknown kv_read %d", (int)o->kv_read);
     if (o->max_batch_tokens < 0 || o->max_running < 1 || o->max_queue < 1 || o->max_docs < 0)
@@ -191,7 +193,9 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
     e->opts.model_dir = e->model_dir;
     e->opts.random_weights = e->opts.tokenizer_dir = NULL; /* borrowed: not kept */
     e->builder = calloc(1, sizeof *e->builder);
-    la_status s = e->model_name && e->builder ? LA_OK : la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
+    e->spare = calloc(1, sizeof *e->spare);
+    la_status s = e->model_name && e->builder && e->spare ? LA_OK
+                                                         : la_err_set(err, LA_ERR_NO_MEMORY, "engine: out of memory");
     const char *tok_dir = o->tokenizer_dir ? o->tokenizer_dir : o->model_dir;
     if (o->random_weights) {
         if (s == LA_OK) s = la_model_config_preset(o->random_weights, &e->cfg, err);
@@ -241,6 +245,15 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
     if (s == LA_OK) {
         e->opts.max_batch_tokens = default_budget(e, o);
         e->stats.max_batch_tokens = e->opts.max_batch_tokens;
+        /* async scheduling: AUTO where steps run apart from the host (a backend that queues
+         * its work: ops->synchronize) */
+        const bool can = e->be->ops->argmax_begin && e->be->ops->argmax_end;
+        if (o->async_scheduling == LA_ASYNC_ON && !can)
+            s = la_err_set(err, LA_ERR_UNSUPPORTED, "async_scheduling on: the %s backend cannot queue an argmax",
+                           e->be->ops->name);
+        e->async_on = can && (o->async_scheduling == LA_ASYNC_ON ||
+                              (o->async_scheduling == LA_ASYNC_AUTO && e->be->ops->synchronize));
+        e->stats.async_scheduling = e->async_on;
     }
     if (s == LA_OK) s = la_doc_store_create(e, &e->docs, err);
     if (s == LA_OK) la_doc_store_get_stats(e->docs, &e->store_stats); /* which tiers exist, before a step */
@@ -565,6 +578,7 @@ la_status la_engine_check(la_engine *e, la_err *err) {
 
 void la_engine_destroy(la_engine *e) {
     if (!e) return;
+    la_engine_drain_async(e); /* a step queued ahead ends before its requests and blocks go */
     if (e->docs) la_doc_store_flush(e->docs); /* copies in flight write into jobs' blocks */
     if (e->pool) {
         uint64_t *cancels;
@@ -589,6 +603,9 @@ void la_engine_destroy(la_engine *e) {
     }
     if (e->builder) la_batch_builder_free(e->builder);
     free(e->builder);
+    if (e->spare) la_batch_builder_free(e->spare);
+    free(e->spare);
+    free(e->ids);
     la_doc_store_destroy(e->docs);
     la_kv_pool_destroy(e->pool);
     la_backend_destroy(e->be);

@@ -91,10 +91,18 @@ struct la_engine {
     int64_t timing_steps; /* steps the KV store's prefill rate could time (engine.c) */
     struct la_batch_builder *builder; /* the step's batch (scheduler.h), kept from step to
                                          step so that its arrays are not allocated anew */
+    /* async scheduling (step.c): whether it is on, the step queued on the device whose
+     * tokens are not read back yet (NULL: none), the other builder */
+    bool async_on;
+    struct la_batch_builder *ahead, *spare; /* ahead: NULL or spare (the other is builder) */
+    int32_t *ids;                           /* token ids read back, [cap_ids] */
+    int64_t cap_ids;
     struct la_step_time { /* engine.c's step_locked; published by la_scheduler_refresh_stats */
         int64_t computed, decode, rows;
         double schedule_ms, forward_ms, decode_forward_ms, decode_ms, after_ms;
         double begin_ms, decode_begin_ms; /* of forward_ms, decode_forward_ms: batch_begin's */
+        int64_t async, dropped;
+        int64_t ahead_no_space; /* steps not packed ahead for want of a tail block (tests) */
     } step_time;
     int64_t fail_forward_in; /* tests: forwards until an injected failure (0: none) */
 };
@@ -108,6 +116,10 @@ void la_engine_set_submit_hook(la_engine *e, void (*fn)(la_engine *e, void *user
  * (LA_ERR_BACKEND, nothing computed), through the same recovery (la_scheduler_fail_step);
  * 0: none. Call between steps. */
 void la_engine_fail_forward_in(la_engine *e, int64_t nth);
+
+/* Wait for the step async scheduling queued ahead, if any, and drop its tokens (step.c;
+ * engine shutdown). */
+void la_engine_drain_async(la_engine *e);
 
 /* The default token budget per step (la_engine_options.max_batch_tokens 0): vLLM's for its
  * OpenAI server (vllm/engine/arg_utils.py), 8192 on a GPU of 70 GiB or more and 2048 on a

@@ -155,8 +155,12 @@ static la_status logit_row_batch(la_backend *be, const la_batch *b, la_err *err)
     return st;
 }
 
-/* The forward pass; the step's result goes to logits (f32, to_host) or, when ids is not
- * NULL, to ids (greedy token ids, argmax_to_host).
+/* How run_layers hands the step's result over: logits (to_host), ids (argmax_to_host), or
+ * queued for la_forward_argmax_end (argmax_begin). */
+typedef enum fwd_out { FWD_LOGITS, FWD_IDS, FWD_QUEUE } fwd_out;
+
+/* The forward pass; the step's result goes to logits (f32, to_host), to ids (greedy token
+ * ids, argmax_to_host) or to the backend's queue (argmax_begin), by out.
  *
  * Unless every row is a logit row in order (a decode step), the last layer computes K and
  * V for every row (later steps attend to them) and the rest for the logit rows alone:
@@ -167,8 +171,8 @@ static la_status logit_row_batch(la_backend *be, const la_batch *b, la_err *err)
  * values are the same computation on fewer rows (a GEMM of another row count may round
  * differently in its last bit). At 8K tokens this skips 3.0% of the FLOPs of a Llama-3-8B prefill
  * (bench_gpu.c prefill_flops: 4.0 of 131.9 TFLOP). */
-static la_status run_layers(la_backend *be, const la_batch *b, fwd_tail t, fwd_acts *a, float *logits, int32_t *ids,
-                            la_err *err) {
+static la_status run_layers(la_backend *be, const la_batch *b, fwd_tail t, fwd_acts *a, fwd_out out, float *logits,
+                            int32_t *ids, la_err *err) {
     const la_backend_ops *op = be->ops;
     const int32_t n_layers = be->shape.n_layers, last = n_layers - 1;
     const bool every_row = t.every_row, rows_attn = t.rows_attn;
@@ -217,11 +221,13 @@ static la_status run_layers(la_backend *be, const la_batch *b, fwd_tail t, fwd_a
         LA_TRY(add_rmsnorm(be, &a->last, &a->last_h, LA_W_FINAL_NORM, 0, &a->last_norm, err));
     }
     LA_TRY(op->matmul(be, &a->last_norm, LA_W_LM_HEAD, 0, &a->logits, err));
-    if (ids) return op->argmax_to_host(be, &a->logits, ids, err);
+    if (out == FWD_QUEUE) return op->argmax_begin(be, &a->logits, err);
+    if (out == FWD_IDS) return op->argmax_to_host(be, &a->logits, ids, err);
     return op->to_host(be, &a->logits, logits, err);
 }
 
-static la_status forward(la_backend *be, const la_batch *batch, float *logits, int32_t *ids, la_err *err) {
+static la_status forward(la_backend *be, const la_batch *batch, fwd_out out, float *logits, int32_t *ids,
+                         la_err *err) {
     if (batch->n_tokens <= 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "forward: empty batch");
     if (be->shape.n_layers < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "forward: a model without layers");
@@ -231,19 +237,32 @@ static la_status forward(la_backend *be, const la_batch *batch, float *logits, i
     fwd_acts a = {0};
     be->batch_begin_ms = 0;
     la_status s = alloc_acts(be, batch, t, &a, err);
-    if (s == LA_OK) s = run_layers(be, batch, t, &a, logits, ids, err);
+    if (s == LA_OK) s = run_layers(be, batch, t, &a, out, logits, ids, err);
     free_acts(be, &a);
     return s;
 }
 
 la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_err *err) {
-    return forward(be, batch, logits, NULL, err);
+    return forward(be, batch, FWD_LOGITS, logits, NULL, err);
 }
 
 la_status la_forward_argmax(la_backend *be, const la_batch *batch, int32_t *ids, la_err *err) {
     if (!be->ops->argmax_to_host)
         return la_err_set(err, LA_ERR_UNSUPPORTED, "forward: the %s backend has no argmax", be->ops->name);
-    return forward(be, batch, NULL, ids, err);
+    return forward(be, batch, FWD_IDS, NULL, ids, err);
+}
+
+la_status la_forward_argmax_begin(la_backend *be, const la_batch *batch, la_err *err) {
+    if (!be->ops->argmax_begin || !be->ops->argmax_end)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "forward: the %s backend has no queued argmax", be->ops->name);
+    if (batch->n_logit_rows <= 0) return la_err_set(err, LA_ERR_INVALID_ARG, "forward: a queued argmax without logit rows");
+    return forward(be, batch, FWD_QUEUE, NULL, NULL, err);
+}
+
+la_status la_forward_argmax_end(la_backend *be, int32_t *ids, int32_t n, la_err *err) {
+    if (!be->ops->argmax_end)
+        return la_err_set(err, LA_ERR_UNSUPPORTED, "forward: the %s backend has no queued argmax", be->ops->name);
+    return be->ops->argmax_end(be, ids, n, err);
 }
 
 la_status la_forward_probe(la_backend *be, const la_batch *batch, float *dev, la_err *err) {

@@ -30,6 +30,15 @@ la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_er
  * Errors: as la_forward; LA_ERR_UNSUPPORTED when the backend has no argmax_to_host. */
 la_status la_forward_argmax(la_backend *be, const la_batch *batch, int32_t *ids, la_err *err);
 
+/* la_forward_argmax in two halves, for a backend with argmax_begin (else LA_ERR_UNSUPPORTED):
+ * _begin queues the step and its argmax and returns without waiting; the next batch may
+ * take its tokens as LA_TOKEN_PREV (backend.h); _end waits for the oldest step begun and not
+ * yet ended and copies its ids out (ids [n] int32 host memory, n = that batch's
+ * n_logit_rows). Errors: as la_forward_argmax, split between the halves (an error of the
+ * step's kernels may surface in _end). */
+la_status la_forward_argmax_begin(la_backend *be, const la_batch *batch, la_err *err);
+la_status la_forward_argmax_end(la_backend *be, int32_t *ids, int32_t n, la_err *err);
+
 /* Selected recovery's probe (kv/plan.h; CacheBlend, EuroSys 2025 §4): layer 0 of batch's
  * rows in context (their attention over the batch's blocks, no K/V written: the pool already
  * holds what they would write, since layer 0's K and V depend on the token alone, up to the

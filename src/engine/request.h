@@ -82,6 +82,8 @@ typedef struct la_request {
     float *probe_dev;   /* selected recovery: the deviations probed so far (engine/recovery.h) */
     int64_t probe_done; /* of the later documents' tokens (flat), how many are probed */
     int32_t n_generated;
+    int32_t ahead_seq;  /* async scheduling: its sequence in the step packed ahead
+                           (la_scheduler_pack_ahead; checked against that step's packed[]) */
 
     /* output */
     size_t stop_from;   /* stop strings are looked for from here (min_tokens) */

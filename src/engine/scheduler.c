@@ -463,6 +463,63 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
     return LA_OK;
 }
 
+/* ============================================================ async scheduling ====== */
+
+bool la_scheduler_can_pack_ahead(la_engine *e, const la_batch_builder *cur) {
+    if (!e->async_on || cur->n_packed == 0 || cur->n_logits != cur->n_packed || e->fail_forward_in > 0 ||
+        e->waiting_head || e->jobs_head || la_doc_store_busy(e->docs))
+        return false;
+    int64_t n_running = 0;
+    for (la_request *r = e->running_head; r; r = r->next) {
+        if (r->state != LA_REQ_DECODE) return false;
+        n_running++;
+    }
+    int64_t n_live = 0; /* cur's rows of requests that stopped before it are dropped */
+    for (int64_t i = 0; i < cur->n_packed; i++) {
+        const la_packed_seq *ps = &cur->packed[i];
+        if (ps->kind == LA_SEQ_DROPPED) continue;
+        if (ps->kind != LA_SEQ_DECODE || ps->logit_index < 0 || la_request_needs_logits(ps->r)) return false;
+        n_live++;
+    }
+    if (n_running != n_live) return false;
+    pthread_mutex_lock(&e->mu);
+    const bool quiet = !e->inbox_head && e->n_cancel == 0 && e->resets_asked == e->resets_done;
+    pthread_mutex_unlock(&e->mu);
+    return quiet;
+}
+
+la_status la_scheduler_pack_ahead(la_engine *e, const la_batch_builder *cur, la_batch_builder *next, la_err *err) {
+    la_batch_builder_reset(next);
+    for (int64_t i = 0; i < cur->n_packed; i++) {
+        const la_packed_seq *ps = &cur->packed[i];
+        la_request *r = ps->r;
+        if (ps->kind == LA_SEQ_DROPPED) continue;
+        /* cur's token ends r by length (la_request_accept_token's rule): no row */
+        if (r->n_generated + 1 >= r->sampling.max_tokens || r->plan.tail_start + r->n_tail + 1 >= e->max_context)
+            continue;
+        const int32_t t = r->n_computed + 1; /* cur computes tail token n_computed */
+        LA_TRY(la_plan_reserve_tail(&r->plan, e->pool, t + 1, err));
+        const int32_t row0 = (int32_t)next->n_rows, block0 = (int32_t)next->n_blocks, p = r->plan.tail_start + t;
+        if (add_row(next, LA_TOKEN_PREV(ps->logit_index), p, p, la_plan_tail_slot(&r->plan, t)) != LA_OK ||
+            reserve_blocks(next, la_plan_view_size(&r->plan, t + 1)) != LA_OK)
+            return la_err_set(err, LA_ERR_NO_MEMORY, "async scheduling: out of memory");
+        next->n_blocks += la_plan_tail_view(&r->plan, t + 1, next->blocks + next->n_blocks);
+        r->ahead_seq = (int32_t)next->n_packed;
+        la_packed_seq nps = {.kind = LA_SEQ_DECODE, .r = r, .n_rows = 1};
+        if (add_seq(next, nps, row0, block0, true) != LA_OK)
+            return la_err_set(err, LA_ERR_NO_MEMORY, "async scheduling: out of memory");
+    }
+    return LA_OK;
+}
+
+/* r is leaving the running requests: its row in the step packed ahead, if any, is dropped. */
+static void drop_ahead(la_batch_builder *next, const la_request *r) {
+    if (next && r->ahead_seq >= 0 && r->ahead_seq < next->n_packed && next->packed[r->ahead_seq].r == r) {
+        next->packed[r->ahead_seq].kind = LA_SEQ_DROPPED;
+        next->packed[r->ahead_seq].r = NULL;
+    }
+}
+
 /* ============================================================ step =================== */
 
 void la_scheduler_intake(la_engine *e, uint64_t **cancels, int32_t *n_cancels) {
@@ -512,6 +569,8 @@ void la_scheduler_refresh_stats(la_engine *e) {
     e->stats.step_after_s = tm->after_ms / 1e3;
     e->stats.step_batch_begin_s = tm->begin_ms / 1e3;
     e->stats.step_decode_batch_begin_s = tm->decode_begin_ms / 1e3;
+    e->stats.steps_async = tm->async;
+    e->stats.rows_dropped = tm->dropped;
     e->store_stats = ss;
     e->store_busy = store_busy;
     e->jobs_left = jobs_left;
@@ -611,13 +670,14 @@ bool la_scheduler_step_is_greedy(const la_engine *e, const la_batch_builder *b) 
  * token, and take theirs from the same logits row), the tokens chosen in parallel
  * (token_choice.h), then each accepted in order (events, stop rules, finishing). */
 void la_scheduler_complete_step(la_engine *e, la_batch_builder *b, const float *logits,
-                                const int32_t *ids) {
+                                const int32_t *ids, la_batch_builder *next) {
     int32_t V = e->cfg.vocab_size;
     int64_t cap = b->n_logits + 1;
     la_choice_task *tasks = malloc(sizeof *tasks * (size_t)cap);
     int64_t n = 0;
     for (int64_t i = 0; i < b->n_packed; i++) {
         la_packed_seq *ps = &b->packed[i];
+        if (ps->kind == LA_SEQ_DROPPED) continue;
         if (ps->kind == LA_SEQ_JOB) {
             ps->j->n_done += ps->n_rows;
             continue;
@@ -661,6 +721,7 @@ void la_scheduler_complete_step(la_engine *e, la_batch_builder *b, const float *
         if (tasks[i].status == LA_OK) tasks[m++] = tasks[i];
         else { /* a failed fork: choice 0 fails */
             la_request *q = tasks[i].r;
+            drop_ahead(next, q);
             la_request_list_remove(&e->running_head, &e->running_tail, q);
             la_request_finish(e, q, LA_FINISH_ERROR, tasks[i].status, tasks[i].err.msg);
         }
@@ -670,6 +731,7 @@ void la_scheduler_complete_step(la_engine *e, la_batch_builder *b, const float *
         la_finish_reason why = tasks[i].status == LA_OK ? la_request_accept_token(e, q, tasks[i].token, tasks[i].lg)
                                                        : LA_FINISH_ERROR;
         if (why == LA_FINISH_NONE) continue;
+        drop_ahead(next, q);
         la_request_list_remove(&e->running_head, &e->running_tail, q);
         if (tasks[i].status != LA_OK) la_request_finish(e, q, why, tasks[i].status, tasks[i].err.msg);
         else la_request_finish(e, q, why, why == LA_FINISH_ERROR ? q->error_status : LA_OK,

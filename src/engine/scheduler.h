@@ -15,7 +15,9 @@
 #include "lazyattn/lazyattn.h"
 
 /* What a packed sequence of the step computes. */
-typedef enum la_seq_kind { LA_SEQ_DECODE, LA_SEQ_JOB, LA_SEQ_PREFILL, LA_SEQ_RECOMPUTE } la_seq_kind;
+/* LA_SEQ_DROPPED: a decode row packed ahead (async scheduling) whose request stopped in the
+ * step before it: computed, its token dropped. */
+typedef enum la_seq_kind { LA_SEQ_DECODE, LA_SEQ_JOB, LA_SEQ_PREFILL, LA_SEQ_RECOMPUTE, LA_SEQ_DROPPED } la_seq_kind;
 
 /* One sequence of the step: a request's decode row, tail prefill chunk or recovery chunk
  * (kv/plan.h), or a document job's chunk. */
@@ -64,9 +66,27 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
 /* Whether the step may take the backend's argmax instead of logits. */
 bool la_scheduler_step_is_greedy(const la_engine *e, const la_batch_builder *b);
 /* After the forward: advance jobs and requests, sample and accept tokens, retire finished
- * jobs and requests. One of logits [n_logits, vocab] and ids [n_logits] is NULL. */
+ * jobs and requests. One of logits [n_logits, vocab] and ids [n_logits] is NULL. next: the
+ * step packed ahead of b's tokens (async scheduling) or NULL; the rows it has of requests
+ * that finish here become LA_SEQ_DROPPED. */
 void la_scheduler_complete_step(la_engine *e, la_batch_builder *b, const float *logits,
-                                const int32_t *ids);
+                                const int32_t *ids, la_batch_builder *next);
+
+/* Async scheduling (step.c): whether the step after cur (packed, its tokens not read back)
+ * may be packed before they are: async scheduling is on, every sequence of cur is a decode
+ * row of a running request that decodes greedily without logits (or a dropped row), every
+ * running request is in cur, and nothing else waits for the engine (submissions, cancellations, cache resets,
+ * waiting requests, document jobs, the KV store's loads and copies, a test's injected
+ * failure). */
+bool la_scheduler_can_pack_ahead(la_engine *e, const la_batch_builder *cur);
+
+/* Pack into next (reset) the decode rows of the step after cur, before cur's tokens are
+ * read back: one row per request of cur, in cur's order, at the tail position after cur's
+ * row, its token LA_TOKEN_PREV(cur's logit row) (backend.h); a request whose token of cur
+ * ends it by length (max_tokens, the context) gets none. LA_ERR_NO_SPACE when a tail block
+ * cannot be had (nothing is preempted: the caller reads cur back first; the blocks reserved
+ * stay the requests'), LA_ERR_NO_MEMORY. */
+la_status la_scheduler_pack_ahead(la_engine *e, const la_batch_builder *cur, la_batch_builder *next, la_err *err);
 /* Retire the jobs whose every token is computed or loaded (their blocks become ready). */
 void la_scheduler_retire_jobs(la_engine *e);
 /* After a failed forward: fail the step's requests and jobs, keep everything else. */

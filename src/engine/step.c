@@ -17,6 +17,22 @@
  *
  * la_engine_step runs 4 between the scheduler's 1-3 and 5 (scheduler.c, which also
  * describes preemption).
+ *
+ * ---- Async scheduling (la_engine_options.async_scheduling) --------------------------------
+ * A step of decode rows only, every request greedy without logits and nothing else waiting
+ * (la_scheduler_can_pack_ahead), is queued on the device (la_forward_argmax_begin) and the
+ * call returns without reading its tokens back. The next call packs the step after it
+ * (la_scheduler_pack_ahead: each request's row at the next position, its token the queued
+ * step's, read on the device: LA_TOKEN_PREV), queues it too, and only then waits for the
+ * first step's tokens and runs 5 for it. So the host's packing, the backend's batch setup
+ * and the accepting of tokens of one step overlap the device's work on the step before (as
+ * in vLLM's async scheduling and SGLang's overlap scheduler). A request that stops in the
+ * step read back (eos, a stop string) has its row of the queued step computed and dropped
+ * (LA_SEQ_DROPPED); a request's last token by length gets no row ahead. Its blocks are freed
+ * when it finishes: the queued step's write into its tail runs before any later step's
+ * kernels on the device's stream, and nothing else (the KV store's copies, admissions) runs
+ * until the queued step is read back (can_pack_ahead). When the step after cannot be packed
+ * ahead, the call waits for the queued one and returns; the next call runs 1-5.
  */
 #include "lazyattn/lazyattn.h"
 
@@ -36,6 +52,20 @@
 #include "kv/block_pool.h"
 
 static la_status step_locked(la_engine *e, la_err *err);
+static la_status step_ahead(la_engine *e, la_err *err);
+
+/* LA_DEBUG_CHECKS builds: the pool's accounting after every step. */
+static void debug_check(la_engine *e) {
+#ifdef LA_DEBUG_CHECKS
+    la_err cerr;
+    if (la_engine_check(e, &cerr) != LA_OK) {
+        fprintf(stderr, "lazyattn: %s\n", cerr.msg);
+        LA_ASSERT(!"KV pool accounting check failed");
+    }
+#else
+    (void)e;
+#endif
+}
 /* Prefix-cache resets asked since the last step: the pool drops what nobody pins. */
 static void run_resets(la_engine *e) {
     pthread_mutex_lock(&e->mu);
@@ -68,8 +98,105 @@ la_status la_engine_step(la_engine *e, la_err *err) {
     la_err local = {0};
     if (!err) err = &local; /* a failed step hands its message to the requests it fails */
     pthread_mutex_lock(&e->step_mu);
-    la_status s = step_locked(e, err);
+    la_status s = e->ahead ? step_ahead(e, err) : step_locked(e, err);
     pthread_mutex_unlock(&e->step_mu);
+    return s;
+}
+
+static la_batch batch_of(const la_batch_builder *b) {
+    return (la_batch){(int32_t)b->n_rows, b->tokens, b->pos, b->kpos, b->slots, (int32_t)b->n_seqs,
+                      b->seqs, (int32_t)b->n_blocks, b->blocks, (int32_t)b->n_logits, b->logit_rows};
+}
+
+/* e->ids holds n token ids (allocated before a step is queued, so that reading one back never
+ * fails for memory). */
+static la_status reserve_ids(la_engine *e, int64_t n, la_err *err) {
+    if (n <= e->cap_ids) return LA_OK;
+    int32_t *p = realloc(e->ids, sizeof(int32_t) * (size_t)n);
+    if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory for token ids");
+    e->ids = p;
+    e->cap_ids = n;
+    return LA_OK;
+}
+
+/* Wait for the queued step b and drop its tokens (its requests stopped or failed). */
+static int64_t dropped_rows(const la_batch_builder *b);
+static void drain(la_engine *e, la_batch_builder *b) {
+    la_err ignored = {0};
+    (void)la_forward_argmax_end(e->be, e->ids, (int32_t)b->n_logits, &ignored);
+    e->step_time.dropped += dropped_rows(b);
+}
+
+void la_engine_drain_async(la_engine *e) {
+    pthread_mutex_lock(&e->step_mu);
+    if (e->ahead) {
+        drain(e, e->ahead);
+        e->ahead = NULL;
+    }
+    pthread_mutex_unlock(&e->step_mu);
+}
+
+/* The rows of b whose token is dropped (LA_SEQ_DROPPED). */
+static int64_t dropped_rows(const la_batch_builder *b) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < b->n_packed; i++) n += b->packed[i].kind == LA_SEQ_DROPPED;
+    return n;
+}
+
+/* A call with a step queued (e->ahead; top of this file): pack and queue the step after it
+ * when it may, then read the queued one back and run its step 5. */
+static la_status step_ahead(la_engine *e, la_err *err) {
+    la_err local = {0};
+    if (!err) err = &local;
+    la_batch_builder *cur = e->ahead, *next = e->builder; /* cur is e->spare */
+    const double t_begin = la_now_ms();
+    bool queued = false;
+    double begin_ms = 0, t_fwd = t_begin; /* t_fwd: packing ahead done, the forward's clock */
+    if (la_scheduler_can_pack_ahead(e, cur)) {
+        la_err perr = {0}; /* not this call's error: without the step ahead, the next call packs it */
+        la_status ps = la_scheduler_pack_ahead(e, cur, next, &perr);
+        e->step_time.ahead_no_space += ps == LA_ERR_NO_SPACE;
+        t_fwd = la_now_ms();
+        if (ps == LA_OK && next->n_rows > 0 && reserve_ids(e, next->n_logits, &perr) == LA_OK) {
+            la_batch batch = batch_of(next);
+            e->be->batch_begin_ms = 0;
+            queued = la_forward_argmax_begin(e->be, &batch, &perr) == LA_OK;
+            begin_ms = e->be->batch_begin_ms;
+        }
+    }
+    la_status s = la_forward_argmax_end(e->be, e->ids, (int32_t)cur->n_logits, err);
+    const double t1 = la_now_ms();
+    if (s == LA_OK) {
+        la_scheduler_complete_step(e, cur, NULL, e->ids, queued ? next : NULL);
+        if (queued && dropped_rows(next) == next->n_packed) { /* every request stopped: nothing to keep */
+            drain(e, next);
+            queued = false;
+        }
+        struct la_step_time *tm = &e->step_time;
+        const double t2 = la_now_ms();
+        tm->computed++;
+        tm->decode++;
+        tm->async++;
+        tm->dropped += dropped_rows(cur);
+        tm->rows += cur->n_rows;
+        tm->schedule_ms += t_fwd - t_begin;
+        tm->forward_ms += t1 - t_fwd;
+        tm->begin_ms += begin_ms;
+        tm->after_ms += t2 - t1;
+        tm->decode_forward_ms += t1 - t_fwd;
+        tm->decode_begin_ms += begin_ms;
+        tm->decode_ms += t2 - t_begin;
+    } else {
+        if (queued) drain(e, next); /* the same requests: they fail below */
+        queued = false;
+        la_scheduler_fail_step(e, cur, err);
+    }
+    la_batch_builder_reset(cur);
+    e->builder = cur; /* free again */
+    e->spare = next;
+    e->ahead = queued ? next : NULL;
+    la_scheduler_refresh_stats(e);
+    debug_check(e);
     return s;
 }
 
@@ -99,6 +226,29 @@ static la_status step_locked(la_engine *e, la_err *err) {
     float *logits = NULL;
     int32_t *ids = NULL;
     la_status s = la_scheduler_pack_step(e, b, err);
+    la_err rerr = {0}; /* without the ids buffer the step runs as without async scheduling */
+    if (s == LA_OK && b->n_rows > 0 && la_scheduler_can_pack_ahead(e, b) && reserve_ids(e, b->n_logits, &rerr) == LA_OK) {
+        /* async scheduling: queue it; the next call packs the step after it, then reads it */
+        const double t_fwd = la_now_ms();
+        la_batch batch = batch_of(b);
+        e->be->batch_begin_ms = 0;
+        s = la_forward_argmax_begin(e->be, &batch, err);
+        if (s == LA_OK) {
+            struct la_step_time *tm = &e->step_time; /* its forward and after: the next call's */
+            tm->schedule_ms += t_fwd - t_begin;
+            tm->begin_ms += e->be->batch_begin_ms;
+            tm->decode_begin_ms += e->be->batch_begin_ms;
+            tm->decode_ms += la_now_ms() - t_begin;
+            e->ahead = b;
+            e->builder = e->spare;
+            e->spare = b;
+        } else {
+            la_scheduler_fail_step(e, b, err);
+        }
+        la_scheduler_refresh_stats(e);
+        debug_check(e);
+        return s;
+    }
     if (s == LA_OK && b->n_rows > 0) {
         size_t n_logits = (size_t)(b->n_logits ? b->n_logits : 1);
         bool greedy = la_scheduler_step_is_greedy(e, b);
@@ -127,7 +277,7 @@ static la_status step_locked(la_engine *e, la_err *err) {
         if (s == LA_OK && timed) la_doc_store_note_step(e->docs, b->n_rows, la_now_ms() - t0);
         const double t1 = la_now_ms();
         if (s == LA_OK) {
-            la_scheduler_complete_step(e, b, logits, ids);
+            la_scheduler_complete_step(e, b, logits, ids, NULL);
             struct la_step_time *tm = &e->step_time; /* engine thread only */
             const bool dec = decode_only(b);
             const double t2 = la_now_ms();
@@ -154,13 +304,7 @@ static la_status step_locked(la_engine *e, la_err *err) {
     /* nothing to compute while documents load: wait for the I/O instead of spinning */
     if (idle && s == LA_OK && la_doc_store_busy(e->docs)) usleep(200);
     la_scheduler_refresh_stats(e);
-#ifdef LA_DEBUG_CHECKS
-    la_err cerr;
-    if (la_engine_check(e, &cerr) != LA_OK) {
-        fprintf(stderr, "lazyattn: %s\n", cerr.msg);
-        LA_ASSERT(!"KV pool accounting check failed");
-    }
-#endif
+    debug_check(e);
     return s;
 }
 

@@ -193,7 +193,7 @@ Test(cuda_forward, tiny_mistral_logits_match_cpu) { forward_vs_cpu("tiny-mistral
 
 /* ============================================================ engine, methods ======== */
 
-static la_engine *gpu_engine(const char *model, la_device dev) {
+static la_engine *gpu_engine_async(const char *model, la_device dev, la_async_scheduling async) {
     char dir[512];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/models/%s", LA_SOURCE_DIR, model);
     la_engine_options o;
@@ -203,11 +203,14 @@ static la_engine *gpu_engine(const char *model, la_device dev) {
     o.kv_blocks = 2048;
     o.block_size = 16;
     o.n_threads = 2;
+    o.async_scheduling = async;
     la_engine *e = NULL;
     la_err err = {0};
     LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
     return e;
 }
+
+static la_engine *gpu_engine(const char *model, la_device dev) { return gpu_engine_async(model, dev, LA_ASYNC_AUTO); }
 
 typedef struct docset {
     int32_t n;
@@ -920,6 +923,62 @@ Test(cuda_forward, gpu_engine_graphs_match_eager) {
         }
     }
     for (int i = 0; i < 6; i++) la_test_gen_free(&gen[i]);
+    free(gen);
+    free_docs(&d);
+    la_engine_destroy(e[0]);
+    la_engine_destroy(e[1]);
+}
+
+/* Async scheduling on the GPU (engine/step.c): eight concurrent greedy lazy requests finishing
+ * at different lengths, the decode batch shrinking from 8 to 1, and one ending at eos where the
+ * model says so: each decode step after the first is queued before the step ahead of it is
+ * read back, its tokens read on the device (LA_TOKEN_PREV) through graph capture and replay.
+ * The same tokens as with async scheduling off, and AUTO is on with CUDA. */
+Test(cuda_forward, gpu_engine_async_scheduling_matches_off) {
+    if (!la_test_have_gpu()) return;
+    la_engine *e[2] = {gpu_engine_async("tiny-f32-tied", LA_DEVICE_CUDA, LA_ASYNC_OFF),
+                       gpu_engine("tiny-f32-tied", LA_DEVICE_CUDA)};
+    enum { R = 8 };
+    const int32_t lens[3] = {40, 130, 7};
+    docset d = make_docs(3, lens);
+    la_test_gen *gen = calloc(2 * R, sizeof *gen);
+    for (int i = 0; i < 2; i++) {
+        for (int r = 0; r < R; r++) {
+            la_segment segs[3];
+            for (int k = 0; k < 3; k++)
+                segs[k] = (la_segment){.ids = d.ids[(k + r) % 3], .n_ids = d.len[(k + r) % 3]};
+            int32_t q[5] = {11 + r, 12, 13, 14, 15};
+            la_request_params rp = la_test_segs_params(LA_METHOD_LAZY, segs, 3, (la_segment){.ids = q, .n_ids = 5},
+                                                       NULL, -1, -1.0f, 6 + 5 * r);
+            rp.sampling.ignore_eos = r != 3;
+            rp.return_logits = false;
+            rp.on_event = la_test_on_event;
+            rp.user = &gen[i * R + r];
+            la_err err = {0};
+            LA_CHECK_OK(la_engine_submit(e[i], &rp, NULL, &err), err);
+        }
+        la_err err = {0};
+        LA_CHECK_OK(la_engine_run(e[i], &err), err);
+    }
+    for (int r = 0; r < R; r++) {
+        const la_test_gen *a = &gen[r], *b = &gen[R + r];
+        cr_assert(a->done && b->done && a->finish != LA_FINISH_ERROR && b->finish != LA_FINISH_ERROR,
+                  "request %d: %s %s", r, a->error, b->error);
+        cr_assert_eq(b->finish, a->finish, "request %d", r);
+        cr_assert_eq(b->n_tokens, a->n_tokens, "request %d: %d tokens async, %d off", r, b->n_tokens, a->n_tokens);
+        for (int32_t i = 0; i < a->n_tokens; i++)
+            cr_assert_eq(b->tokens[i], a->tokens[i], "request %d step %d: %d async, %d off", r, i, b->tokens[i],
+                         a->tokens[i]);
+    }
+    la_engine_stats st[2];
+    for (int i = 0; i < 2; i++) la_engine_get_stats(e[i], &st[i]);
+    cr_assert(!st[0].async_scheduling && st[1].async_scheduling, "AUTO is on with CUDA");
+    cr_assert_eq(st[0].steps_async, 0);
+    cr_assert_gt(st[1].steps_async, 20, "steps queued ahead: %lld", (long long)st[1].steps_async);
+    cr_assert_eq(st[1].kv_blocks_pinned, 0);
+    printf("async scheduling: %lld of %lld decode steps queued ahead, %lld rows dropped\n",
+           (long long)st[1].steps_async, (long long)st[1].steps_decode, (long long)st[1].rows_dropped);
+    for (int i = 0; i < 2 * R; i++) la_test_gen_free(&gen[i]);
     free(gen);
     free_docs(&d);
     la_engine_destroy(e[0]);

@@ -205,6 +205,17 @@ static la_status cpu_batch_begin(la_backend *be, const la_batch *b, la_err *err)
         free_batch(c);
         return la_err_set(err, LA_ERR_NO_MEMORY, "cpu backend: batch metadata: out of memory");
     }
+    /* LA_TOKEN_PREV: the latest argmax_begin's ids (embed checks the rest against the vocabulary) */
+    for (int32_t t = 0; t < b->n_tokens; t++) {
+        if (c->b_tokens[t] >= 0) continue;
+        const int32_t row = LA_TOKEN_PREV_ROW(c->b_tokens[t]);
+        if (c->q_last < 0 || row >= c->q_n[c->q_last]) {
+            const int32_t tok = c->b_tokens[t];
+            free_batch(c);
+            return la_err_set(err, LA_ERR_INVALID_ARG, "token id %d at row %d: no queued argmax has row %d", tok, t, row);
+        }
+        c->b_tokens[t] = c->q_ids[c->q_last][row];
+    }
     c->batch = (la_batch){b->n_tokens, c->b_tokens, c->b_pos, c->b_kpos, c->b_slots,
                           b->n_seqs, c->b_seqs, b->n_blocks, c->b_blocks,
                           b->n_logit_rows, c->b_logit_rows};
@@ -333,6 +344,47 @@ static la_status cpu_gather_rows(la_backend *be, const la_act *x, la_act *out, l
 
 static la_status cpu_to_host(la_backend *be, const la_act *x, float *host, la_err *err) {
     memcpy(host, x->data, (size_t)(x->n_rows * x->n_cols) * sizeof(float));
+    cpu(be)->q_last = -1; /* a readback since: nothing may name the queued ids (backend.h) */
+    return LA_OK;
+}
+
+/* argmax_begin (backend.h): computed at once into the ring's next slot, with la_argmax's
+ * rule (engine/sampling.h: the lowest column of the largest value, NaN below every number). */
+static la_status cpu_argmax_begin(la_backend *be, const la_act *x, la_err *err) {
+    cpu_backend *c = cpu(be);
+    if (c->q_count == 2) return la_err_set(err, LA_ERR_INTERNAL, "argmax_begin: two already pending");
+    if (x->n_rows <= 0 || x->n_rows > INT32_MAX || x->n_cols <= 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "argmax_begin: bad shape [%lld, %lld]", (long long)x->n_rows,
+                          (long long)x->n_cols);
+    const int32_t w = (c->q_head + c->q_count) % 2, n = (int32_t)x->n_rows;
+    if (c->q_cap[w] < n) {
+        int32_t *p = realloc(c->q_ids[w], sizeof(int32_t) * (size_t)n);
+        if (!p) return la_err_set(err, LA_ERR_NO_MEMORY, "argmax_begin: out of memory");
+        c->q_ids[w] = p;
+        c->q_cap[w] = n;
+    }
+    const float *v = x->data;
+    for (int32_t r = 0; r < n; r++, v += x->n_cols) {
+        int32_t best = 0;
+        float m = isnan(v[0]) ? -INFINITY : v[0];
+        for (int64_t i = 1; i < x->n_cols; i++)
+            if (v[i] > m) m = v[best = (int32_t)i];
+        c->q_ids[w][r] = best;
+    }
+    c->q_n[w] = n;
+    c->q_last = w;
+    c->q_count++;
+    return LA_OK;
+}
+
+static la_status cpu_argmax_end(la_backend *be, int32_t *ids, int32_t n, la_err *err) {
+    cpu_backend *c = cpu(be);
+    if (c->q_count == 0) return la_err_set(err, LA_ERR_INTERNAL, "argmax_end: nothing pending");
+    const int32_t h = c->q_head;
+    if (n != c->q_n[h]) return la_err_set(err, LA_ERR_INTERNAL, "argmax_end: %d ids asked, %d queued", n, c->q_n[h]);
+    memcpy(ids, c->q_ids[h], sizeof(int32_t) * (size_t)n);
+    c->q_head = (h + 1) % 2;
+    c->q_count--;
     return LA_OK;
 }
 
@@ -641,6 +693,8 @@ static void cpu_destroy(la_backend *be) {
     free(c->k_pool);
     free(c->v_pool);
     free_batch(c);
+    free(c->q_ids[0]);
+    free(c->q_ids[1]);
     free(c->attn_mem);
     free(c->xb);
     for (int w = 0; c->scratch && w < c->n_workers; w++) free(c->scratch[w].p);
@@ -672,6 +726,8 @@ static const la_backend_ops k_cpu_ops = {
     .add_rmsnorm = cpu_add_rmsnorm,
     .gather_rows = cpu_gather_rows,
     .to_host = cpu_to_host,
+    .argmax_begin = cpu_argmax_begin,
+    .argmax_end = cpu_argmax_end,
     .kv_copy_rotate = cpu_kv_copy_rotate,
     .kv_read_slot = cpu_kv_read_slot,
     .kv_deviation = cpu_kv_deviation,
@@ -709,6 +765,7 @@ la_status la_cpu_backend_create(int n_threads, la_backend **out, la_err *err) {
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "cpu backend: out of memory");
     c->base.ops = &k_cpu_ops;
+    c->q_last = -1;
     c->base.kv_dtype = LA_DTYPE_F32;
     c->base.weight_dtype = LA_WEIGHT_DTYPE_AUTO;
     c->pool_dtype = LA_DTYPE_F32;

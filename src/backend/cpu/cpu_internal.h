@@ -65,6 +65,11 @@ typedef struct cpu_backend {
     int64_t *b_slots;
     la_batch_seq *b_seqs;
     la_attn_block *b_blocks;
+    /* argmax_begin's results (backend.h): a ring of two, q_head the oldest not ended, q_count
+     * pending; q_last the slot the latest begin wrote (LA_TOKEN_PREV reads it), -1: none */
+    int32_t *q_ids[2];
+    int32_t q_n[2], q_cap[2];
+    int32_t q_head, q_count, q_last;
 } cpu_backend;
 
 static inline cpu_backend *cpu(la_backend *be) { return (cpu_backend *)be; }

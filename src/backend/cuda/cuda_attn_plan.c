@@ -129,7 +129,9 @@ static la_status check_batch(cuda_backend *c, const la_batch *b, int64_t *rope_n
     int64_t pool_slots = c->n_blocks * c->block_size, need = 1;
     c->bad_token_row = -1;
     for (int32_t t = 0; t < b->n_tokens; t++) {
-        if (c->bad_token_row < 0 && (b->tokens[t] < 0 || b->tokens[t] >= m->vocab_size)) {
+        /* LA_TOKEN_PREV: a row of the latest queued argmax (backend.h), still in f32_dev */
+        const bool prev_ok = b->tokens[t] < 0 && LA_TOKEN_PREV_ROW(b->tokens[t]) < c->prev_ids_rows;
+        if (c->bad_token_row < 0 && !prev_ok && (b->tokens[t] < 0 || b->tokens[t] >= m->vocab_size)) {
             c->bad_token_row = t;
             c->bad_token = b->tokens[t];
         }

@@ -68,6 +68,9 @@ static la_status shape_error(la_err *err, const char *op, const la_act *a, int64
 static la_status cuda_embed(la_backend *be, la_act *x, la_err *err) {
     cuda_backend *c = cu(be);
     NEED_BATCH(c);
+    if (c->bad_token_row >= 0 && c->bad_token < 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "token id %d at row %d: no queued argmax has row %d", c->bad_token,
+                          c->bad_token_row, LA_TOKEN_PREV_ROW(c->bad_token));
     if (c->bad_token_row >= 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "token id %d outside the vocabulary [0, %d)", c->bad_token,
                           c->base.shape.vocab_size);
@@ -75,7 +78,8 @@ static la_status cuda_embed(la_backend *be, la_act *x, la_err *err) {
         return shape_error(err, "embed", x, c->n_tokens, c->base.shape.hidden_size);
     if (c->recording) return la_cu_record_op(c, OP_EMBED, 0, 0, x, NULL, err);
     prof_begin(c);
-    la_cuda_embed_params p = {x->data, c->embed, c->d_tokens, c->n_tokens, (int32_t)x->n_cols};
+    la_cuda_embed_params p = {x->data, c->embed, c->d_tokens, c->n_tokens, (int32_t)x->n_cols,
+                              (const int32_t *)c->f32_dev}; /* LA_TOKEN_PREV: checked by batch_begin */
     LA_TRY(la_cuda_embed(&p, c->stream, err));
     prof_end(c, PROF_EMBED);
     return LA_OK;
@@ -443,6 +447,7 @@ static la_status cuda_gather_rows(la_backend *be, const la_act *x, la_act *out, 
  * la_cu_reserve_readback); the caller waits. */
 static la_status to_host_queue(cuda_backend *c, const la_act *x, la_err *err) {
     size_t n = (size_t)(x->n_rows * x->n_cols);
+    c->prev_ids_rows = 0; /* the logits overwrite them */
     la_cuda_to_f32_params p = {x->data, c->f32_dev, (int64_t)n};
     LA_TRY(la_cuda_bf16_to_f32(&p, c->stream, err));
     CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream),
@@ -451,13 +456,38 @@ static la_status to_host_queue(cuda_backend *c, const la_act *x, la_err *err) {
 }
 
 /* Queue the greedy token ids of x's rows (la_cuda_argmax) into the readback buffer (as
- * int32, sized by la_cu_reserve_readback for x->n_rows floats) and their copy into the pinned
- * buffer; the caller waits. */
+ * int32, sized by la_cu_reserve_readback for x->n_rows floats); la_cu_argmax_readback copies
+ * them out. */
 static la_status argmax_queue(cuda_backend *c, const la_act *x, la_err *err) {
     la_cuda_argmax_params p = {x->data, (int32_t *)c->f32_dev, (int32_t)x->n_rows, (int32_t)x->n_cols};
     LA_TRY(la_cuda_argmax(&p, c->stream, err));
-    CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, (size_t)x->n_rows * sizeof(int32_t),
-                             cudaMemcpyDeviceToHost, c->stream), "argmax copy");
+    c->prev_ids_rows = (int32_t)x->n_rows;
+    return LA_OK;
+}
+
+la_status la_cu_argmax_readback(cuda_backend *c, int32_t n, int32_t *ids, la_err *err) {
+    const size_t bytes = (size_t)n * sizeof(int32_t);
+    if (ids) { /* read back here: not for a later LA_TOKEN_PREV (the CPU backend's rule too) */
+        c->prev_ids_rows = 0;
+        CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, bytes, cudaMemcpyDeviceToHost, c->stream), "argmax copy");
+        CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
+        memcpy(ids, c->host_pinned, bytes);
+        return LA_OK;
+    }
+    if (c->ids_count == 2) return la_err_set(err, LA_ERR_INTERNAL, "argmax_begin: two already pending");
+    const int32_t w = (c->ids_head + c->ids_count) % 2;
+    if (c->ids_cap[w] < n) { /* slot w's last copy was waited for by its argmax_end */
+        if (c->ids_host[w]) cudaFreeHost(c->ids_host[w]);
+        c->ids_host[w] = NULL;
+        c->ids_cap[w] = 0;
+        CUDA_TRY(cudaMallocHost((void **)&c->ids_host[w], bytes), "pinned ids buffer");
+        c->ids_cap[w] = n;
+    }
+    if (!c->ids_ev[w]) CUDA_TRY(cudaEventCreateWithFlags(&c->ids_ev[w], cudaEventDisableTiming), "ids event");
+    CUDA_TRY(cudaMemcpyAsync(c->ids_host[w], c->f32_dev, bytes, cudaMemcpyDeviceToHost, c->stream), "argmax copy");
+    CUDA_TRY(cudaEventRecord(c->ids_ev[w], c->stream), "ids event");
+    c->ids_n[w] = n;
+    c->ids_count++;
     return LA_OK;
 }
 
@@ -485,9 +515,34 @@ static la_status cuda_argmax_to_host(la_backend *be, const la_act *x, int32_t *i
     prof_begin(c);
     LA_TRY(la_cu_reserve_readback(c, (size_t)x->n_rows, err));
     LA_TRY(argmax_queue(c, x, err));
-    CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
-    memcpy(ids, c->host_pinned, (size_t)x->n_rows * sizeof(int32_t));
+    LA_TRY(la_cu_argmax_readback(c, (int32_t)x->n_rows, ids, err));
     prof_end(c, PROF_ARGMAX);
+    return LA_OK;
+}
+
+/* argmax_begin (backend.h): argmax_to_host's kernels and copy, queued into the ring
+ * (la_cu_argmax_readback) without a wait. */
+static la_status cuda_argmax_begin(la_backend *be, const la_act *x, la_err *err) {
+    cuda_backend *c = cu(be);
+    if (x->n_rows <= 0 || x->n_cols <= 0 || x->n_cols > INT32_MAX || x->n_rows > INT32_MAX)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "argmax: bad shape [%lld, %lld]", (long long)x->n_rows,
+                          (long long)x->n_cols);
+    if (c->ids_count == 2) return la_err_set(err, LA_ERR_INTERNAL, "argmax_begin: two already pending");
+    if (c->recording) return la_cu_graph_step_finish(c, OP_ARGMAX, x, NULL, err);
+    LA_TRY(la_cu_reserve_readback(c, (size_t)x->n_rows, err));
+    LA_TRY(argmax_queue(c, x, err));
+    return la_cu_argmax_readback(c, (int32_t)x->n_rows, NULL, err);
+}
+
+static la_status cuda_argmax_end(la_backend *be, int32_t *ids, int32_t n, la_err *err) {
+    cuda_backend *c = cu(be);
+    if (c->ids_count == 0) return la_err_set(err, LA_ERR_INTERNAL, "argmax_end: nothing pending");
+    const int32_t h = c->ids_head;
+    if (n != c->ids_n[h]) return la_err_set(err, LA_ERR_INTERNAL, "argmax_end: %d ids asked, %d queued", n, c->ids_n[h]);
+    c->ids_head = (h + 1) % 2;
+    c->ids_count--;
+    CUDA_TRY(cudaEventSynchronize(c->ids_ev[h]), "forward pass");
+    memcpy(ids, c->ids_host[h], (size_t)n * sizeof(int32_t));
     return LA_OK;
 }
 
@@ -530,6 +585,7 @@ static la_status cuda_kv_deviation(la_backend *be, int32_t layer, const la_act *
     LA_TRY(la_cu_flush_recorded(c, err));
     LA_TRY(la_cu_flush_copies(c, err));
     LA_TRY(la_cu_reserve_readback(c, (size_t)c->n_tokens, err));
+    c->prev_ids_rows = 0; /* f32_dev takes the deviations */
     la_cuda_kv_deviation_params p = {v->data, c->v_pool + (int64_t)layer * kv_slab_elems(c), c->d_slots, c->f32_dev,
                                      c->n_tokens, m->n_kv_heads, m->head_dim, c->block_size};
     LA_TRY(la_cuda_kv_deviation(&p, c->stream, err));
@@ -584,6 +640,10 @@ static void cuda_destroy(la_backend *be) {
     cuda_backend *c = cu(be);
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < 2; i++) {
+        if (c->ids_host[i]) cudaFreeHost(c->ids_host[i]);
+        if (c->ids_ev[i]) cudaEventDestroy(c->ids_ev[i]);
+    }
     la_cu_kv_copies_fini(c);
     la_cu_graph_cache_clear(c);
     free(c->recs);
@@ -643,6 +703,8 @@ static const la_backend_ops k_cuda_ops = {
     .add = cuda_add,
     .gather_rows = cuda_gather_rows,
     .to_host = cuda_to_host,
+    .argmax_begin = cuda_argmax_begin,
+    .argmax_end = cuda_argmax_end,
     .argmax_to_host = cuda_argmax_to_host,
     .add_rmsnorm = cuda_add_rmsnorm,
     .gate_up_swiglu = cuda_gate_up_swiglu,

@@ -211,10 +211,13 @@ la_status la_cu_graph_step_finish(cuda_backend *c, op_kind last, const la_act *x
     size_t n = (size_t)(last == OP_ARGMAX ? x->n_rows : x->n_rows * x->n_cols);
     c->recording = false;
     la_status s = la_cu_reserve_readback(c, n, err); /* may wait and reallocate: before any capture */
+    const bool have_readback = s == LA_OK;
     if (s == LA_OK) s = la_cu_record_op(c, last, 0, 0, x, NULL, err);
     if (s != LA_OK) {
         la_err ignored = {0};
-        (void)run_recorded(c, &ignored); /* what the eager path had queued before failing */
+        /* what the eager path had queued before failing; without the readback buffer not even
+         * that (the embed of LA_TOKEN_PREV tokens reads it): the step fails either way */
+        if (have_readback) (void)run_recorded(c, &ignored);
         c->n_recs = 0;
         c->gstats.steps_eager++;
         return s;
@@ -236,6 +239,8 @@ la_status la_cu_graph_step_finish(cuda_backend *c, op_kind last, const la_act *x
             c->gstats.capture_failures++;
         }
     }
+    /* what the recorded readback sets when it runs (argmax_queue, to_host_queue), for a replay */
+    c->prev_ids_rows = last == OP_ARGMAX ? (int32_t)x->n_rows : 0;
     if (launched) {
         c->gstats.steps_replayed++;
     } else {
@@ -244,7 +249,8 @@ la_status la_cu_graph_step_finish(cuda_backend *c, op_kind last, const la_act *x
     }
     c->n_recs = 0;
     LA_TRY(s);
+    if (last == OP_ARGMAX) return la_cu_argmax_readback(c, (int32_t)x->n_rows, host, err); /* outside the graph */
     CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
-    memcpy(host, c->host_pinned, n * 4); /* f32 or int32 */
+    memcpy(host, c->host_pinned, n * 4); /* f32 */
     return LA_OK;
 }

@@ -350,6 +350,14 @@ typedef struct cuda_backend {
     size_t cap_f32_dev;
     void *host_pinned;
     size_t cap_host_pinned;
+    /* argmax_begin (backend.h): the latest queued argmax's rows (its ids stay in f32_dev for
+     * the next batch's LA_TOKEN_PREV tokens; 0 once to_host overwrites them), and the ring of
+     * two pinned buffers the queued ids are copied to, each with the event of its copy */
+    int32_t prev_ids_rows;
+    int32_t *ids_host[2];
+    int32_t ids_cap[2], ids_n[2];
+    cudaEvent_t ids_ev[2];
+    int32_t ids_head, ids_count;
 
     /* profiling */
     bool prof;
@@ -464,6 +472,11 @@ la_status la_cu_kv_copy_poll(la_backend *be, uint64_t ticket, bool wait, bool *d
 void la_cu_kv_copies_fini(cuda_backend *c);
 la_status la_cu_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, int32_t n_valid, int32_t delta, la_err *err);
 la_status la_cu_reserve_readback(cuda_backend *c, size_t n, la_err *err);
+/* After the argmax kernel of n rows (into f32_dev) is queued: ids not NULL, copy them to the
+ * host and wait (argmax_to_host); NULL, queue their copy into the ring and return
+ * (argmax_begin; LA_ERR_INTERNAL when two are pending). They are the ids the next
+ * batch's LA_TOKEN_PREV tokens read, if queued (with ids, nothing may name them). cuda_backend.c. */
+la_status la_cu_argmax_readback(cuda_backend *c, int32_t n, int32_t *ids, la_err *err);
 
 /* cuda_attn_plan.c */
 la_status la_cu_batch_begin(la_backend *be, const la_batch *b, la_err *err);
@@ -493,6 +506,7 @@ la_status la_cu_record_op(cuda_backend *c, op_kind kind, int32_t layer, int32_t 
                           const la_act *b, la_err *err);
 la_status la_cu_flush_recorded(cuda_backend *c, la_err *err);
 void la_cu_graph_cache_clear(cuda_backend *c);
+/* host NULL with OP_ARGMAX: argmax_begin's step (its ids queued, la_cu_argmax_readback) */
 la_status la_cu_graph_step_finish(cuda_backend *c, op_kind last, const la_act *x, void *host, la_err *err);
 
 /* cuda_backend.c */

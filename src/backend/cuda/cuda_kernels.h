@@ -295,8 +295,11 @@ la_status la_cuda_kv_copy_rotate(const la_cuda_kv_copy_params *p, cudaStream_t s
 typedef struct la_cuda_embed_params {
     la_bf16_t *x;               /* out [n_tokens, n_cols] */
     const la_bf16_t *table;     /* [vocab, n_cols] */
-    const int32_t *tokens;      /* [n_tokens], already checked against vocab */
+    const int32_t *tokens;      /* [n_tokens], already checked against vocab; LA_TOKEN_PREV(r)
+                                   (backend.h): prev_ids[r] */
     int32_t n_tokens, n_cols;
+    const int32_t *prev_ids;    /* the latest queued argmax's ids (device), written by the
+                                   kernels before this one; NULL when no token names one */
 } la_cuda_embed_params;
 la_status la_cuda_embed(const la_cuda_embed_params *p, cudaStream_t stream, la_err *err);
 

@@ -270,12 +270,25 @@ la_status la_cu_reserve_readback(cuda_backend *c, size_t n, la_err *err) {
     if (bytes > c->cap_f32_dev || bytes > c->cap_host_pinned) {
         size_t cap = bytes * 2 > ((size_t)1 << 20) ? bytes * 2 : ((size_t)1 << 20);
         CUDA_TRY(cudaStreamSynchronize(c->stream), "readback buffers");
-        dev_free(c->f32_dev);
-        if (c->host_pinned) cudaFreeHost(c->host_pinned);
+        float *old = c->f32_dev;
         c->f32_dev = NULL;
+        if (c->host_pinned) cudaFreeHost(c->host_pinned);
         c->host_pinned = NULL;
         c->cap_f32_dev = c->cap_host_pinned = 0;
-        LA_TRY(dev_alloc((void **)&c->f32_dev, cap, "readback buffer", err));
+        la_status s = dev_alloc((void **)&c->f32_dev, cap, "readback buffer", err);
+        /* the latest queued argmax's ids move along: the next batch may name them (LA_TOKEN_PREV) */
+        if (s == LA_OK && old && c->prev_ids_rows > 0) {
+            cudaError_t e = cudaMemcpyAsync(c->f32_dev, old, (size_t)c->prev_ids_rows * sizeof(int32_t),
+                                            cudaMemcpyDeviceToDevice, c->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream); /* before old is freed */
+            if (e != cudaSuccess)
+                s = la_err_set(err, LA_ERR_BACKEND, "readback buffer: keeping the queued ids: %s", cudaGetErrorString(e));
+        }
+        dev_free(old);
+        if (s != LA_OK) {
+            c->prev_ids_rows = 0;
+            return s;
+        }
         CUDA_TRY(cudaMallocHost(&c->host_pinned, cap), "pinned readback buffer");
         c->cap_f32_dev = c->cap_host_pinned = cap;
     }

@@ -41,7 +41,9 @@ __device__ __forceinline__ void copy_row(la_bf16_t *dst, const la_bf16_t *src, i
 __global__ void __launch_bounds__(R_THREADS) embed_kernel(const la_cuda_embed_params p) {
     la_pdl_enter();
     const int t = blockIdx.x;
-    copy_row(p.x + (int64_t)t * p.n_cols, p.table + (int64_t)p.tokens[t] * p.n_cols, p.n_cols);
+    int32_t tok = p.tokens[t];
+    if (tok < 0) tok = p.prev_ids[LA_TOKEN_PREV_ROW(tok)]; /* the step before's argmax */
+    copy_row(p.x + (int64_t)t * p.n_cols, p.table + (int64_t)tok * p.n_cols, p.n_cols);
 }
 
 __global__ void __launch_bounds__(R_THREADS) gather_kernel(const la_cuda_gather_params p) {
