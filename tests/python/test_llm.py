@@ -36,6 +36,19 @@ def test_batched_requests_equal_one_at_a_time(lazyattn_pkg):
         assert x.token_ids and x.completion_tokens >= len(x.token_ids)
 
 
+def test_async_scheduling_gives_the_same_answers(lazyattn_pkg):
+    qs = held_out(8)
+    with lazyattn_pkg.LLM(async_scheduling="off") as a:
+        off = a.generate([chat_item(q) for q in qs])
+        assert not a.stats()["async_scheduling"] and a.stats()["steps_async"] == 0
+    with lazyattn_pkg.LLM(async_scheduling="on") as b:
+        on = b.generate([chat_item(q) for q in qs])
+        st = b.stats()
+        assert st["async_scheduling"] and st["steps_async"] > 0, st
+    for x, y in zip(off, on):
+        assert (x.text, x.token_ids, x.finish_reason) == (y.text, y.token_ids, y.finish_reason)
+
+
 def test_output_fields(llm):
     o = llm.chat(ASK, documents=DOCS, method="lazy", cache_salt="fields")[0]
     assert o.text == "Chas" and o.finish_reason == "stop" and o.method == "lazy"
@@ -230,6 +243,7 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         (dict(cpu_weights="f8"), lp.InvalidArgumentError, "'cpu_weights' must be one of 'auto', 'f32'"),
         (dict(cpu_kv="int8"), lp.InvalidArgumentError, "'cpu_kv' must be one of 'f32', 'bf16'"),
         (dict(n_threads=100000), lp.InvalidArgumentError, "n_threads=100000 must be at most 1024"),
+        (dict(async_scheduling="maybe"), lp.InvalidArgumentError, "'async_scheduling' must be one of 'auto', 'off', 'on'"),
     ]
     for kw, exc, message in cases:
         with pytest.raises(exc) as info:
