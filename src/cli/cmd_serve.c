@@ -327,10 +327,12 @@ int la_cli_serve(int argc, char **argv) {
     }
     const char *host = so.host;
     bool v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "lazyattn serve: listening on %s://%s%s%s:%d (model %s, device %s, method %s%s)\n",
+    la_engine_stats est;
+    la_engine_get_stats(e, &est);
+    fprintf(stderr, "lazyattn serve: listening on %s://%s%s%s:%d (model %s, device %s, method %s, async scheduling %s%s)\n",
             so.ssl_certfile ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "", la_server_port(srv),
             la_engine_model_name(e), la_engine_device_name(e), la_method_name(eo.method),
-            so.api_key ? ", API key required" : "");
+            est.async_scheduling ? "on" : "off", so.api_key ? ", API key required" : "");
     /* wait for a signal; the timeout only makes the wait robust where signal delivery is
      * deferred until the receiving thread makes a call (e.g. under ThreadSanitizer) */
     unsigned char sig = 0;

@@ -345,6 +345,12 @@ char *la_metrics_render(la_metrics *m, const la_engine_stats *es, const la_engin
                (double)es->n_preemptions);
     put_metric(&o, "lazyattn_engine_steps_total", "counter", "Engine scheduler steps.",
                (double)es->n_steps);
+    put_metric(&o, "lazyattn_engine_async_steps_total", "counter",
+               "Decode steps queued before the step ahead of them was read back (async scheduling).",
+               (double)es->steps_async);
+    put_metric(&o, "lazyattn_engine_rows_dropped_total", "counter",
+               "Rows of such steps whose request had stopped in the step before: computed, dropped.",
+               (double)es->rows_dropped);
     put(&o, "# HELP lazyattn_engine_step_seconds_total Seconds of the engine's computed steps, by phase "
             "(batch_begin: the backend's host setup, a part of forward).\n"
             "# TYPE lazyattn_engine_step_seconds_total counter\n"
