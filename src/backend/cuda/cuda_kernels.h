@@ -298,8 +298,10 @@ typedef struct la_cuda_embed_params {
     const int32_t *tokens;      /* [n_tokens], already checked against vocab; LA_TOKEN_PREV(r)
                                    (backend.h): prev_ids[r] */
     int32_t n_tokens, n_cols;
-    const int32_t *prev_ids;    /* the latest queued argmax's ids (device), written by the
-                                   kernels before this one; NULL when no token names one */
+    const int32_t *prev_ids;    /* the latest queued argmax's ids (device: the readback
+                                   buffer), written by the kernels before this one; read only
+                                   for LA_TOKEN_PREV tokens, which batch_begin let through only
+                                   when it holds them (it may be NULL otherwise) */
 } la_cuda_embed_params;
 la_status la_cuda_embed(const la_cuda_embed_params *p, cudaStream_t stream, la_err *err);
 
