@@ -57,6 +57,8 @@ typedef struct req_spec {
     const char *question;
     int32_t max_tokens;
     bool ignore_eos;
+    float temperature; /* 0: greedy */
+    uint64_t seed;
     char stop[16]; /* "" : none */
     const char *stop_list[1];
 } req_spec;
@@ -69,6 +71,8 @@ static void spec_params(req_spec *s, la_request_params *rp) {
     rp->method = LA_METHOD_LAZY;
     rp->sampling.max_tokens = s->max_tokens;
     rp->sampling.ignore_eos = s->ignore_eos;
+    rp->sampling.temperature = s->temperature;
+    rp->sampling.seed = s->seed;
     if (s->stop[0]) {
         s->stop_list[0] = s->stop;
         rp->sampling.stop = s->stop_list;
@@ -88,8 +92,8 @@ static void make_specs(req_spec *specs) {
     }
 }
 
-/* Submit every spec to e at once and run it to the end: got[i]. */
-static void run_all(la_engine *e, req_spec *specs, la_test_gen *got, int n) {
+/* Submit specs[0..n) to e, their events into got[i] (ids: their request ids, or NULL). */
+static void submit_all(la_engine *e, req_spec *specs, la_test_gen *got, int n, uint64_t *ids) {
     for (int i = 0; i < n; i++) {
         la_request_params rp;
         spec_params(&specs[i], &rp);
@@ -97,10 +101,24 @@ static void run_all(la_engine *e, req_spec *specs, la_test_gen *got, int n) {
         rp.on_event = la_test_on_event;
         rp.user = &got[i];
         la_err err = {0};
-        LA_CHECK_OK(la_engine_submit(e, &rp, NULL, &err), err);
+        LA_CHECK_OK(la_engine_submit(e, &rp, ids ? &ids[i] : NULL, &err), err);
     }
+}
+
+/* Submit every spec to e at once and run it to the end: got[i]. */
+static void run_all(la_engine *e, req_spec *specs, la_test_gen *got, int n) {
+    submit_all(e, specs, got, n, NULL);
     la_err err = {0};
     LA_CHECK_OK(la_engine_run(e, &err), err);
+}
+
+/* Step e until a step is queued ahead (every request decodes). */
+static void step_until_queued(la_engine *e) {
+    la_err err = {0};
+    for (int steps = 0; !e->ahead && steps < 100; steps++) {
+        LA_CHECK_OK(la_engine_step(e, &err), err);
+    }
+    cr_assert(e->ahead != NULL, "a step is queued once every request decodes");
 }
 
 static void assert_same(const la_test_gen *ref, const la_test_gen *got, int i) {
@@ -185,22 +203,9 @@ Test(async_scheduling, cancel_while_a_step_is_queued) {
     run_all(off, specs, ref, N);
     la_engine *on = engine(LA_ASYNC_ON, 4096);
     uint64_t ids[N];
-    for (int i = 0; i < N; i++) {
-        la_request_params rp;
-        spec_params(&specs[i], &rp);
-        memset(&got[i], 0, sizeof got[i]);
-        rp.on_event = la_test_on_event;
-        rp.user = &got[i];
-        la_err err = {0};
-        LA_CHECK_OK(la_engine_submit(on, &rp, &ids[i], &err), err);
-    }
+    submit_all(on, specs, got, N, ids);
+    step_until_queued(on);
     la_err err = {0};
-    int steps = 0;
-    while (!on->ahead && steps < 100) {
-        LA_CHECK_OK(la_engine_step(on, &err), err);
-        steps++;
-    }
-    cr_assert(on->ahead != NULL, "a step is queued once every request decodes");
     for (int k = 0; k < 3; k++) {
         LA_CHECK_OK(la_engine_step(on, &err), err);
     }
@@ -236,22 +241,9 @@ Test(async_scheduling, destroy_with_a_step_queued) {
     make_specs(specs);
     la_test_gen got[N];
     la_engine *on = engine(LA_ASYNC_ON, 4096);
-    for (int i = 0; i < N; i++) {
-        specs[i].ignore_eos = true;
-        specs[i].max_tokens = 30;
-        la_request_params rp;
-        spec_params(&specs[i], &rp);
-        memset(&got[i], 0, sizeof got[i]);
-        rp.on_event = la_test_on_event;
-        rp.user = &got[i];
-        la_err err = {0};
-        LA_CHECK_OK(la_engine_submit(on, &rp, NULL, &err), err);
-    }
-    la_err err = {0};
-    for (int steps = 0; !on->ahead && steps < 100; steps++) {
-        LA_CHECK_OK(la_engine_step(on, &err), err);
-    }
-    cr_assert(on->ahead != NULL);
+    for (int i = 0; i < N; i++) specs[i].ignore_eos = true, specs[i].max_tokens = 30;
+    submit_all(on, specs, got, N, NULL);
+    step_until_queued(on);
     la_engine_destroy(on);
     for (int i = 0; i < N; i++) {
         cr_assert(got[i].done && got[i].finish == LA_FINISH_CANCELLED, "request %d: finish %d", i, (int)got[i].finish);
@@ -267,20 +259,11 @@ Test(async_scheduling, only_greedy_steps_without_logits_run_ahead_and_auto_is_of
     make_specs(specs);
     la_test_gen got[4];
     for (int i = 0; i < 4; i++) {
-        la_request_params rp;
-        spec_params(&specs[i], &rp);
-        rp.sampling.ignore_eos = true;
-        rp.sampling.max_tokens = 8;
-        rp.sampling.temperature = 0.7f;
-        rp.sampling.seed = 7 + (uint64_t)i;
-        memset(&got[i], 0, sizeof got[i]);
-        rp.on_event = la_test_on_event;
-        rp.user = &got[i];
-        la_err err = {0};
-        LA_CHECK_OK(la_engine_submit(on, &rp, NULL, &err), err);
+        specs[i].ignore_eos = true, specs[i].max_tokens = 8;
+        specs[i].temperature = 0.7f, specs[i].seed = 7 + (uint64_t)i;
     }
+    run_all(on, specs, got, 4);
     la_err err = {0};
-    LA_CHECK_OK(la_engine_run(on, &err), err);
     la_engine_stats st;
     la_engine_get_stats(on, &st);
     cr_assert_eq(st.steps_async, 0);
