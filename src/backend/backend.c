@@ -1,6 +1,16 @@
-/* What every backend shares: destroy through the ops, weight shapes. The backends
- * themselves are listed in registry.c, which defines la_backend_create. */
+/* What every backend shares: destroy through the ops, weight shapes, the greedy token. The
+ * backends themselves are listed in registry.c, which defines la_backend_create. */
 #include "backend/backend.h"
+
+#include <math.h>
+
+int32_t la_argmax(const float *logits, int32_t n) {
+    int32_t best = 0;
+    float v = isnan(logits[0]) ? -INFINITY : logits[0]; /* NaN never wins (a NaN > x is false) */
+    for (int32_t i = 1; i < n; i++)
+        if (logits[i] > v) v = logits[best = i];
+    return best;
+}
 
 void la_backend_destroy(la_backend *be) {
     if (be) be->ops->destroy(be);

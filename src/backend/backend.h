@@ -132,6 +132,12 @@ typedef enum la_weight_kind {
 /* Whether kind k has one tensor per layer (else one for the model, at layer 0). */
 static inline bool la_weight_kind_per_layer(la_weight_kind k) { return k < LA_W_FINAL_NORM; }
 
+/* Index of the largest logit of logits[0, n) (lowest index on ties, as torch.argmax; NaN
+ * counts below every number, so an all-NaN row gives 0): greedy decoding's token, which
+ * every backend's argmax ops (argmax_to_host, argmax_begin) and the engine's sampler take
+ * the same way. n >= 1. backend.c. */
+int32_t la_argmax(const float *logits, int32_t n);
+
 /* Shape of weight kind k as HF stores it, [n_out, n_in] (norm weights: [1, hidden];
  * the embedding [vocab, hidden]); both 0 for an unknown kind. Shared by every backend. */
 void la_weight_shape(const la_backend_shape *shape, la_weight_kind k, int64_t *n_out, int64_t *n_in);
@@ -248,7 +254,7 @@ typedef struct la_backend_ops {
      * on the host). Greedy token ids of x's rows, computed where x lives:
      *   x: [n_rows, vocab] logits; ids: host int32 [n_rows], ids[r] = the column of the
      *   largest x[r][c], the lowest column on ties, NaN below every number (the same as
-     *   la_argmax of engine/sampling.h on to_host's values; torch.argmax on NaN-free rows).
+     *   la_argmax (above) on to_host's values; torch.argmax on NaN-free rows).
      * Saves copying n_rows x vocab logits to the host (16 MB per step at batch 32 for
      * Llama-3's 128256-token vocabulary). */
     la_status (*argmax_to_host)(la_backend *be, const la_act *x, int32_t *ids, la_err *err);

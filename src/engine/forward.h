@@ -26,7 +26,7 @@ la_status la_forward(la_backend *be, const la_batch *batch, float *logits, la_er
 /* la_forward for greedy decoding with the argmax taken by the backend (argmax_to_host; on
  * the GPU only the token ids come back to the host).
  *   ids  [batch->n_logit_rows] int32 host memory: ids[i] = the argmax of logit row i,
- *        the lowest id on ties (engine/sampling.h la_argmax)
+ *        the lowest id on ties (backend/backend.h la_argmax)
  * Errors: as la_forward; LA_ERR_UNSUPPORTED when the backend has no argmax_to_host. */
 la_status la_forward_argmax(la_backend *be, const la_batch *batch, int32_t *ids, la_err *err);
 

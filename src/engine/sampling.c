@@ -35,14 +35,6 @@ uint64_t la_rng_next(la_rng *r) {
 
 double la_rng_uniform(la_rng *r) { return (double)(la_rng_next(r) >> 11) * 0x1.0p-53; }
 
-int32_t la_argmax(const float *logits, int32_t n) {
-    int32_t best = 0;
-    float v = isnan(logits[0]) ? -INFINITY : logits[0]; /* NaN never wins (a NaN > x is false) */
-    for (int32_t i = 1; i < n; i++)
-        if (logits[i] > v) v = logits[best = i];
-    return best;
-}
-
 /* Candidate order: larger value first, lower index on ties (a stable sort's order). */
 static bool better(const float *v, int32_t a, int32_t b) {
     return v[a] > v[b] || (v[a] == v[b] && a < b);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h" /* la_argmax */
 #include "lazyattn/lazyattn.h"
 
 /* xoshiro256** (Blackman & Vigna), seeded through splitmix64. */
@@ -20,10 +21,7 @@ uint64_t la_rng_next(la_rng *r);
 /* Uniform double in [0, 1). */
 double la_rng_uniform(la_rng *r);
 
-/* Index of the largest logit (lowest index on ties, as torch.argmax; NaN counts below
- * every number, so an all-NaN row gives 0). The CUDA backend's argmax_to_host computes
- * the same on the device. */
-int32_t la_argmax(const float *logits, int32_t n);
+/* la_argmax: backend/backend.h (the backends' argmax ops compute the same). */
 
 /* Sample one token from logits[n_vocab] (f32). scratch must hold 2 * n_vocab floats'
  * worth (n_vocab floats + n_vocab int32). Greedy when temperature <= 0.

@@ -348,12 +348,11 @@ static la_status cpu_to_host(la_backend *be, const la_act *x, float *host, la_er
     return LA_OK;
 }
 
-/* argmax_begin (backend.h): computed at once into the ring's next slot, with la_argmax's
- * rule (engine/sampling.h: the lowest column of the largest value, NaN below every number). */
+/* argmax_begin (backend.h): la_argmax of each row, computed at once into the ring's next slot. */
 static la_status cpu_argmax_begin(la_backend *be, const la_act *x, la_err *err) {
     cpu_backend *c = cpu(be);
     if (c->q_count == 2) return la_err_set(err, LA_ERR_INTERNAL, "argmax_begin: two already pending");
-    if (x->n_rows <= 0 || x->n_rows > INT32_MAX || x->n_cols <= 0)
+    if (x->n_rows <= 0 || x->n_rows > INT32_MAX || x->n_cols <= 0 || x->n_cols > INT32_MAX)
         return la_err_set(err, LA_ERR_INVALID_ARG, "argmax_begin: bad shape [%lld, %lld]", (long long)x->n_rows,
                           (long long)x->n_cols);
     const int32_t w = (c->q_head + c->q_count) % 2, n = (int32_t)x->n_rows;
@@ -364,13 +363,7 @@ static la_status cpu_argmax_begin(la_backend *be, const la_act *x, la_err *err) 
         c->q_cap[w] = n;
     }
     const float *v = x->data;
-    for (int32_t r = 0; r < n; r++, v += x->n_cols) {
-        int32_t best = 0;
-        float m = isnan(v[0]) ? -INFINITY : v[0];
-        for (int64_t i = 1; i < x->n_cols; i++)
-            if (v[i] > m) m = v[best = (int32_t)i];
-        c->q_ids[w][r] = best;
-    }
+    for (int32_t r = 0; r < n; r++) c->q_ids[w][r] = la_argmax(v + (int64_t)r * x->n_cols, (int32_t)x->n_cols);
     c->q_n[w] = n;
     c->q_last = w;
     c->q_count++;

@@ -342,7 +342,7 @@ la_status la_cuda_split_cols(const la_cuda_split_params *p, cudaStream_t stream,
 
 /* Greedy decoding on the device: ids[r] = the column of the largest x[r][c] (the lowest
  * column on ties; NaN counts below every number, so a row of NaN gives column 0), the
- * same as engine/sampling.c la_argmax on the f32 values of x. */
+ * same as la_argmax (backend/backend.h) on the f32 values of x. */
 typedef struct la_cuda_argmax_params {
     const la_bf16_t *x;         /* [n_rows, n_cols] (logits) */
     int32_t *ids;               /* [n_rows], device */
