@@ -303,13 +303,15 @@ oom:
     return LA_ERR_NO_MEMORY;
 }
 
-/* Tail rows [from, from + n) of r, attending to the view over from + n tail tokens. */
+/* Tail rows [from, from + n) of r, attending to the view over from + n tail tokens; their
+ * tokens tokens[0, n), or r's own (NULL). */
 static la_status pack_tail(la_batch_builder *b, la_request *r, la_seq_kind kind, int32_t from,
-                           int32_t n, bool want_logits) {
+                           int32_t n, bool want_logits, const int32_t *tokens) {
     int32_t row0 = (int32_t)b->n_rows, block0 = (int32_t)b->n_blocks;
+    if (!tokens) tokens = r->tail + from;
     for (int32_t t = from; t < from + n; t++) {
         int32_t p = r->plan.tail_start + t;
-        LA_TRY(add_row(b, r->tail[t], p, p, la_plan_tail_slot(&r->plan, t)));
+        LA_TRY(add_row(b, tokens[t - from], p, p, la_plan_tail_slot(&r->plan, t)));
     }
     LA_TRY(reserve_blocks(b, la_plan_view_size(&r->plan, from + n)));
     b->n_blocks += la_plan_tail_view(&r->plan, from + n, b->blocks + b->n_blocks);
@@ -405,7 +407,7 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
                 continue; /* retry r with the freed blocks */
             }
             LA_TRY(s);
-            LA_TRY(pack_tail(b, r, LA_SEQ_DECODE, r->n_computed, 1, true));
+            LA_TRY(pack_tail(b, r, LA_SEQ_DECODE, r->n_computed, 1, true, NULL));
             budget--;
         }
         r = next;
@@ -457,7 +459,7 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
         if (recompute_left || budget == 0) continue;
         int32_t left = r->n_plan_tail - r->n_computed;
         int32_t n = left < budget ? left : (int32_t)budget;
-        LA_TRY(pack_tail(b, r, LA_SEQ_PREFILL, r->n_computed, n, n == left));
+        LA_TRY(pack_tail(b, r, LA_SEQ_PREFILL, r->n_computed, n, n == left, NULL));
         budget -= n;
     }
     return LA_OK;
@@ -499,14 +501,9 @@ la_status la_scheduler_pack_ahead(la_engine *e, const la_batch_builder *cur, la_
             continue;
         const int32_t t = r->n_computed + 1; /* cur computes tail token n_computed */
         LA_TRY(la_plan_reserve_tail(&r->plan, e->pool, t + 1, err));
-        const int32_t row0 = (int32_t)next->n_rows, block0 = (int32_t)next->n_blocks, p = r->plan.tail_start + t;
-        if (add_row(next, LA_TOKEN_PREV(ps->logit_index), p, p, la_plan_tail_slot(&r->plan, t)) != LA_OK ||
-            reserve_blocks(next, la_plan_view_size(&r->plan, t + 1)) != LA_OK)
-            return la_err_set(err, LA_ERR_NO_MEMORY, "async scheduling: out of memory");
-        next->n_blocks += la_plan_tail_view(&r->plan, t + 1, next->blocks + next->n_blocks);
+        const int32_t token = LA_TOKEN_PREV(ps->logit_index);
         r->ahead_seq = (int32_t)next->n_packed;
-        la_packed_seq nps = {.kind = LA_SEQ_DECODE, .r = r, .n_rows = 1};
-        if (add_seq(next, nps, row0, block0, true) != LA_OK)
+        if (pack_tail(next, r, LA_SEQ_DECODE, t, 1, true, &token) != LA_OK)
             return la_err_set(err, LA_ERR_NO_MEMORY, "async scheduling: out of memory");
     }
     return LA_OK;

@@ -119,8 +119,14 @@ static la_status reserve_ids(la_engine *e, int64_t n, la_err *err) {
     return LA_OK;
 }
 
+/* The rows of b whose token is dropped (LA_SEQ_DROPPED). */
+static int64_t dropped_rows(const la_batch_builder *b) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < b->n_packed; i++) n += b->packed[i].kind == LA_SEQ_DROPPED;
+    return n;
+}
+
 /* Wait for the queued step b and drop its tokens (its requests stopped or failed). */
-static int64_t dropped_rows(const la_batch_builder *b);
 static void drain(la_engine *e, la_batch_builder *b) {
     la_err ignored = {0};
     (void)la_forward_argmax_end(e->be, e->ids, (int32_t)b->n_logits, &ignored);
@@ -134,13 +140,6 @@ void la_engine_drain_async(la_engine *e) {
         e->ahead = NULL;
     }
     pthread_mutex_unlock(&e->step_mu);
-}
-
-/* The rows of b whose token is dropped (LA_SEQ_DROPPED). */
-static int64_t dropped_rows(const la_batch_builder *b) {
-    int64_t n = 0;
-    for (int64_t i = 0; i < b->n_packed; i++) n += b->packed[i].kind == LA_SEQ_DROPPED;
-    return n;
 }
 
 /* A call with a step queued (e->ahead; top of this file): pack and queue the step after it
@@ -255,8 +254,7 @@ static la_status step_locked(la_engine *e, la_err *err) {
         if (greedy) ids = malloc(sizeof(int32_t) * n_logits);
         else logits = malloc(sizeof(float) * n_logits * (size_t)e->cfg.vocab_size);
         if (!logits && !ids) s = la_err_set(err, LA_ERR_NO_MEMORY, "step: out of memory for logits");
-        la_batch batch = {(int32_t)b->n_rows, b->tokens, b->pos, b->kpos, b->slots, (int32_t)b->n_seqs,
-                          b->seqs, (int32_t)b->n_blocks, b->blocks, (int32_t)b->n_logits, b->logit_rows};
+        la_batch batch = batch_of(b);
         /* The KV store's prefill rate (doc_store.h) from the forward's time on the device. A
          * backend whose operations are asynchronous (CUDA: ops->synchronize) has this step
          * start behind whatever is queued (earlier steps, KV copies) and, without logit rows,
