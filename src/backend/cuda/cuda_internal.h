@@ -474,8 +474,9 @@ la_status la_cu_kv_copy_rotate(la_backend *be, int32_t src, int32_t dst, int32_t
 la_status la_cu_reserve_readback(cuda_backend *c, size_t n, la_err *err);
 /* After the argmax kernel of n rows (into f32_dev) is queued: ids not NULL, copy them to the
  * host and wait (argmax_to_host); NULL, queue their copy into the ring and return
- * (argmax_begin; LA_ERR_INTERNAL when two are pending). They are the ids the next
- * batch's LA_TOKEN_PREV tokens read, if queued (with ids, nothing may name them). cuda_backend.c. */
+ * (argmax_begin, which made sure that fewer than two are pending). They are the ids the next
+ * batch's LA_TOKEN_PREV tokens read, if queued (with ids, nothing may name them).
+ * cuda_memory.c. */
 la_status la_cu_argmax_readback(cuda_backend *c, int32_t n, int32_t *ids, la_err *err);
 
 /* cuda_attn_plan.c */

@@ -295,6 +295,31 @@ la_status la_cu_reserve_readback(cuda_backend *c, size_t n, la_err *err) {
     return LA_OK;
 }
 
+la_status la_cu_argmax_readback(cuda_backend *c, int32_t n, int32_t *ids, la_err *err) {
+    const size_t bytes = (size_t)n * sizeof(int32_t);
+    if (ids) { /* read back here: not for a later LA_TOKEN_PREV (the CPU backend's rule too) */
+        c->prev_ids_rows = 0;
+        CUDA_TRY(cudaMemcpyAsync(c->host_pinned, c->f32_dev, bytes, cudaMemcpyDeviceToHost, c->stream), "argmax copy");
+        CUDA_TRY(cudaStreamSynchronize(c->stream), "forward pass");
+        memcpy(ids, c->host_pinned, bytes);
+        return LA_OK;
+    }
+    const int32_t w = (c->ids_head + c->ids_count) % 2;
+    if (c->ids_cap[w] < n) { /* slot w's last copy was waited for by its argmax_end */
+        if (c->ids_host[w]) cudaFreeHost(c->ids_host[w]);
+        c->ids_host[w] = NULL;
+        c->ids_cap[w] = 0;
+        CUDA_TRY(cudaMallocHost((void **)&c->ids_host[w], bytes), "pinned ids buffer");
+        c->ids_cap[w] = n;
+    }
+    if (!c->ids_ev[w]) CUDA_TRY(cudaEventCreateWithFlags(&c->ids_ev[w], cudaEventDisableTiming), "ids event");
+    CUDA_TRY(cudaMemcpyAsync(c->ids_host[w], c->f32_dev, bytes, cudaMemcpyDeviceToHost, c->stream), "argmax copy");
+    CUDA_TRY(cudaEventRecord(c->ids_ev[w], c->stream), "ids event");
+    c->ids_n[w] = n;
+    c->ids_count++;
+    return LA_OK;
+}
+
 /* ============================================================ KV store copies ======== */
 
 void *la_cu_host_alloc(la_backend *be, size_t bytes) {
