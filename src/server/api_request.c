@@ -202,7 +202,8 @@ static la_status parse_prompt(ctx *c, const cJSON *root, int32_t vocab, la_api_r
     return LA_OK;
 }
 
-/* content: string | [{type: "text", text}] (parts are concatenated). */
+/* content: string | [{type: "text", text}]. Parts are joined with "\n" between them, as vLLM
+ * renders a text-only parts list for a string chat template (one part: its text as is). */
 static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r, const char **out) {
     char param[64];
     snprintf(param, sizeof param, "messages[%d].content", i);
@@ -223,7 +224,7 @@ static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r,
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
             return la_api_unsupported(c, param, "Only content parts of type 'text' are supported.");
         if (!cJSON_IsString(text)) return bad_type(c, param, text, "a string in 'text'");
-        total += strlen(text->valuestring);
+        total += strlen(text->valuestring) + 1;
     }
     char *s = malloc(total + 1);
     LA_TRY(la_api_keep(c, r, s));
@@ -231,6 +232,7 @@ static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r,
     for (const cJSON *p = v->child; p; p = p->next) {
         const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
         size_t n = strlen(t);
+        if (p != v->child) s[at++] = '\n';
         memcpy(s + at, t, n);
         at += n;
     }
