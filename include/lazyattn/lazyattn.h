@@ -398,7 +398,8 @@ LA_API la_status la_engine_run(la_engine *e, la_err *err);
 /* Caller-allocated, filled through la_engine_get_stats (lazyattn/abi.h); grows at its end. */
 typedef struct la_engine_stats {
     int64_t n_waiting, n_running;
-    int64_t requests_ok, requests_error, requests_cancelled;
+    int64_t requests_ok, requests_error, requests_cancelled; /* finished, by outcome: each of a
+                                                                 request's n choices once */
     int64_t doc_tokens_reused, doc_tokens_computed;   /* totals over finished plans */
     int64_t prefix_tokens_reused, prompt_tokens;
     int64_t kv_blocks_total, kv_blocks_free, kv_blocks_cached, kv_blocks_pinned;

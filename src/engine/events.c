@@ -45,10 +45,13 @@ void la_request_finish(la_engine *e, la_request *r, la_finish_reason why, la_sta
      * receives with DONE */
     la_kv_pool_stats ps = la_kv_pool_get_stats(e->pool);
     pthread_mutex_lock(&e->mu);
-    if (!r->is_fork) { /* the other choices of a request: its prompt is counted once */
-        if (why == LA_FINISH_ERROR) e->stats.requests_error++;
-        else if (why == LA_FINISH_CANCELLED) e->stats.requests_cancelled++;
-        else e->stats.requests_ok++;
+    /* every choice of a request is counted once (this one and any that never forked, which
+     * end with it below), as the server's /metrics counts them; its prompt once */
+    int64_t n_ends = 1 + (r->orphan_from < r->n_choices ? r->n_choices - r->orphan_from : 0);
+    if (why == LA_FINISH_ERROR) e->stats.requests_error += n_ends;
+    else if (why == LA_FINISH_CANCELLED) e->stats.requests_cancelled += n_ends;
+    else e->stats.requests_ok += n_ends;
+    if (!r->is_fork) {
         e->stats.doc_tokens_reused += r->stats.doc_tokens_reused;
         e->stats.doc_tokens_computed += r->stats.doc_tokens_computed;
         e->stats.prefix_tokens_reused += r->stats.prefix_tokens_reused;

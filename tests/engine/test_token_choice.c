@@ -287,7 +287,8 @@ Test(token_choice, n3_at_temperature_0_gives_three_equal_choices) {
     for (int i = 1; i < 3; i++) cr_assert(same_tokens(&c.g[0], &c.g[i]), "choice %d", i);
     la_engine_stats st;
     la_engine_get_stats(e, &st);
-    cr_assert_eq(st.requests_ok, 1, "one request");
+    cr_assert_eq(st.requests_ok, 3, "each choice counted once");
+    cr_assert_eq(st.prompt_tokens, c.g[0].stats.n_prompt_tokens, "the prompt once");
     for (int i = 0; i < 3; i++) la_test_gen_free(&c.g[i]);
     la_engine_destroy(e);
 }
@@ -359,6 +360,10 @@ Test(token_choice, n_choices_that_never_fork_each_get_their_done) {
     while (c.n_done < 3 && la_engine_has_work(e)) la_engine_step(e, &err);
     cr_assert_eq(c.n_done, 3, "%d DONE events", c.n_done);
     for (int i = 0; i < 3; i++) cr_assert_eq(c.g[i].finish, LA_FINISH_CANCELLED, "choice %d", i);
+    la_engine_stats st;
+    la_engine_get_stats(e, &st);
+    cr_assert_eq(st.requests_cancelled, 3, "each choice counted once");
+    cr_assert_eq(st.requests_ok + st.requests_error, 0);
     for (int i = 0; i < 3; i++) la_test_gen_free(&c.g[i]);
     la_engine_destroy(e);
 

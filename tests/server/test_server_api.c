@@ -416,6 +416,34 @@ Test(server_api, metrics_count_requests_tokens_and_kv_blocks) {
     ts_stop(&t);
 }
 
+/* n choices are n engine requests: /metrics' finish counter, latency histograms and the
+ * engine's own request counter agree on them. */
+Test(server_api, metrics_count_each_of_n_choices_once) {
+    test_server t;
+    ts_start(&t, NULL);
+    cJSON *j = ts_post(t.port, "/v1/completions",
+                       "{\"prompt\": \"metrics\", \"max_tokens\": 4, \"ignore_eos\": true, \"n\": 3,"
+                       " \"temperature\": 1, \"seed\": 7}",
+                       200);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")), 3);
+    const int generated = (int)ts_num(j, "usage", "completion_tokens");
+    cr_assert_eq(generated, 12);
+    cJSON_Delete(j);
+    cr_assert(ts_wait_stats(t.e, three_ok_and_idle, 10000));
+    la_http_resp r;
+    cr_assert(la_http_request(t.port, "GET", "/metrics", NULL, 0, NULL, &r) == 0);
+    const char *m = r.body;
+    cr_assert_eq(ts_metric(m, "lazyattn_http_requests_total{route=\"/v1/completions\",code=\"200\"}"), 1);
+    cr_assert_eq(ts_metric(m, "lazyattn_requests_finished_total{reason=\"length\"}"), 3);
+    cr_assert_eq(ts_metric(m, "lazyattn_engine_requests_total{outcome=\"ok\"}"), 3);
+    cr_assert_eq(ts_metric(m, "lazyattn_ttft_seconds_count"), 3);
+    cr_assert_eq(ts_metric(m, "lazyattn_tpot_seconds_count"), 3);
+    cr_assert_eq(ts_metric(m, "lazyattn_e2e_request_latency_seconds_count{model_name=\"tiny-f32-tied\"}"), 3);
+    cr_assert_eq(ts_metric(m, "lazyattn_generated_tokens_total"), generated);
+    la_http_resp_free(&r);
+    ts_stop(&t);
+}
+
 static bool two_ok_and_idle(const la_engine_stats *s) {
     return s->requests_ok == 2 && s->n_running == 0 && s->kv_blocks_pinned == 0;
 }
