@@ -69,12 +69,36 @@ void la_bench_session_print_header(const la_bench_session *b, FILE *f) {
     fprintf(f, "warm-up: %s\n", b->points[0].w->warmup_policy);
 }
 
+static double step_num(const cJSON *j, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* One line per method of the engine's steps (the JSON's engine_steps; in-process only). */
+static void print_steps(const la_bench_session *b, const la_bench_point *p, FILE *f) {
+    for (int32_t m = 0; m < b->o.n_methods; m++) {
+        const cJSON *j = p->step_stats[m];
+        if (!j) continue;
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "ms_per_step");
+        fprintf(f, "  steps %s: %.0f computed, %.1f rows a step, %.2f ms of wall time a step (forward %.2f, of it batch_begin "
+                   "%.2f); %.0f decode-only",
+                b->o.methods[m].name, step_num(j, "steps"), step_num(j, "rows_per_step"),
+                step_num(j, "wall_ms_per_step"), step_num(ms, "forward"), step_num(ms, "batch_begin"),
+                step_num(j, "decode_steps"));
+        if (step_num(j, "decode_steps") > 0)
+            fprintf(f, " at %.2f ms, %.0f of them queued ahead (async scheduling), %.0f rows dropped",
+                    step_num(j, "decode_step_ms"), step_num(j, "async_steps"), step_num(j, "rows_dropped"));
+        fputc('\n', f);
+    }
+}
+
 void la_bench_session_print_point(const la_bench_session *b, int32_t k, FILE *f) {
     const la_bench_session_opts *o = &b->o;
     const la_bench_point *p = &b->points[k];
     if (o->sweep == LA_BENCH_SWEEP_NONE) {
         fputc('\n', f);
         la_bench_print_table(f, p->sum, o->n_methods);
+        print_steps(b, p, f);
         return;
     }
     bool synthetic = !strcmp(o->wo.dataset, "synthetic");
@@ -99,6 +123,7 @@ void la_bench_session_print_point(const la_bench_session *b, int32_t k, FILE *f)
                     100 * su->doc_hit_ratio_disk, 100 * su->doc_hit_ratio_shared);
         fputc('\n', f);
     }
+    print_steps(b, p, f);
 }
 
 void la_bench_session_print_sweep(const la_bench_session *b, FILE *f) {
