@@ -333,8 +333,9 @@ def _parse_content(v, i):
                                        param=pk, status="unsupported")
         if not isinstance(p.get("text"), str):
             raise bad_type(pk, p.get("text"), "a string in 'text'")
-        parts.append(p["text"])
-    return "".join(parts)
+        if p["text"]:
+            parts.append(p["text"])
+    return "\n".join(parts)
 
 
 def parse_messages(v):

@@ -202,8 +202,9 @@ static la_status parse_prompt(ctx *c, const cJSON *root, int32_t vocab, la_api_r
     return LA_OK;
 }
 
-/* content: string | [{type: "text", text}]. Parts are joined with "\n" between them, as vLLM
- * renders a text-only parts list for a string chat template (one part: its text as is). */
+/* content: string | [{type: "text", text}]. The non-empty parts are joined with "\n" between
+ * them, as vLLM renders a text-only parts list for a string chat template (one part: its
+ * text as is). python/lazyattn/request.py's parse_content is the same rule. */
 static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r, const char **out) {
     char param[64];
     snprintf(param, sizeof param, "messages[%d].content", i);
@@ -232,7 +233,8 @@ static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r,
     for (const cJSON *p = v->child; p; p = p->next) {
         const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
         size_t n = strlen(t);
-        if (p != v->child) s[at++] = '\n';
+        if (!n) continue;
+        if (at) s[at++] = '\n';
         memcpy(s + at, t, n);
         at += n;
     }

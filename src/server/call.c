@@ -142,12 +142,11 @@ static void on_event(void *user, const la_event *ev) {
         ch->status = ev->status;
         if (ev->stats) ch->stats = *ev->stats;
         snprintf(ch->error, sizeof ch->error, "%s", ev->error ? ev->error : "");
-        /* /metrics counts engine requests, as lazyattn_engine_requests_total does: each of the
-         * n choices once, with its own latencies; counted before the handler can answer, so
-         * /metrics never lags a response */
-        if (c->observe)
-            la_metrics_observe(c->srv->metrics, &ch->stats,
-                               c->oom && ch->finish != LA_FINISH_CANCELLED ? LA_FINISH_ERROR : ch->finish);
+        /* /metrics counts a client request's n choices as n finished requests, each with its
+         * engine outcome and latencies (la_engine_stats counts them so too, and also counts
+         * pre-warm jobs, which are not observed here); counted before the handler can answer,
+         * so /metrics never lags a response */
+        if (c->observe) la_metrics_observe(c->srv->metrics, &ch->stats, ch->finish);
         if (++c->n_done == c->n_choices) {
             finish_call(c);
             if (c->observe && c->srv->opts.log_requests) log_done(c, ev->request_id);

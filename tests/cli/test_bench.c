@@ -136,9 +136,19 @@ Test(cli_bench, json_has_every_method_with_sane_values) {
     cr_assert_eq(num(method_of(ms, "recompute"), "cached_ratio"), 0.0);
     double prefix = num(method_of(ms, "prefix"), "doc_hit_ratio");
     cr_assert(prefix > 0 && prefix < 1, "prefix doc hit ratio %g", prefix);
-    /* the table names every method */
-    for (int i = 0; i < 5; i++)
-        cr_assert(strstr(r.out, k_methods[i]), "table lacks %s:\n%s", k_methods[i], r.out);
+    /* the table's header names every method; a steps line per method gives the JSON's count */
+    const char *hdr_end = strstr(r.out, "\nrequests ");
+    cr_assert(hdr_end, "no table:\n%s", r.out);
+    const char *hdr = hdr_end;
+    while (hdr > r.out && hdr[-1] != '\n') hdr--;
+    char line[256], steps[96];
+    snprintf(line, sizeof line, "%.*s", (int)(hdr_end - hdr), hdr);
+    for (int i = 0; i < 5; i++) {
+        cr_assert(strstr(line, k_methods[i]), "the table's header lacks %s: %s", k_methods[i], line);
+        snprintf(steps, sizeof steps, "  steps %s: %.0f computed,", k_methods[i],
+                 num(method_of(ms, k_methods[i]), "engine_steps.steps"));
+        cr_assert(strstr(r.out, steps), "no '%s' in:\n%s", steps, r.out);
+    }
     cr_assert(strstr(r.out, "warm-up:"), "the warm-up policy is not stated:\n%s", r.out);
     cr_assert(strstr(r.out, "engine: 1024 tokens a step"), "the CPU's default budget is not stated:\n%s", r.out);
     run_free(&r);

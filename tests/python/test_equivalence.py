@@ -65,6 +65,23 @@ def test_python_equals_server_across_methods_and_orders(lazyattn_pkg, server):
         assert by[(q["id"], "recompute", "reversed")]["cached_tokens"] == 0
 
 
+def test_content_parts_make_the_same_prompt_as_the_server(lazyattn_pkg, server):
+    """A parts list is one message: its non-empty text parts joined with a newline, in
+    Python as in the server (api_request.c), the same as the joined string."""
+    q = QUESTIONS[0]
+    parts = [{"type": "text", "text": q["question"]}, {"type": "text", "text": ""},
+             {"type": "text", "text": "Answer briefly."}]
+    joined = q["question"] + "\nAnswer briefly."
+    sp = lazyattn_pkg.SamplingParams(max_tokens=8)
+    with lazyattn_pkg.LLM() as llm:
+        got = [python_chat(llm, sp, {"messages": [{"role": "user", "content": c}], "documents": q["documents"]},
+                           "lazy") for c in (parts, joined)]
+    srv = [server_chat(server, {"messages": [{"role": "user", "content": c}], "documents": q["documents"]}, "lazy")
+           for c in (parts, joined)]
+    for g in got + srv[1:]:
+        assert (g["text"], g["prompt_tokens"]) == (srv[0]["text"], srv[0]["prompt_tokens"])
+
+
 def cli_run(q, docs, method):
     cmd = [CLI, "run", "--method", method, "--warm", "--stats", "-n", str(MAX_TOKENS), "-p", q["question"]]
     for d in docs:

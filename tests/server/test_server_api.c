@@ -94,7 +94,8 @@ Test(server_api, chat_with_documents_equals_engine_answer) {
     cJSON *j = ts_post(t.port, "/v1/chat/completions",
                        "{\"model\": \"tiny-f32-tied\", \"max_completion_tokens\": 10,"
                        " \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\","
-                       " \"text\": \"Who wrote Hamlet?\"}, {\"type\": \"text\", \"text\": \"Answer briefly.\"}]}],"
+                       " \"text\": \"Who wrote Hamlet?\"}, {\"type\": \"text\", \"text\": \"\"},"
+                       " {\"type\": \"text\", \"text\": \"Answer briefly.\"}]}],"
                        " \"documents\": [{\"title\": \"Hamlet\", \"text\": \"Hamlet is a play by "
                        "Shakespeare.\"}, \"Macbeth too.\"], \"method\": \"mepic\", \"cache_salt\": \"t1\"}",
                        200);
@@ -107,7 +108,7 @@ Test(server_api, chat_with_documents_equals_engine_answer) {
     cr_assert(!strcmp(finish, "stop") || !strcmp(finish, "length"));
     cr_assert_str_eq(ts_str(j, "lazyattn", "method"), "mepic");
 
-    /* the two text parts are one message, joined with a newline */
+    /* the non-empty text parts are one message, joined with a newline */
     la_chat_message msgs[1] = {{"user", "Who wrote Hamlet?\nAnswer briefly."}};
     la_segment docs[2] = {{.text = "Hamlet is a play by Shakespeare.", .title = "Hamlet"},
                           {.text = "Macbeth too."}};
