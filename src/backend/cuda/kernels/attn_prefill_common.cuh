@@ -196,28 +196,36 @@ __device__ __forceinline__ void prefill_mask(float (&s)[NT][4], const int32_t *k
  * with a row spread over the 4 lanes of a quad. The running maximum m[h] (log2 units) moves
  * only when the scores' exceeds it by more than LA_ATTN_RESCALE_SLACK (attn_tile.cuh); s
  * becomes p, l[h] += sum p after scaling by alpha[h] = 2^(m_old - m_new), the factor the
- * row's O must be scaled by (1: unchanged). */
+ * row's O must be scaled by (1: unchanged). The row's maximum is a tree and its sum four
+ * chains: with two or three warps per scheduler, a serial chain of 2 NT dependent adds
+ * would leave the issue slot idle for most of its latency. */
 template <int NT>
 __device__ __forceinline__ void prefill_softmax(float (&s)[NT][4], float (&m)[2], float (&l)[2], float sl2,
                                                 float (&alpha)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        float mx = -INFINITY;
+        float mt[NT];
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+        for (int nt = 0; nt < NT; nt++) mt[nt] = fmaxf(s[nt][2 * h], s[nt][2 * h + 1]);
+#pragma unroll
+        for (int w = 1; w < NT; w *= 2)
+#pragma unroll
+            for (int nt = 0; nt + w < NT; nt += 2 * w) mt[nt] = fmaxf(mt[nt], mt[nt + w]);
+        float mx = mt[0];
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float cand = mx * sl2;
         const float nm = cand > m[h] + LA_ATTN_RESCALE_SLACK ? cand : m[h];
         alpha[h] = nm == -INFINITY ? 1.f : la_exp2(m[h] - nm);
         const float bias = nm == -INFINITY ? 0.f : nm;
-        float sum = 0.f;
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
             s[nt][2 * h] = la_exp2(fmaf(s[nt][2 * h], sl2, -bias));
             s[nt][2 * h + 1] = la_exp2(fmaf(s[nt][2 * h + 1], sl2, -bias));
-            sum += s[nt][2 * h] + s[nt][2 * h + 1];
+            acc[nt & 3] += s[nt][2 * h] + s[nt][2 * h + 1];
         }
+        const float sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         l[h] = l[h] * alpha[h] + sum;
         m[h] = nm;
     }
@@ -295,13 +303,13 @@ __device__ __forceinline__ uint32_t sw_elem(uint32_t half_bytes, uint32_t r, uin
 /* S = Q K^T of one 64-row warpgroup tile over head_dim HD (64 or 128), for N keys (64:
  * wgmma, 128: wgmma_ws): HD / 16 k-steps of 16 by wgmma, Q and K K-major in HD / 64
  * 128-byte-swizzled column halves q_half / kv_half bytes apart, dq and dk the descriptors of
- * their first rows; the first k-step writes S without reading it. Committed and waited for. */
+ * their first rows; the first k-step writes S without reading it. Issued only: the caller
+ * fences before (la_wgmma_fence), commits and waits. */
 template <int N, int HD>
-__device__ __forceinline__ void qk_wgmma(float (&sacc)[N / 2], uint64_t dq, uint64_t dk, uint32_t q_half,
-                                         uint32_t kv_half) {
+__device__ __forceinline__ void qk_wgmma_issue(float (&sacc)[N / 2], uint64_t dq, uint64_t dk, uint32_t q_half,
+                                               uint32_t kv_half) {
     static_assert(N == 64 || N == 128, "the wgmma shapes of wgmma.cuh");
     static_assert(HD == 64 || HD == 128, "whole 64-column swizzle halves");
-    la_wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks++) {
         const uint64_t da = dq + (((ks >> 2) * q_half + (ks & 3) * 32) >> 4);
@@ -314,6 +322,14 @@ __device__ __forceinline__ void qk_wgmma(float (&sacc)[N / 2], uint64_t dq, uint
             else la_wgmma_ss_n128(sacc, da, db);
         }
     }
+}
+
+/* qk_wgmma_issue, fenced before, committed and waited for */
+template <int N, int HD>
+__device__ __forceinline__ void qk_wgmma(float (&sacc)[N / 2], uint64_t dq, uint64_t dk, uint32_t q_half,
+                                         uint32_t kv_half) {
+    la_wgmma_fence();
+    qk_wgmma_issue<N, HD>(sacc, dq, dk, q_half, kv_half);
     la_wgmma_commit();
     la_wgmma_wait<0>();
 }
