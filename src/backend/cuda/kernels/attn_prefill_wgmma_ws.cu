@@ -256,10 +256,20 @@ __global__ void __launch_bounds__(WS_THREADS, 1) attn_prefill_wgmma_ws_kernel(co
                     if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) prefill_rescale<DT>(o[j], alpha);
 #pragma unroll
                     for (int kk = 0; kk < WS_GROUPS; kk++) prefill_p_frag<NT>(sc[j], kk, a[j][kk]);
+                    /* P and O written above, then read by P V in flight: pinned both sides
+                     * of the issue (CUTLASS's warpgroup_fence_operand) */
+#pragma unroll
+                    for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
+#pragma unroll
+                    for (int k = 0; k < 4 * WS_GROUPS; k++) la_wgmma_fence_operand((&a[j][0][0])[k]);
                     la_wgmma_fence();
 #pragma unroll
                     for (int kk = 0; kk < WS_GROUPS; kk++) pv_wgmma<HD>(oacc, a[j][kk], dv + ((kk * 16 * 128) >> 4));
                     la_wgmma_commit();
+#pragma unroll
+                    for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
+#pragma unroll
+                    for (int k = 0; k < 4 * WS_GROUPS; k++) la_wgmma_fence_operand((&a[j][0][0])[k]);
                 }
                 la_wgmma_wait<0>();
 #pragma unroll

@@ -54,6 +54,8 @@ template <int N> __device__ __forceinline__ void la_wgmma_wait() {
 __device__ __forceinline__ void la_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 /* keep the compiler from moving reads or writes of an accumulator across a wait */
 __device__ __forceinline__ void la_wgmma_fence_operand(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+/* the same for an A fragment in registers */
+__device__ __forceinline__ void la_wgmma_fence_operand(uint32_t &x) { asm volatile("" : "+r"(x)::"memory"); }
 
 /* D[64 x 64] = A[64 x 16] B[16 x 64] (_first: D is only written, the first k-step) and
  * D += A B, A and B K-major in shared memory */
