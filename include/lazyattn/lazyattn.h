@@ -182,6 +182,14 @@ typedef struct la_engine_options {
      * at step t (eos, a stop string) has its row of step t + 1 computed and dropped. The
      * tokens are the same as without it. */
     la_async_scheduling async_scheduling;
+    /* What a step takes first. false (the default): every decoding request's next row, then
+     * prefill chunks (document jobs, questions) in the rest of max_batch_tokens: vLLM's
+     * chunked prefill. true: while any admitted request has prefill work ready, a step packs
+     * only prefill and decoding requests wait (SGLang's default): a burst of arrivals is
+     * prefilled before anyone decodes again, so the decode steps that follow carry no
+     * prefill (lower TPOT, higher TTFT for the earlier arrivals; under a steady stream of
+     * arrivals decoding waits for as long as prefill work keeps coming). */
+    bool prefill_first;
 } la_engine_options;
 
 /* Defaults for every field (device CPU, block_size 16, method lazy, ...). struct_size: the

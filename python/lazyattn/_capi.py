@@ -63,7 +63,7 @@ class la_engine_options(Structure):
         ("kv_event_user", c_void_p), ("chat_template_file", c_char_p), ("kv_staging_bytes", c_int64),
         ("recompute_first", c_int32), ("cpu_weights", c_int), ("cpu_kv", c_int),
         ("kv_io_threads", c_int32), ("kv_read", c_int), ("recompute_ratio", c_float),
-        ("doc_context", c_int), ("async_scheduling", c_int),
+        ("doc_context", c_int), ("async_scheduling", c_int), ("prefill_first", c_bool),
     ]
 
 

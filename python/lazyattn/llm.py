@@ -59,6 +59,7 @@ ENGINE_OPTIONS = {
     "recompute_ratio": (0.0, 1.0),  # a fraction: checked as a number in [0, 1]
     "doc_context": (0, 1),  # la_doc_context: 0 alone, 1 preamble
     "async_scheduling": (0, 2),  # la_async_scheduling: 0 auto, 1 off, 2 on
+    "prefill_first": bool,
 }
 _DOC_CONTEXTS = {"alone": 0, "preamble": 1}
 # The names the command line takes (--cpu-weights, --cpu-kv, --kv-read), as their enum values.
@@ -256,7 +257,8 @@ class LLM(_Closing):
              preamble"; a request's "doc_context": "alone" | "preamble" overrides),
              async_scheduling ("auto" or 0, the default: on with CUDA; "off" 1; "on" 2: the engine
              queues the next greedy decode step before reading this one's tokens back; README
-             "Async scheduling")
+             "Async scheduling"), prefill_first (False, the default; True: a step with prefill
+             work ready packs no decode rows, README "Async scheduling")
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.

@@ -150,6 +150,7 @@ int la_cli_serve(int argc, char **argv) {
         {"device", required_argument, 0, LA_CLI_OPT_DEVICE},
         {"max-batch-tokens", required_argument, 0, LA_CLI_OPT_MAX_BATCH_TOKENS},
         {"async-scheduling", required_argument, 0, LA_CLI_OPT_ASYNC},
+        {"prefill-first", no_argument, 0, LA_CLI_OPT_PREFILL_FIRST},
         {"max-queue", required_argument, 0, LA_CLI_OPT_MAX_QUEUE},
         {"max-running", required_argument, 0, LA_CLI_OPT_MAX_RUNNING},
         {"max-docs", required_argument, 0, LA_CLI_OPT_MAX_DOCS},
@@ -329,10 +330,11 @@ int la_cli_serve(int argc, char **argv) {
     bool v6 = strchr(host, ':') != NULL;
     la_engine_stats est;
     la_engine_get_stats(e, &est);
-    fprintf(stderr, "lazyattn serve: listening on %s://%s%s%s:%d (model %s, device %s, method %s, async scheduling %s%s)\n",
+    fprintf(stderr, "lazyattn serve: listening on %s://%s%s%s:%d (model %s, device %s, method %s, async scheduling %s%s%s)\n",
             so.ssl_certfile ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "", la_server_port(srv),
             la_engine_model_name(e), la_engine_device_name(e), la_method_name(eo.method),
-            est.async_scheduling ? "on" : "off", so.api_key ? ", API key required" : "");
+            est.async_scheduling ? "on" : "off", eo.prefill_first ? ", prefill first" : "",
+            so.api_key ? ", API key required" : "");
     /* wait for a signal; the timeout only makes the wait robust where signal delivery is
      * deferred until the receiving thread makes a call (e.g. under ThreadSanitizer) */
     unsigned char sig = 0;

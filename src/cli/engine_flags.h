@@ -40,12 +40,15 @@ enum {
     LA_CLI_OPT_RECOMPUTE_RATIO, /* --recompute-ratio R  selected recovery (run, serve) */
     LA_CLI_OPT_DOC_CONTEXT,     /* --doc-context alone|preamble (run, serve) */
     LA_CLI_OPT_ASYNC,           /* --async-scheduling auto|on|off (serve, bench) */
+    LA_CLI_OPT_PREFILL_FIRST,   /* --prefill-first (serve, bench; no argument) */
 };
 
 /* The --async-scheduling line of a command's --help. */
 #define LA_CLI_ASYNC_USAGE                                                                         \
     "      --async-scheduling M auto (default: on with CUDA), on or off: queue the next decode\n"  \
-    "                           step before reading this one's tokens back (README)\n"
+    "                           step before reading this one's tokens back (README)\n"        \
+    "      --prefill-first      a step with prefill work ready packs no decode rows: a burst\n" \
+    "                           is prefilled before anyone decodes (lower TPOT, higher TTFT)\n"
 
 /* The --cpu-weights line of a command's --help. */
 #define LA_CLI_CPU_WEIGHTS_USAGE                                                                  \

@@ -379,6 +379,16 @@ static la_request *pick_victim(la_engine *e) { return e->running_tail; }
 static bool job_ctx_stranded(const la_engine *e, const la_doc_job *j);
 static void drop_stranded(la_engine *e, const la_batch_builder *b, const la_err *err);
 
+/* Whether steps 2 or 3 of la_scheduler_pack_step have anything to pack: a document job to
+ * compute whose context is ready, or an admitted request in prefill whose documents are. */
+static bool prefill_ready(const la_engine *e) {
+    for (const la_doc_job *j = e->jobs_head; j; j = j->next)
+        if (j->load == LA_JOB_COMPUTE && job_ctx_ready(e, j) && j->doc.n_tokens - j->from - j->n_done > 0) return true;
+    for (const la_request *r = e->running_head; r; r = r->next)
+        if (r->state == LA_REQ_PREFILL && la_plan_docs_ready(&r->plan, e->pool)) return true;
+    return false;
+}
+
 la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err) {
     int64_t budget = e->opts.max_batch_tokens;
     /* 0. a job computing after a document 0 that will never be ready (a record copy that
@@ -392,8 +402,8 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
             drop_stranded(e, NULL, &dead);
             break;
         }
-    /* 1. decode rows */
-    for (la_request *r = e->running_head; r && budget > 0;) {
+    /* 1. decode rows (not while prefill work is ready under prefill_first) */
+    for (la_request *r = e->opts.prefill_first && prefill_ready(e) ? NULL : e->running_head; r && budget > 0;) {
         la_request *next = r->next;
         if (r->state == LA_REQ_DECODE) {
             la_status s = la_plan_reserve_tail(&r->plan, e->pool, r->n_computed + 1, err);

@@ -3,6 +3,7 @@
  * strings, lengths, preemption, cancellation and shutdown with a step queued; on the CPU
  * backend (its argmax_begin computes at once, so nothing overlaps, but every branch of the
  * engine runs). The bundled model, whose answers end with eos. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,9 @@ static const char *model_dir(void) {
     return g_dir;
 }
 
-static la_engine *engine(la_async_scheduling mode, int64_t kv_blocks) {
+/* max_batch_tokens 0: the default; prefill_first: la_engine_options' */
+static la_engine *engine_with(la_async_scheduling mode, int64_t kv_blocks, int32_t max_batch_tokens,
+                              bool prefill_first) {
     la_engine_options o;
     la_engine_options_init(&o);
     o.model_dir = model_dir();
@@ -26,11 +29,15 @@ static la_engine *engine(la_async_scheduling mode, int64_t kv_blocks) {
     o.n_threads = 2;
     o.max_running = 64;
     o.async_scheduling = mode;
+    o.max_batch_tokens = max_batch_tokens;
+    o.prefill_first = prefill_first;
     la_engine *e = NULL;
     la_err err = {0};
     LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
     return e;
 }
+
+static la_engine *engine(la_async_scheduling mode, int64_t kv_blocks) { return engine_with(mode, kv_blocks, 0, false); }
 
 static const char *k_docs[6] = {
     "Paris is the capital and most populous city of France.",
@@ -286,4 +293,66 @@ Test(async_scheduling, only_greedy_steps_without_logits_run_ahead_and_auto_is_of
     la_engine *bad = NULL;
     cr_assert_eq(la_engine_create(&o, &bad, &err), LA_ERR_INVALID_ARG);
     cr_assert(strstr(err.msg, "async_scheduling"), "%s", err.msg);
+}
+
+/* ---- prefill_first (la_engine_options.prefill_first, scheduler.c) ---------------------- */
+
+/* A request's events and the global order of its first two tokens. */
+typedef struct ordered {
+    la_test_gen *g;
+    int *clock;
+    int first, second; /* the clock at its first / second TOKEN event (first: DONE when it
+                          ended at its first token); 0: not yet */
+} ordered;
+
+static void on_ordered(void *user, const la_event *ev) {
+    ordered *o = user;
+    if (ev->kind == LA_EVENT_TOKEN) {
+        ++*o->clock;
+        if (!o->first) o->first = *o->clock;
+        else if (!o->second) o->second = *o->clock;
+    } else if (ev->kind == LA_EVENT_DONE && !o->first) { /* ended at its first token (eos) */
+        o->first = ++*o->clock;
+    }
+    la_test_on_event(o->g, ev);
+}
+
+/* Every spec at once on an engine whose steps hold 64 tokens (every question and document
+ * takes several steps to prefill): got[i], and whether every request's first token came
+ * before any request's second. */
+static bool run_budgeted(bool prefill_first, req_spec *specs, la_test_gen *got) {
+    la_engine *e = engine_with(LA_ASYNC_AUTO, 4096, 64, prefill_first);
+    la_err err = {0};
+    int clock = 0;
+    ordered ord[N];
+    for (int i = 0; i < N; i++) {
+        la_request_params rp;
+        spec_params(&specs[i], &rp);
+        memset(&got[i], 0, sizeof got[i]);
+        ord[i] = (ordered){.g = &got[i], .clock = &clock};
+        rp.on_event = on_ordered;
+        rp.user = &ord[i];
+        LA_CHECK_OK(la_engine_submit(e, &rp, NULL, &err), err);
+    }
+    LA_CHECK_OK(la_engine_run(e, &err), err);
+    la_engine_destroy(e);
+    int last_first = 0, first_second = INT32_MAX;
+    for (int i = 0; i < N; i++) {
+        cr_assert(ord[i].first > 0 && got[i].done, "request %d did not finish: %s", i, got[i].error);
+        if (ord[i].first > last_first) last_first = ord[i].first;
+        if (ord[i].second && ord[i].second < first_second) first_second = ord[i].second;
+    }
+    return last_first < first_second;
+}
+
+/* prefill_first gives the same answers; every request's first token comes before anyone's
+ * second under it, and not without it (decode rows go first, beside the prefill chunks). */
+Test(async_scheduling, prefill_first_prefills_the_burst_before_anyone_decodes) {
+    req_spec specs[N];
+    make_specs(specs);
+    static la_test_gen base[N], got[N];
+    cr_assert(!run_budgeted(false, specs, base), "decode-first: some request decodes while others prefill");
+    cr_assert(run_budgeted(true, specs, got), "prefill-first: every first token before any second");
+    for (int i = 0; i < N; i++) assert_same(&base[i], &got[i], i);
+    for (int i = 0; i < N; i++) la_test_gen_free(&base[i]), la_test_gen_free(&got[i]);
 }

@@ -36,7 +36,7 @@ def test_batched_requests_equal_one_at_a_time(lazyattn_pkg):
         assert x.token_ids and x.completion_tokens >= len(x.token_ids)
 
 
-def test_async_scheduling_gives_the_same_answers(lazyattn_pkg):
+def test_async_scheduling_and_prefill_first_give_the_same_answers(lazyattn_pkg):
     qs = held_out(8)
     with lazyattn_pkg.LLM(async_scheduling="off") as a:
         off = a.generate([chat_item(q) for q in qs])
@@ -45,8 +45,11 @@ def test_async_scheduling_gives_the_same_answers(lazyattn_pkg):
         on = b.generate([chat_item(q) for q in qs])
         st = b.stats()
         assert st["async_scheduling"] and st["steps_async"] > 0, st
-    for x, y in zip(off, on):
+    with lazyattn_pkg.LLM(prefill_first=True, max_batch_tokens=64) as c:  # prefill over several steps
+        pf = c.generate([chat_item(q) for q in qs])
+    for x, y, z in zip(off, on, pf):
         assert (x.text, x.token_ids, x.finish_reason) == (y.text, y.token_ids, y.finish_reason)
+        assert (x.text, x.token_ids, x.finish_reason) == (z.text, z.token_ids, z.finish_reason)
 
 
 def test_output_fields(llm):
