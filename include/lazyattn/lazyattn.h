@@ -184,11 +184,11 @@ typedef struct la_engine_options {
     la_async_scheduling async_scheduling;
     /* What a step takes first. false (the default): every decoding request's next row, then
      * prefill chunks (document jobs, questions) in the rest of max_batch_tokens: vLLM's
-     * chunked prefill. true: while any admitted request has prefill work ready, a step packs
-     * only prefill and decoding requests wait (SGLang's default): a burst of arrivals is
-     * prefilled before anyone decodes again, so the decode steps that follow carry no
-     * prefill (lower TPOT, higher TTFT for the earlier arrivals; under a steady stream of
-     * arrivals decoding waits for as long as prefill work keeps coming). */
+     * chunked prefill. true: while an admitted request has prefill work ready, a step packs
+     * only prefill and the decoding requests wait (SGLang's default): new arrivals get their
+     * first token sooner, and the requests already decoding wait for them (their
+     * inter-token latency and TPOT rise; under a steady stream of arrivals they wait for as
+     * long as prefill work keeps coming). */
     bool prefill_first;
 } la_engine_options;
 

@@ -105,7 +105,7 @@ static void usage(FILE *f) {
             "  --async-scheduling  auto (on with CUDA), on or off: the engine queues the next\n"
             "                 decode step before it reads this one's tokens back\n"
             "  --prefill-first  a step with prefill work ready packs no decode rows (README\n"
-            "                 \"Async scheduling\"): TPOT without admission steps, TTFT higher\n"
+            "                 \"Async scheduling\"): lower TTFT, higher TPOT\n"
             "  --url          benchmark a running `lazyattn serve` instead of an engine in process\n"
             "  --sweep        kv (capacity vs document hit ratio), rate (vs TTFT), concurrency\n"
             "                 (vs TPOT), context (length vs TTFT), host-kv (host tier GiB vs TTFT and\n"

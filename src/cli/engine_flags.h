@@ -47,8 +47,8 @@ enum {
 #define LA_CLI_ASYNC_USAGE                                                                         \
     "      --async-scheduling M auto (default: on with CUDA), on or off: queue the next decode\n"  \
     "                           step before reading this one's tokens back (README)\n"        \
-    "      --prefill-first      a step with prefill work ready packs no decode rows: a burst\n" \
-    "                           is prefilled before anyone decodes (lower TPOT, higher TTFT)\n"
+    "      --prefill-first      a step with prefill work ready packs no decode rows: lower\n"  \
+    "                           TTFT for arrivals, higher TPOT for requests decoding\n"
 
 /* The --cpu-weights line of a command's --help. */
 #define LA_CLI_CPU_WEIGHTS_USAGE                                                                  \

@@ -379,13 +379,21 @@ static la_request *pick_victim(la_engine *e) { return e->running_tail; }
 static bool job_ctx_stranded(const la_engine *e, const la_doc_job *j);
 static void drop_stranded(la_engine *e, const la_batch_builder *b, const la_err *err);
 
-/* Whether steps 2 or 3 of la_scheduler_pack_step have anything to pack: a document job to
- * compute whose context is ready, or an admitted request in prefill whose documents are. */
+/* Whether an admitted request's prefill can move in this step (prefill_first): its own
+ * tokens (documents ready), or a document job to compute whose context is ready while some
+ * admitted request is still in prefill. A job whose requests are all gone (cancelled,
+ * finished) runs beside the decode rows, as without prefill_first. */
 static bool prefill_ready(const la_engine *e) {
-    for (const la_doc_job *j = e->jobs_head; j; j = j->next)
-        if (j->load == LA_JOB_COMPUTE && job_ctx_ready(e, j) && j->doc.n_tokens - j->from - j->n_done > 0) return true;
+    bool in_prefill = false;
     for (const la_request *r = e->running_head; r; r = r->next)
-        if (r->state == LA_REQ_PREFILL && la_plan_docs_ready(&r->plan, e->pool)) return true;
+        if (r->state == LA_REQ_PREFILL) {
+            if (la_plan_docs_ready(&r->plan, e->pool)) return true;
+            in_prefill = true;
+        }
+    if (in_prefill)
+        for (const la_doc_job *j = e->jobs_head; j; j = j->next)
+            if (j->load == LA_JOB_COMPUTE && job_ctx_ready(e, j) && j->doc.n_tokens - j->from - j->n_done > 0)
+                return true;
     return false;
 }
 

@@ -317,9 +317,9 @@ static void on_ordered(void *user, const la_event *ev) {
     la_test_on_event(o->g, ev);
 }
 
-/* Every spec at once on an engine whose steps hold 64 tokens (every question and document
- * takes several steps to prefill): got[i], and whether every request's first token came
- * before any request's second. */
+/* Every spec at once on an engine whose steps hold 64 tokens (the burst's documents and
+ * questions take several steps to prefill): got[i], and whether every request's first
+ * token came before any request's second. */
 static bool run_budgeted(bool prefill_first, req_spec *specs, la_test_gen *got) {
     la_engine *e = engine_with(LA_ASYNC_AUTO, 4096, 64, prefill_first);
     la_err err = {0};
@@ -355,4 +355,40 @@ Test(async_scheduling, prefill_first_prefills_the_burst_before_anyone_decodes) {
     cr_assert(run_budgeted(true, specs, got), "prefill-first: every first token before any second");
     for (int i = 0; i < N; i++) assert_same(&base[i], &got[i], i);
     for (int i = 0; i < N; i++) la_test_gen_free(&base[i]), la_test_gen_free(&got[i]);
+}
+
+/* A document job whose request was cancelled keeps computing (its KV is cached for later
+ * requests), beside the decode rows: under prefill_first it does not hold decoding. */
+Test(async_scheduling, prefill_first_does_not_hold_decoding_for_a_cancelled_requests_document) {
+    la_engine *e = engine_with(LA_ASYNC_AUTO, 4096, 64, true);
+    la_err err = {0};
+    req_spec a;
+    make_specs(&a); /* only the first spec */
+    a.max_tokens = 200;
+    a.ignore_eos = true;
+    la_test_gen ga, gb;
+    submit_all(e, &a, &ga, 1, NULL);
+    for (int i = 0; i < 100 && ga.n_tokens < 1; i++) LA_CHECK_OK(la_engine_step(e, &err), err);
+    cr_assert(ga.n_tokens >= 1, "A decodes");
+    /* B: a long document of its own, then cancelled after one step of its job */
+    static char doc[4800];
+    for (size_t k = 0; k + 60 < sizeof doc; k += 59) memcpy(doc + k, "The orchard keeps forty kinds of apple in its north field. ", 59);
+    doc[sizeof doc - 1] = '\0';
+    req_spec b;
+    memset(&b, 0, sizeof b);
+    b.segs[0] = (la_segment){.text = doc};
+    b.n_docs = 1;
+    b.question = k_questions[0];
+    b.max_tokens = 4;
+    uint64_t id_b = 0;
+    submit_all(e, &b, &gb, 1, &id_b);
+    LA_CHECK_OK(la_engine_step(e, &err), err);
+    la_engine_cancel(e, id_b);
+    const int32_t before = ga.n_tokens;
+    for (int i = 0; i < 10; i++) LA_CHECK_OK(la_engine_step(e, &err), err);
+    cr_assert(gb.done && gb.finish == LA_FINISH_CANCELLED, "B is cancelled");
+    cr_assert(e->jobs_head != NULL, "B's document is still being computed");
+    cr_assert_geq(ga.n_tokens - before, 9, "A decoded %d tokens in 10 steps", ga.n_tokens - before);
+    la_engine_destroy(e);
+    la_test_gen_free(&ga), la_test_gen_free(&gb);
 }
