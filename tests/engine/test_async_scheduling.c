@@ -363,7 +363,10 @@ Test(async_scheduling, prefill_first_does_not_hold_decoding_for_a_cancelled_requ
     la_engine *e = engine_with(LA_ASYNC_AUTO, 4096, 64, true);
     la_err err = {0};
     req_spec a;
-    make_specs(&a); /* only the first spec */
+    memset(&a, 0, sizeof a);
+    a.segs[0] = (la_segment){.text = k_docs[0]};
+    a.n_docs = 1;
+    a.question = k_questions[0];
     a.max_tokens = 200;
     a.ignore_eos = true;
     la_test_gen ga, gb;
