@@ -379,6 +379,18 @@ static la_request *pick_victim(la_engine *e) { return e->running_tail; }
 static bool job_ctx_stranded(const la_engine *e, const la_doc_job *j);
 static void drop_stranded(la_engine *e, const la_batch_builder *b, const la_err *err);
 
+/* Tokens of job j that step 2 of la_scheduler_pack_step may compute now (<= 0: none: a
+ * store tier serves it, its context is not ready, or it is done). */
+static int32_t job_tokens_ready(const la_engine *e, const la_doc_job *j) {
+    if (j->load != LA_JOB_COMPUTE || !job_ctx_ready(e, j)) return 0;
+    return j->doc.n_tokens - j->from - j->n_done;
+}
+
+/* Whether step 3 packs r's prefill: r is in prefill and its documents are ready. */
+static bool tail_prefill_ready(const la_engine *e, const la_request *r) {
+    return r->state == LA_REQ_PREFILL && la_plan_docs_ready(&r->plan, e->pool);
+}
+
 /* Whether an admitted request's prefill can move in this step (prefill_first): its own
  * tokens (documents ready), or a document job to compute whose context is ready while some
  * admitted request is still in prefill. A job whose requests are all gone (cancelled,
@@ -387,13 +399,12 @@ static bool prefill_ready(const la_engine *e) {
     bool in_prefill = false;
     for (const la_request *r = e->running_head; r; r = r->next)
         if (r->state == LA_REQ_PREFILL) {
-            if (la_plan_docs_ready(&r->plan, e->pool)) return true;
+            if (tail_prefill_ready(e, r)) return true;
             in_prefill = true;
         }
     if (in_prefill)
         for (const la_doc_job *j = e->jobs_head; j; j = j->next)
-            if (j->load == LA_JOB_COMPUTE && job_ctx_ready(e, j) && j->doc.n_tokens - j->from - j->n_done > 0)
-                return true;
+            if (job_tokens_ready(e, j) > 0) return true;
     return false;
 }
 
@@ -432,8 +443,7 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
     }
     /* 2. document jobs (not those a store tier serves) */
     for (la_doc_job *j = e->jobs_head; j && budget > 0; j = j->next) {
-        if (j->load != LA_JOB_COMPUTE || !job_ctx_ready(e, j)) continue;
-        int32_t left = j->doc.n_tokens - j->from - j->n_done;
+        int32_t left = job_tokens_ready(e, j);
         int32_t n = left < budget ? left : (int32_t)budget;
         if (n <= 0) continue;
         LA_TRY(pack_job(b, e, j, n));
@@ -442,7 +452,7 @@ la_status la_scheduler_pack_step(la_engine *e, la_batch_builder *b, la_err *err)
     /* 3. tail prefill of requests whose documents are ready */
     for (la_request *r = e->running_head, *next; r && budget > 0; r = next) {
         next = r->next;
-        if (r->state != LA_REQ_PREFILL || !la_plan_docs_ready(&r->plan, e->pool)) continue;
+        if (!tail_prefill_ready(e, r)) continue;
         if (!r->copies_done) LA_TRY(make_copies(e, r, err));
         if (!r->probed) { /* selected recovery: the probe picks the tokens, over steps (engine/recovery.h) */
             la_err perr = {0};
