@@ -253,6 +253,23 @@ __device__ __forceinline__ void prefill_p_frag(const float (&s)[NT][4], int kk, 
     a[3] = la_pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 }
 
+/* A wgmma slab's scores to P, the warp-specialized kernel's step between Q K^T and P V:
+ * masked unless no_mask, the online softmax, O rescaled when a row's maximum moved (a
+ * warp-wide vote), and P of keys 16 kk .. 16 kk + 15 as a[kk], the register A fragment of a
+ * P V wgmma. The wgmma kernel has the same steps inline: with this helper nvcc schedules
+ * its code differently, so it moves here after a GPU run checks it. */
+template <int NT, int DT>
+__device__ __forceinline__ void prefill_scores_to_p(float (&s)[NT][4], float (&o)[DT][4], float (&m)[2],
+                                                    float (&l)[2], float sl2, bool no_mask, const int32_t *kpos,
+                                                    int c4, const int32_t (&rpos)[2], uint32_t (&a)[NT / 2][4]) {
+    if (!no_mask) prefill_mask<NT>(s, kpos, c4, rpos);
+    float alpha[2];
+    prefill_softmax<NT>(s, m, l, sl2, alpha);
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) prefill_rescale<DT>(o, alpha);
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) prefill_p_frag<NT>(s, kk, a[kk]);
+}
+
 /* Write row `row` of a prefill CTA of ROWS rows (its half h of the slab's C layout, O
  * in o): the normalised bf16 output, or for a split item (and every grouped item: p.grows,
  * at its token's partial rows) the unnormalised partial row and (m, l) for attn_combine. l: this lane's part of the row's sum, summed here over the

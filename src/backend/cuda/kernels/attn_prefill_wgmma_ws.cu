@@ -250,12 +250,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1) attn_prefill_wgmma_ws_kernel(co
                     la_wgmma_wait<1>(); /* S j done; S 1 (j = 0) or P V 0 (j = 1) may run */
 #pragma unroll
                     for (int k = 0; k < 4 * NT; k++) la_wgmma_fence_operand(sacc[k]);
-                    if (!(all_valid && tmax <= wmin[j])) prefill_mask<NT>(sc[j], m->kpos, c4, rpos[j]);
-                    float alpha[2];
-                    prefill_softmax<NT>(sc[j], mr[j], lr[j], sl2, alpha);
-                    if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) prefill_rescale<DT>(o[j], alpha);
-#pragma unroll
-                    for (int kk = 0; kk < WS_GROUPS; kk++) prefill_p_frag<NT>(sc[j], kk, a[j][kk]);
+                    prefill_scores_to_p<NT, DT>(sc[j], o[j], mr[j], lr[j], sl2, all_valid && tmax <= wmin[j], m->kpos,
+                                                c4, rpos[j], a[j]);
                     /* P and O written above, then read by P V in flight: pinned both sides
                      * of the issue (CUTLASS's warpgroup_fence_operand) */
 #pragma unroll
@@ -286,13 +282,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1) attn_prefill_wgmma_ws_kernel(co
                     qk_wgmma<WS_KT, HD>(sacc, dq, dk, L::Q_HALF, L::KV_HALF);
 #pragma unroll
                     for (int k = 0; k < 4 * NT; k++) la_wgmma_fence_operand(sacc[k]);
-                    if (!(all_valid && tmax <= wmin[j])) prefill_mask<NT>(sc, m->kpos, c4, rpos[j]);
-                    float alpha[2];
-                    prefill_softmax<NT>(sc, mr[j], lr[j], sl2, alpha);
-                    if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) prefill_rescale<DT>(o[j], alpha);
                     uint32_t a[WS_GROUPS][4];
-#pragma unroll
-                    for (int kk = 0; kk < WS_GROUPS; kk++) prefill_p_frag<NT>(sc, kk, a[kk]);
+                    prefill_scores_to_p<NT, DT>(sc, o[j], mr[j], lr[j], sl2, all_valid && tmax <= wmin[j], m->kpos, c4,
+                                                rpos[j], a);
                     la_wgmma_fence();
 #pragma unroll
                     for (int kk = 0; kk < WS_GROUPS; kk++) pv_wgmma<HD>(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
