@@ -1,0 +1,212 @@
+/* la_encode_cache (src/tokenizer/encode_cache.c) against la_tokenizer_encode on the real
+ * Llama-3 tokenizer (shared data) and the bundled model's: every encode through the cache
+ * gives the tokenizer's ids, hit or miss, with and without special tokens; the least
+ * recently used entry goes first and the bytes held stay under the cap; an encoding larger
+ * than the cache is returned and not kept; a text the tokenizer refuses is refused the same
+ * way and not kept; four threads at once get the tokenizer's ids and every call is counted
+ * once. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/test_util.h"
+#include "tokenizer/encode_cache.h"
+#include "tokenizer/tokenizer.h"
+
+static la_tokenizer *load(const char *which) {
+    char dir[1024];
+    if (!strcmp(which, "llama3")) snprintf(dir, sizeof dir, "%s/data/tokenizers/llama3", la_test_shared_dir());
+    else snprintf(dir, sizeof dir, "%s/models/rag-tiny", LA_SOURCE_DIR);
+    la_tokenizer *tok = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_tokenizer_load(dir, &tok, &err), err);
+    return tok;
+}
+
+/* Texts of a few hundred tokens each, told apart by their first words. */
+static char *text_of(int i) {
+    static const char *const words[] = {"river", "stone", "März", "naïve", "東京", "  spaces", "\n\nnew", "42,000", "don't"};
+    size_t cap = 8192, n = 0;
+    char *s = malloc(cap);
+    n += (size_t)snprintf(s, cap, "Document %d (Title: t%d)", i, i);
+    for (int w = 0; w < 200; w++) n += (size_t)snprintf(s + n, cap - n, " %s", words[(w * 7 + i) % 9]);
+    return s;
+}
+
+static void check_encode(la_encode_cache *c, const la_tokenizer *tok, const char *text, bool special) {
+    int32_t *want = NULL, *got = NULL, nw = 0, ng = 0;
+    la_err err = {0};
+    LA_CHECK_OK(la_tokenizer_encode(tok, text, strlen(text), special, &want, &nw, &err), err);
+    LA_CHECK_OK(la_encode_cache_encode(c, tok, text, strlen(text), special, &got, &ng, &err), err);
+    cr_assert_eq(ng, nw, "%d ids against the tokenizer's %d (special %d)", ng, nw, special);
+    cr_assert(memcmp(got, want, sizeof(int32_t) * (size_t)nw) == 0, "ids differ from the tokenizer's");
+    free(want);
+    free(got);
+}
+
+Test(encode_cache, hits_and_misses_give_the_tokenizers_ids) {
+    const char *toks[] = {"llama3", "rag-tiny"};
+    for (int t = 0; t < 2; t++) {
+        la_tokenizer *tok = load(toks[t]);
+        la_encode_cache *c = NULL;
+        la_err err = {0};
+        LA_CHECK_OK(la_encode_cache_create(64 << 20, &c, &err), err);
+        for (int round = 0; round < 3; round++)
+            for (int i = 0; i < 6; i++) {
+                char *s = text_of(i);
+                check_encode(c, tok, s, false);
+                check_encode(c, tok, s, true); /* a key of its own: BOS or not */
+                free(s);
+            }
+        check_encode(c, tok, "", false); /* no ids, and not NULL */
+        check_encode(c, tok, "", false);
+        la_encode_cache_stats st;
+        la_encode_cache_get_stats(c, &st);
+        cr_assert_eq(st.misses, 13, "%s: %lld misses", toks[t], (long long)st.misses);
+        cr_assert_eq(st.hits, 25, "%s: %lld hits", toks[t], (long long)st.hits);
+        cr_assert_eq(st.entries, 13);
+        cr_assert_eq(st.evictions, 0);
+        la_encode_cache_destroy(c);
+        la_tokenizer_destroy(tok);
+    }
+}
+
+/* The ids of text i, through c; whether it was a hit. */
+static bool encode_hit(la_encode_cache *c, const la_tokenizer *tok, int i) {
+    la_encode_cache_stats a, b;
+    la_encode_cache_get_stats(c, &a);
+    char *s = text_of(i);
+    check_encode(c, tok, s, false);
+    free(s);
+    la_encode_cache_get_stats(c, &b);
+    cr_assert_eq(b.hits + b.misses, a.hits + a.misses + 1);
+    return b.hits == a.hits + 1;
+}
+
+Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
+    la_tokenizer *tok = load("llama3");
+    la_err err = {0};
+    /* the size of one entry: a cache that holds exactly one shows it */
+    la_encode_cache *one = NULL;
+    LA_CHECK_OK(la_encode_cache_create(1 << 20, &one, &err), err);
+    encode_hit(one, tok, 0);
+    la_encode_cache_stats st;
+    la_encode_cache_get_stats(one, &st);
+    const int64_t entry = st.bytes; /* the texts are of near equal length */
+    cr_assert_gt(entry, 0);
+    la_encode_cache_destroy(one);
+
+    la_encode_cache *c = NULL;
+    LA_CHECK_OK(la_encode_cache_create(entry * 5 / 2, &c, &err), err); /* room for two */
+    cr_assert(!encode_hit(c, tok, 0));
+    cr_assert(!encode_hit(c, tok, 1));
+    cr_assert(encode_hit(c, tok, 0)); /* 0 is now the most recent */
+    cr_assert(!encode_hit(c, tok, 2)); /* evicts 1 */
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_eq(st.evictions, 1);
+    cr_assert_eq(st.entries, 2);
+    cr_assert_leq(st.bytes, entry * 5 / 2);
+    cr_assert(encode_hit(c, tok, 0));
+    cr_assert(encode_hit(c, tok, 2));
+    cr_assert(!encode_hit(c, tok, 1), "1 was the least recently used: evicted");
+    for (int i = 0; i < 40; i++) encode_hit(c, tok, i % 7);
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_leq(st.bytes, entry * 5 / 2);
+    cr_assert_leq(st.entries, 2);
+    la_encode_cache_destroy(c);
+
+    /* larger than the whole cache: the ids, nothing kept */
+    LA_CHECK_OK(la_encode_cache_create(entry / 2, &c, &err), err);
+    cr_assert(!encode_hit(c, tok, 3));
+    cr_assert(!encode_hit(c, tok, 3));
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_eq(st.entries, 0);
+    cr_assert_eq(st.bytes, 0);
+    la_encode_cache_destroy(c);
+    la_tokenizer_destroy(tok);
+}
+
+Test(encode_cache, a_text_the_tokenizer_refuses_is_refused_alike_and_not_kept) {
+    la_tokenizer *tok = load("llama3");
+    la_encode_cache *c = NULL;
+    la_err err = {0}, err2 = {0};
+    LA_CHECK_OK(la_encode_cache_create(1 << 20, &c, &err), err);
+    const char bad[] = "valid then \xff\xfe not UTF-8";
+    int32_t *ids = (int32_t *)&err, n = -7; /* untouched on error */
+    la_status want = la_tokenizer_encode(tok, bad, sizeof bad - 1, false, &ids, &n, &err);
+    cr_assert_eq(want, LA_ERR_INVALID_ARG);
+    for (int k = 0; k < 2; k++) {
+        la_status got = la_encode_cache_encode(c, tok, bad, sizeof bad - 1, false, &ids, &n, &err2);
+        cr_assert_eq(got, want);
+        cr_assert_str_eq(err2.msg, err.msg);
+        cr_assert_eq(ids, (int32_t *)&err);
+        cr_assert_eq(n, -7);
+    }
+    la_encode_cache_stats st;
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_eq(st.entries, 0);
+    cr_assert_eq(st.misses, 2);
+    cr_assert_eq(la_encode_cache_create(0, &c, &err), LA_ERR_INVALID_ARG);
+    la_encode_cache_destroy(c);
+    la_encode_cache_destroy(NULL);
+    la_encode_cache_get_stats(NULL, &st);
+    cr_assert_eq(st.hits + st.misses + st.entries, 0);
+    la_tokenizer_destroy(tok);
+}
+
+typedef struct worker {
+    la_encode_cache *c;
+    const la_tokenizer *tok;
+    int32_t *want[8];
+    int32_t n_want[8];
+    int seed, bad;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = arg;
+    for (int k = 0; k < 300; k++) {
+        int i = (k * 5 + w->seed) % 8;
+        char *s = text_of(i);
+        int32_t *ids = NULL, n = 0;
+        la_err err = {0};
+        if (la_encode_cache_encode(w->c, w->tok, s, strlen(s), false, &ids, &n, &err) != LA_OK ||
+            n != w->n_want[i] || memcmp(ids, w->want[i], sizeof(int32_t) * (size_t)n) != 0)
+            w->bad++;
+        free(ids);
+        free(s);
+    }
+    return NULL;
+}
+
+Test(encode_cache, four_threads_at_once_get_the_tokenizers_ids) {
+    la_tokenizer *tok = load("rag-tiny");
+    la_encode_cache *c = NULL;
+    la_err err = {0};
+    /* room for about five of the eight texts: hits, misses and evictions all happen */
+    LA_CHECK_OK(la_encode_cache_create(5 * 4 * 600, &c, &err), err);
+    worker w[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        w[t] = (worker){.c = c, .tok = tok, .seed = t};
+        for (int i = 0; i < 8; i++) {
+            char *s = text_of(i);
+            LA_CHECK_OK(la_tokenizer_encode(tok, s, strlen(s), false, &w[t].want[i], &w[t].n_want[i], &err), err);
+            free(s);
+        }
+        cr_assert_eq(pthread_create(&th[t], NULL, work, &w[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < 4; t++) {
+        cr_assert_eq(w[t].bad, 0, "thread %d: %d encodes differ from the tokenizer's", t, w[t].bad);
+        for (int i = 0; i < 8; i++) free(w[t].want[i]);
+    }
+    la_encode_cache_stats st;
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_eq(st.hits + st.misses, 4 * 300);
+    cr_assert_gt(st.hits, 0);
+    cr_assert_gt(st.evictions, 0);
+    cr_assert_leq(st.bytes, 5 * 4 * 600);
+    la_encode_cache_destroy(c);
+    la_tokenizer_destroy(tok);
+}
