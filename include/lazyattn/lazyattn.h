@@ -190,6 +190,11 @@ typedef struct la_engine_options {
      * inter-token latency and TPOT rise; under a steady stream of arrivals they wait for as
      * long as prefill work keeps coming). */
     bool prefill_first;
+    /* Host memory in bytes for the token ids of documents given as text, keyed by their text
+     * (README "Document tokens"): a document seen before is not tokenized again when a
+     * request brings it back. A bounded LRU (64 MiB by default: ~2,300 documents of 7,000
+     * tokens); 0: off. Exact: a cached document's ids are the tokenizer's. */
+    int64_t doc_token_cache_bytes;
 } la_engine_options;
 
 /* Defaults for every field (device CPU, block_size 16, method lazy, ...). struct_size: the
@@ -444,6 +449,11 @@ typedef struct la_engine_stats {
     int64_t rows_dropped;         /* rows such steps computed for requests that had stopped the
                                      step before (eos, a stop string): their tokens were dropped */
     bool async_scheduling;        /* whether async scheduling is on (la_engine_options) */
+    /* Documents given as text whose token ids came from the document token cache / that were
+     * tokenized (la_engine_options.doc_token_cache_bytes; both 0 with it off), and what it
+     * holds now */
+    int64_t doc_token_cache_hits, doc_token_cache_misses;
+    int64_t doc_token_cache_entries, doc_token_cache_bytes;
 } la_engine_stats;
 
 /* Thread-safe snapshot. struct_size: the caller's sizeof(*s) (the macro passes it). */

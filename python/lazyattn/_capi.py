@@ -64,6 +64,7 @@ class la_engine_options(Structure):
         ("recompute_first", c_int32), ("cpu_weights", c_int), ("cpu_kv", c_int),
         ("kv_io_threads", c_int32), ("kv_read", c_int), ("recompute_ratio", c_float),
         ("doc_context", c_int), ("async_scheduling", c_int), ("prefill_first", c_bool),
+        ("doc_token_cache_bytes", c_int64),
     ]
 
 
@@ -148,7 +149,10 @@ class la_engine_stats(Structure):
         (name, c_double) for name in (
             "step_schedule_s", "step_forward_s", "step_after_s", "step_decode_forward_s", "step_decode_s",
             "step_batch_begin_s", "step_decode_batch_begin_s")] + [("max_batch_tokens", c_int32)] + [
-        ("steps_async", c_int64), ("rows_dropped", c_int64), ("async_scheduling", c_bool)]
+        ("steps_async", c_int64), ("rows_dropped", c_int64), ("async_scheduling", c_bool)] + [
+        (name, c_int64) for name in (
+            "doc_token_cache_hits", "doc_token_cache_misses", "doc_token_cache_entries",
+            "doc_token_cache_bytes")]
 
 
 # ---- the library -----------------------------------------------------------------------------

@@ -60,6 +60,7 @@ ENGINE_OPTIONS = {
     "doc_context": (0, 1),  # la_doc_context: 0 alone, 1 preamble
     "async_scheduling": (0, 2),  # la_async_scheduling: 0 auto, 1 off, 2 on
     "prefill_first": bool,
+    "doc_token_cache_bytes": (0, 2**63 - 1),
 }
 _DOC_CONTEXTS = {"alone": 0, "preamble": 1}
 # The names the command line takes (--cpu-weights, --cpu-kv, --kv-read), as their enum values.
@@ -258,7 +259,9 @@ class LLM(_Closing):
              async_scheduling ("auto" or 0, the default: on with CUDA; "off" 1; "on" 2: the engine
              queues the next greedy decode step before reading this one's tokens back; README
              "Async scheduling"), prefill_first (False, the default; True: a step with prefill
-             work ready packs no decode rows, README "Async scheduling")
+             work ready packs no decode rows, README "Async scheduling"), doc_token_cache_bytes
+             (64 MiB, the default; 0: off: host memory for documents' token ids by their text,
+             README "Document tokens")
 
     Raises InvalidTypeError / InvalidArgumentError for a bad argument and ModelLoadError
     (or another LazyattnError) when the engine cannot be created.

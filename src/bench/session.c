@@ -33,11 +33,13 @@ static la_status make_engine(const la_bench_session_opts *o, const la_bench_poin
 /* The engine's steps between two snapshots of its stats (a before b), over wall_ms:
  *   {"steps", "decode_steps", "async_steps", "rows_dropped", "rows_per_step", "wall_ms_per_step",
  *    "ms_per_step": {"schedule", "forward", "batch_begin", "after"}, "decode_step_ms",
- *    "decode_forward_ms_per_step", "decode_batch_begin_ms_per_step"}
+ *    "decode_forward_ms_per_step", "decode_batch_begin_ms_per_step", "doc_token_cache_hits",
+ *    "doc_token_cache_misses"}
  * (la_engine_stats: schedule = intake, admission and packing; forward = the backend's batch
  * setup, kernels and the wait for the results, of which batch_begin the setup on the host;
  * after = sampling and bookkeeping; the decode steps': every sequence one decode row, whole
- * and forward alone, null without any). NULL when no step ran. */
+ * and forward alone, null without any; the documents given as text whose ids the document
+ * token cache served / that were tokenized, submissions included). NULL when no step ran. */
 static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b, double wall_ms) {
     const int64_t n = b->steps_computed - a->steps_computed, nd = b->steps_decode - a->steps_decode;
     if (n <= 0) return NULL;
@@ -64,6 +66,9 @@ static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b
         cJSON_AddNullToObject(j, "decode_forward_ms_per_step");
         cJSON_AddNullToObject(j, "decode_batch_begin_ms_per_step");
     }
+    cJSON_AddNumberToObject(j, "doc_token_cache_hits", (double)(b->doc_token_cache_hits - a->doc_token_cache_hits));
+    cJSON_AddNumberToObject(j, "doc_token_cache_misses",
+                            (double)(b->doc_token_cache_misses - a->doc_token_cache_misses));
     return j;
 }
 

@@ -66,9 +66,10 @@ void la_bench_session_print_header(const la_bench_session *b, FILE *f) {
             : o->sweep == LA_BENCH_SWEEP_RATE ? "open loop per point"
                                      : load_text(&b->points[0].load, lt, sizeof lt));
     if (!o->url)
-        fprintf(f, "engine: %d tokens a step (%s)\n", b->max_batch_tokens,
+        fprintf(f, "engine: %d tokens a step (%s); document token cache %s\n", b->max_batch_tokens,
                 o->eo.prefill_first ? "prefill first: no decode rows while prefill is ready"
-                                    : "decode rows and prefill chunks");
+                                    : "decode rows and prefill chunks",
+                o->eo.doc_token_cache_bytes > 0 ? "on" : "off");
     fprintf(f, "warm-up: %s\n", b->points[0].w->warmup_policy);
 }
 
@@ -211,6 +212,7 @@ cJSON *la_bench_session_json(const la_bench_session *b, int argc, char **argv) {
     if (!o->url) { /* the in-process engine's token budget per step (la_engine_stats.max_batch_tokens) */
         cJSON_AddNumberToObject(ld, "max_batch_tokens", b->max_batch_tokens);
         cJSON_AddBoolToObject(ld, "prefill_first", o->eo.prefill_first);
+        cJSON_AddNumberToObject(ld, "doc_token_cache_bytes", (double)o->eo.doc_token_cache_bytes);
     }
     cJSON_AddItemToObject(root, "definitions", la_bench_definitions_json(o->url != NULL));
     if (!o->url && (b->store || o->eo.kv_secret_file)) { /* the store's configuration */

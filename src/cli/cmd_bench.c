@@ -77,7 +77,7 @@ static void usage(FILE *f) {
             "                      [--device D] [--threads N] [--kv-blocks N] [--seed S] [--ignore-eos]\n"
             "                      [--gpu-memory-fraction F] [--cpu-weights f32|bf16|f16|bf16-dot]\n"
             "                      [--cpu-kv f32|bf16] [--max-batch-tokens N] [--async-scheduling M]\n"
-            "                      [--prefill-first]\n"
+            "                      [--prefill-first] [--doc-token-cache-mib N]\n"
             "                      [--docs-per-request N] [--doc-tokens N] [--pool-docs N] [--zipf S]\n"
             "                      [--timeout S] [--duration S] [--salt S] [--no-warmup]\n"
             "                      [--warmup-draws N]\n"
@@ -106,6 +106,8 @@ static void usage(FILE *f) {
             "                 decode step before it reads this one's tokens back\n"
             "  --prefill-first  a step with prefill work ready packs no decode rows (README\n"
             "                 \"Async scheduling\"): lower TTFT, higher TPOT\n"
+            "  --doc-token-cache-mib  memory for documents' token ids by their text (64; 0:\n"
+            "                 off: every request's documents are tokenized as it is submitted)\n"
             "  --url          benchmark a running `lazyattn serve` instead of an engine in process\n"
             "  --sweep        kv (capacity vs document hit ratio), rate (vs TTFT), concurrency\n"
             "                 (vs TPOT), context (length vs TTFT), host-kv (host tier GiB vs TTFT and\n"
@@ -200,6 +202,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         {"max-batch-tokens", required_argument, 0, LA_CLI_OPT_MAX_BATCH_TOKENS},
         {"async-scheduling", required_argument, 0, LA_CLI_OPT_ASYNC},
         {"prefill-first", no_argument, 0, LA_CLI_OPT_PREFILL_FIRST},
+        {"doc-token-cache-mib", required_argument, 0, LA_CLI_OPT_DOC_TOKEN_CACHE_MIB},
         {"gpu-memory-fraction", required_argument, 0, LA_CLI_OPT_GPU_MEMORY_FRACTION},
         {"seed", required_argument, 0, O_SEED},             {"ignore-eos", no_argument, 0, O_IGNORE_EOS},
         {"docs-per-request", required_argument, 0, O_DPR},
@@ -320,7 +323,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     if (o->so.url && o->set_in_process_only)
         return usage_error(
             "--url benchmarks the server's model: -m, --random-weights, --tokenizer, --device, "
-            "--threads, --kv-blocks, --max-batch-tokens, --async-scheduling, --prefill-first, --chat-template and the store "
+            "--threads, --kv-blocks, --max-batch-tokens, --async-scheduling, --prefill-first, --doc-token-cache-mib, --chat-template and the store "
             "flags apply in "
             "process only%s",
             "");

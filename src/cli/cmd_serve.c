@@ -151,6 +151,7 @@ int la_cli_serve(int argc, char **argv) {
         {"max-batch-tokens", required_argument, 0, LA_CLI_OPT_MAX_BATCH_TOKENS},
         {"async-scheduling", required_argument, 0, LA_CLI_OPT_ASYNC},
         {"prefill-first", no_argument, 0, LA_CLI_OPT_PREFILL_FIRST},
+        {"doc-token-cache-mib", required_argument, 0, LA_CLI_OPT_DOC_TOKEN_CACHE_MIB},
         {"max-queue", required_argument, 0, LA_CLI_OPT_MAX_QUEUE},
         {"max-running", required_argument, 0, LA_CLI_OPT_MAX_RUNNING},
         {"max-docs", required_argument, 0, LA_CLI_OPT_MAX_DOCS},

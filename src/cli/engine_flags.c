@@ -92,6 +92,10 @@ static la_cli_flag store_flag(int c, const char *arg, la_engine_options *eo, la_
         eo->async_scheduling = !strcmp(arg, "on") ? LA_ASYNC_ON : !strcmp(arg, "off") ? LA_ASYNC_OFF : LA_ASYNC_AUTO;
         return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_PREFILL_FIRST: eo->prefill_first = true; return LA_CLI_FLAG_SET;
+    case LA_CLI_OPT_DOC_TOKEN_CACHE_MIB:
+        if (!number_in(arg, "--doc-token-cache-mib", 0, MAX_GIB, "MiB (0: off)", &v, err)) return LA_CLI_FLAG_BAD_VALUE;
+        eo->doc_token_cache_bytes = (int64_t)(v * 1048576.0);
+        return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_KV_READ:
         if (strcmp(arg, "auto") && strcmp(arg, "always")) {
             la_err_set(err, LA_ERR_INVALID_ARG, "--kv-read: '%s' is not one of auto, always", arg);

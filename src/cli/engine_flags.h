@@ -41,14 +41,17 @@ enum {
     LA_CLI_OPT_DOC_CONTEXT,     /* --doc-context alone|preamble (run, serve) */
     LA_CLI_OPT_ASYNC,           /* --async-scheduling auto|on|off (serve, bench) */
     LA_CLI_OPT_PREFILL_FIRST,   /* --prefill-first (serve, bench; no argument) */
+    LA_CLI_OPT_DOC_TOKEN_CACHE_MIB, /* --doc-token-cache-mib N  documents' token ids, MiB (serve, bench) */
 };
 
-/* The --async-scheduling line of a command's --help. */
+/* The --async-scheduling, --prefill-first and --doc-token-cache-mib lines of a command's --help. */
 #define LA_CLI_ASYNC_USAGE                                                                         \
     "      --async-scheduling M auto (default: on with CUDA), on or off: queue the next decode\n"  \
     "                           step before reading this one's tokens back (README)\n"        \
     "      --prefill-first      a step with prefill work ready packs no decode rows: lower\n"  \
-    "                           TTFT for arrivals, higher TPOT for requests decoding\n"
+    "                           TTFT for arrivals, higher TPOT for requests decoding\n"  \
+    "      --doc-token-cache-mib N  memory for the token ids of documents seen before, by\n" \
+    "                           their text: not tokenized again (64; 0: off)\n"
 
 /* The --cpu-weights line of a command's --help. */
 #define LA_CLI_CPU_WEIGHTS_USAGE                                                                  \

@@ -62,6 +62,7 @@ static void options_defaults(la_engine_options *o) {
     o->max_queue = 256;
     o->max_docs = 128;
     o->kv_write_through = true;
+    o->doc_token_cache_bytes = (int64_t)64 << 20;
 }
 
 static void request_params_defaults(la_request_params *p) {
@@ -142,6 +143,8 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
     if (o->host_kv_bytes < 0 || o->kv_dir_bytes < 0 || o->kv_io_timeout_ms < 0 || o->kv_staging_bytes < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "KV store sizes and timeouts must be >= 0");
     if (o->kv_dir && !*o->kv_dir) return la_err_set(err, LA_ERR_INVALID_ARG, "kv_dir is empty");
+    if (o->doc_token_cache_bytes < 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "doc_token_cache_bytes must be >= 0 (0: off)");
     return LA_OK;
 }
 
@@ -205,6 +208,8 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
         if (s == LA_OK) s = la_tokenizer_load(tok_dir, &e->tok, err);
         if (s == LA_OK) s = la_weights_load(o->model_dir, &e->cfg, &e->weights, err);
     }
+    if (s == LA_OK && e->tok && o->doc_token_cache_bytes > 0)
+        s = la_encode_cache_create(o->doc_token_cache_bytes, &e->doc_tokens, err);
     if (s == LA_OK) s = la_engine_chat_template_load(e, o, err);
     e->opts.chat_template_file = NULL; /* borrowed: not kept */
     if (s == LA_OK) s = la_backend_create(o->device, o->n_threads, &e->be, err);
@@ -482,6 +487,12 @@ void la_engine_get_stats_sized(la_engine *e, la_engine_stats *s, size_t struct_s
     pthread_mutex_lock(&e->mu);
     la_engine_stats snap = e->stats;
     pthread_mutex_unlock(&e->mu);
+    la_encode_cache_stats dc;
+    la_encode_cache_get_stats(e->doc_tokens, &dc);
+    snap.doc_token_cache_hits = dc.hits;
+    snap.doc_token_cache_misses = dc.misses;
+    snap.doc_token_cache_entries = dc.entries;
+    snap.doc_token_cache_bytes = dc.bytes;
     la_struct_copy_out(s, struct_size, &snap, sizeof snap);
 }
 
@@ -610,6 +621,7 @@ void la_engine_destroy(la_engine *e) {
     la_kv_pool_destroy(e->pool);
     la_backend_destroy(e->be);
     la_weights_destroy(e->weights);
+    la_encode_cache_destroy(e->doc_tokens);
     la_tokenizer_destroy(e->tok);
     la_chat_template_destroy(e->chat);
     la_engine_grammars_free(e);

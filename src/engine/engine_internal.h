@@ -13,6 +13,7 @@
 #include "lazyattn/lazyattn.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "tokenizer/encode_cache.h"
 #include "tokenizer/tokenizer.h"
 
 struct la_engine {
@@ -21,6 +22,7 @@ struct la_engine {
     la_model_config cfg;
     la_weights *weights;
     la_tokenizer *tok;
+    la_encode_cache *doc_tokens;   /* documents' ids by their text (prepare.c); NULL: off */
     struct la_chat_template *chat; /* the chat template (prepare.c), NULL: none */
     la_chat_format chat_family;    /* la_prompt_template_family(chat) */
     la_backend *be;

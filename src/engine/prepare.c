@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "model/chat_template.h"
 #include "model/prompt_template.h"
+#include "tokenizer/encode_cache.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---- the chat template ------------------------------------------------------------------- */
@@ -52,8 +53,9 @@ static bool tok_adds_bos(const la_engine *e) {
     return e->tok && la_tokenizer_adds_bos(e->tok) && bos_id(e) >= 0;
 }
 
-/* Tokenize one segment (text or ids). *ids is heap memory the caller frees. */
-static la_status encode_segment(const la_engine *e, const la_segment *seg, bool add_special,
+/* Tokenize one segment (text or ids). *ids is heap memory the caller frees. A document's
+ * text (doc) goes through the document token cache. */
+static la_status encode_segment(const la_engine *e, const la_segment *seg, bool add_special, bool doc,
                                 const char *what, int32_t **ids, int32_t *n, la_err *err) {
     if (seg->ids) {
         int32_t v = e->cfg.vocab_size;
@@ -78,7 +80,7 @@ static la_status encode_segment(const la_engine *e, const la_segment *seg, bool 
                           "%s: this engine has no tokenizer (random weights): give token ids", what);
     const char *text = seg->text ? seg->text : "";
     size_t len = seg->len ? seg->len : strlen(text);
-    la_status s = la_tokenizer_encode(e->tok, text, len, add_special, ids, n, err);
+    la_status s = la_encode_cache_encode(doc ? e->doc_tokens : NULL, e->tok, text, len, add_special, ids, n, err);
     if (s != LA_OK) la_err_prefix(err, "%s", what);
     return s;
 }
@@ -106,7 +108,7 @@ la_status la_document_tokens(const la_engine *e, const la_segment *seg, const ch
             return la_err_set(err, LA_ERR_NO_MEMORY, "%s: out of memory", what);
         doc = (la_segment){.text = rendered};
     }
-    la_status s = encode_segment(e, &doc, false, what, ids, n, err);
+    la_status s = encode_segment(e, &doc, false, true, what, ids, n, err);
     free(rendered);
     return s;
 }
@@ -147,7 +149,7 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
     if (!r->doc_ids || !r->doc_len) return la_err_set(err, LA_ERR_NO_MEMORY, "request: out of memory");
     int32_t k = 0;
     if (has_pre) {
-        LA_TRY(encode_segment(e, &p->preamble, p->add_special, "preamble", &r->doc_ids[0], &r->doc_len[0], err));
+        LA_TRY(encode_segment(e, &p->preamble, p->add_special, false, "preamble", &r->doc_ids[0], &r->doc_len[0], err));
         if (r->doc_len[0] == 0) return la_err_set(err, LA_ERR_INVALID_ARG, "preamble: no tokens");
         k = 1;
     } else if (bos_doc) {
@@ -169,7 +171,7 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
     for (int32_t d = 0; d < r->n_docs; d++) r->n_doc_tokens += r->doc_len[d];
 
     int32_t *ids = NULL, n = 0;
-    LA_TRY(encode_segment(e, &p->prompt, p->add_special && n_segs == 0, "prompt", &ids, &n, err));
+    LA_TRY(encode_segment(e, &p->prompt, p->add_special && n_segs == 0, false, "prompt", &ids, &n, err));
     if (!blockwise) { /* the documents go inside the prompt */
         for (int32_t d = 0; d < r->n_docs; d++) {
             la_status s = la_request_tail_append(r, r->doc_ids[d], r->doc_len[d], err);

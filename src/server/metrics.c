@@ -351,6 +351,14 @@ char *la_metrics_render(la_metrics *m, const la_engine_stats *es, const la_engin
     put_metric(&o, "lazyattn_engine_rows_dropped_total", "counter",
                "Rows of such steps whose request had stopped in the step before: computed, dropped.",
                (double)es->rows_dropped);
+    put_metric(&o, "lazyattn_doc_token_cache_hits_total", "counter",
+               "Documents given as text whose token ids the document token cache served.",
+               (double)es->doc_token_cache_hits);
+    put_metric(&o, "lazyattn_doc_token_cache_misses_total", "counter",
+               "Documents given as text that were tokenized (the document token cache had not their text).",
+               (double)es->doc_token_cache_misses);
+    put_metric(&o, "lazyattn_doc_token_cache_bytes", "gauge", "Bytes the document token cache holds.",
+               (double)es->doc_token_cache_bytes);
     put(&o, "# HELP lazyattn_engine_step_seconds_total Seconds of the engine's computed steps, by phase "
             "(batch_begin: the backend's host setup, a part of forward).\n"
             "# TYPE lazyattn_engine_step_seconds_total counter\n"

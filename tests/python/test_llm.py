@@ -52,6 +52,19 @@ def test_async_scheduling_and_prefill_first_give_the_same_answers(lazyattn_pkg):
         assert (x.text, x.token_ids, x.finish_reason) == (z.text, z.token_ids, z.finish_reason)
 
 
+def test_document_token_cache_serves_documents_seen_before_with_the_same_answers(lazyattn_pkg):
+    with lazyattn_pkg.LLM() as on, lazyattn_pkg.LLM(doc_token_cache_bytes=0) as off:
+        for docs in (DOCS, DOCS[::-1], DOCS):  # the same documents in a new order, then again
+            x = on.chat(ASK, documents=docs, method="lazy")[0]
+            y = off.chat(ASK, documents=docs, method="lazy")[0]
+            assert (x.text, x.token_ids, x.prompt_tokens, x.doc_tokens) == (y.text, y.token_ids, y.prompt_tokens, y.doc_tokens)
+        st = on.stats()
+        assert (st["doc_token_cache_misses"], st["doc_token_cache_hits"], st["doc_token_cache_entries"]) == (2, 4, 2), st
+        assert st["doc_token_cache_bytes"] > 0
+        st = off.stats()
+        assert st["doc_token_cache_misses"] == st["doc_token_cache_hits"] == st["doc_token_cache_bytes"] == 0, st
+
+
 def test_output_fields(llm):
     o = llm.chat(ASK, documents=DOCS, method="lazy", cache_salt="fields")[0]
     assert o.text == "Chas" and o.finish_reason == "stop" and o.method == "lazy"
