@@ -449,9 +449,10 @@ typedef struct la_engine_stats {
     int64_t rows_dropped;         /* rows such steps computed for requests that had stopped the
                                      step before (eos, a stop string): their tokens were dropped */
     bool async_scheduling;        /* whether async scheduling is on (la_engine_options) */
-    /* Documents given as text whose token ids came from the document token cache / that were
-     * tokenized (la_engine_options.doc_token_cache_bytes; both 0 with it off), and what it
-     * holds now */
+    /* Lookups of documents given as text (requests, la_engine_tokenize_request,
+     * la_engine_document_info / _where) that the document token cache served / that went to
+     * the tokenizer, refused text included (la_engine_options.doc_token_cache_bytes; both 0
+     * with it off), and what it holds now: entries, and bytes of entries and hash map */
     int64_t doc_token_cache_hits, doc_token_cache_misses;
     int64_t doc_token_cache_entries, doc_token_cache_bytes;
 } la_engine_stats;

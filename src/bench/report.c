@@ -317,8 +317,9 @@ cJSON *la_bench_definitions_json(bool http) {
         "wall_ms_per_step = the run's wall time / steps (idle time included); ms_per_step = "
         "schedule / forward / after averaged over every step, batch_begin = the backend's host "
         "setup, a part of forward; decode_* = averages over the decode steps (null without any); "
-        "doc_token_cache_hits / misses = documents given as text whose token ids the engine's "
-        "document token cache served / that were tokenized (submissions included)");
+        "doc_token_cache_hits / misses = the engine's document token cache lookups between the two "
+        "snapshots (each request's documents as it is submitted) that it served / that went to the "
+        "tokenizer");
     cJSON_AddStringToObject(d, "exact_match",
                             "normalised containment of a gold answer (la_rag_answer_matches)");
     return d;

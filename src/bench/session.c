@@ -38,8 +38,9 @@ static la_status make_engine(const la_bench_session_opts *o, const la_bench_poin
  * (la_engine_stats: schedule = intake, admission and packing; forward = the backend's batch
  * setup, kernels and the wait for the results, of which batch_begin the setup on the host;
  * after = sampling and bookkeeping; the decode steps': every sequence one decode row, whole
- * and forward alone, null without any; the documents given as text whose ids the document
- * token cache served / that were tokenized, submissions included). NULL when no step ran. */
+ * and forward alone, null without any; the document token cache's lookups between the two
+ * snapshots that it served / that went to the tokenizer: each request's documents as it is
+ * submitted). NULL when no step ran. */
 static cJSON *step_stats_json(const la_engine_stats *a, const la_engine_stats *b, double wall_ms) {
     const int64_t n = b->steps_computed - a->steps_computed, nd = b->steps_decode - a->steps_decode;
     if (n <= 0) return NULL;

@@ -94,7 +94,7 @@ static la_cli_flag store_flag(int c, const char *arg, la_engine_options *eo, la_
     case LA_CLI_OPT_PREFILL_FIRST: eo->prefill_first = true; return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_DOC_TOKEN_CACHE_MIB:
         if (!number_in(arg, "--doc-token-cache-mib", 0, MAX_GIB, "MiB (0: off)", &v, err)) return LA_CLI_FLAG_BAD_VALUE;
-        eo->doc_token_cache_bytes = (int64_t)(v * 1048576.0);
+        eo->doc_token_cache_bytes = (int64_t)ceil(v * 1048576.0); /* a tiny size stays on */
         return LA_CLI_FLAG_SET;
     case LA_CLI_OPT_KV_READ:
         if (strcmp(arg, "auto") && strcmp(arg, "always")) {

@@ -660,7 +660,7 @@ la_status la_engine_document_info(la_engine *e, const la_segment *doc, la_method
         return la_err_set(err, LA_ERR_INVALID_ARG, "method %s does not cache documents on their own",
                           la_method_name(m));
     int32_t *ids = NULL, n = 0;
-    LA_TRY(la_document_tokens(e, doc, "document", &ids, &n, err));
+    LA_TRY(la_document_tokens(e, doc, cache_salt, "document", &ids, &n, err));
     int32_t B = e->opts.block_size, nb = (n + B - 1) / B;
     uint64_t *hashes = malloc(sizeof(uint64_t) * (size_t)(nb ? nb : 1));
     if (!hashes) {

@@ -54,9 +54,10 @@ static bool tok_adds_bos(const la_engine *e) {
 }
 
 /* Tokenize one segment (text or ids). *ids is heap memory the caller frees. A document's
- * text (doc) goes through the document token cache. */
+ * text (doc) goes through the document token cache under the request's cache salt (NULL:
+ * none). */
 static la_status encode_segment(const la_engine *e, const la_segment *seg, bool add_special, bool doc,
-                                const char *what, int32_t **ids, int32_t *n, la_err *err) {
+                                const char *salt, const char *what, int32_t **ids, int32_t *n, la_err *err) {
     if (seg->ids) {
         int32_t v = e->cfg.vocab_size;
         for (int32_t i = 0; i < seg->n_ids; i++)
@@ -78,9 +79,11 @@ static la_status encode_segment(const la_engine *e, const la_segment *seg, bool 
     if (!e->tok)
         return la_err_set(err, LA_ERR_INVALID_ARG,
                           "%s: this engine has no tokenizer (random weights): give token ids", what);
+    if (!seg->text && seg->len)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "%s: text is NULL with len %zu", what, seg->len);
     const char *text = seg->text ? seg->text : "";
     size_t len = seg->len ? seg->len : strlen(text);
-    la_status s = la_encode_cache_encode(doc ? e->doc_tokens : NULL, e->tok, text, len, add_special, ids, n, err);
+    la_status s = la_encode_cache_encode(doc ? e->doc_tokens : NULL, e->tok, salt, text, len, add_special, ids, n, err);
     if (s != LA_OK) la_err_prefix(err, "%s", what);
     return s;
 }
@@ -98,8 +101,8 @@ static la_status doc_has_text(const la_segment *seg, const char *what, la_err *e
     return LA_OK;
 }
 
-la_status la_document_tokens(const la_engine *e, const la_segment *seg, const char *what, int32_t **ids,
-                             int32_t *n, la_err *err) {
+la_status la_document_tokens(const la_engine *e, const la_segment *seg, const char *salt, const char *what,
+                             int32_t **ids, int32_t *n, la_err *err) {
     LA_TRY(doc_has_text(seg, what, err));
     la_segment doc = *seg;
     char *rendered = NULL;
@@ -108,7 +111,7 @@ la_status la_document_tokens(const la_engine *e, const la_segment *seg, const ch
             return la_err_set(err, LA_ERR_NO_MEMORY, "%s: out of memory", what);
         doc = (la_segment){.text = rendered};
     }
-    la_status s = encode_segment(e, &doc, false, true, what, ids, n, err);
+    la_status s = encode_segment(e, &doc, false, true, salt, what, ids, n, err);
     free(rendered);
     return s;
 }
@@ -149,7 +152,7 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
     if (!r->doc_ids || !r->doc_len) return la_err_set(err, LA_ERR_NO_MEMORY, "request: out of memory");
     int32_t k = 0;
     if (has_pre) {
-        LA_TRY(encode_segment(e, &p->preamble, p->add_special, false, "preamble", &r->doc_ids[0], &r->doc_len[0], err));
+        LA_TRY(encode_segment(e, &p->preamble, p->add_special, false, NULL, "preamble", &r->doc_ids[0], &r->doc_len[0], err));
         if (r->doc_len[0] == 0) return la_err_set(err, LA_ERR_INVALID_ARG, "preamble: no tokens");
         k = 1;
     } else if (bos_doc) {
@@ -163,7 +166,7 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
     for (int32_t d = 0; d < p->n_docs; d++, k++) {
         char what[48];
         snprintf(what, sizeof what, "documents[%d]", d);
-        LA_TRY(la_document_tokens(e, &p->docs[d], what, &r->doc_ids[k], &r->doc_len[k], err));
+        LA_TRY(la_document_tokens(e, &p->docs[d], p->cache_salt, what, &r->doc_ids[k], &r->doc_len[k], err));
         r->n_docs = k + 1;
         if (r->doc_len[k] == 0)
             return la_err_set(err, LA_ERR_INVALID_ARG, "documents[%d] is empty (no tokens)", d);
@@ -171,7 +174,7 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
     for (int32_t d = 0; d < r->n_docs; d++) r->n_doc_tokens += r->doc_len[d];
 
     int32_t *ids = NULL, n = 0;
-    LA_TRY(encode_segment(e, &p->prompt, p->add_special && n_segs == 0, false, "prompt", &ids, &n, err));
+    LA_TRY(encode_segment(e, &p->prompt, p->add_special && n_segs == 0, false, NULL, "prompt", &ids, &n, err));
     if (!blockwise) { /* the documents go inside the prompt */
         for (int32_t d = 0; d < r->n_docs; d++) {
             la_status s = la_request_tail_append(r, r->doc_ids[d], r->doc_len[d], err);

@@ -18,10 +18,11 @@ la_status la_request_prepare(la_engine *e, const la_request_params *p, la_reques
                              la_err *err);
 
 /* A document's tokens as a request gives them: a titled one rendered with the RAG
- * template's document block, tokenized alone without BOS; what names it in messages.
- * *ids: caller frees. Errors: as la_request_prepare's for a document. Any thread. */
-la_status la_document_tokens(const la_engine *e, const la_segment *doc, const char *what, int32_t **ids,
-                             int32_t *n, la_err *err);
+ * template's document block, tokenized alone without BOS (through the document token
+ * cache, under the request's cache salt: NULL none); what names it in messages. *ids:
+ * caller frees. Errors: as la_request_prepare's for a document. Any thread. */
+la_status la_document_tokens(const la_engine *e, const la_segment *doc, const char *salt, const char *what,
+                             int32_t **ids, int32_t *n, la_err *err);
 
 /* Compile the chat template into e->chat (o->chat_template_file, else the tokenizer's
  * chat_template; none: e->chat NULL) and probe its family into e->chat_family. Errors:

@@ -352,12 +352,14 @@ char *la_metrics_render(la_metrics *m, const la_engine_stats *es, const la_engin
                "Rows of such steps whose request had stopped in the step before: computed, dropped.",
                (double)es->rows_dropped);
     put_metric(&o, "lazyattn_doc_token_cache_hits_total", "counter",
-               "Documents given as text whose token ids the document token cache served.",
+               "Lookups of documents given as text (requests, /tokenize, document info) that the "
+               "document token cache served.",
                (double)es->doc_token_cache_hits);
     put_metric(&o, "lazyattn_doc_token_cache_misses_total", "counter",
-               "Documents given as text that were tokenized (the document token cache had not their text).",
+               "Lookups of documents given as text that went to the tokenizer (refused text included).",
                (double)es->doc_token_cache_misses);
-    put_metric(&o, "lazyattn_doc_token_cache_bytes", "gauge", "Bytes the document token cache holds.",
+    put_metric(&o, "lazyattn_doc_token_cache_bytes", "gauge",
+               "Bytes the document token cache holds (its entries and hash map).",
                (double)es->doc_token_cache_bytes);
     put(&o, "# HELP lazyattn_engine_step_seconds_total Seconds of the engine's computed steps, by phase "
             "(batch_begin: the backend's host setup, a part of forward).\n"

@@ -22,14 +22,17 @@ struct la_encode_cache {
     la_hmap map; /* key -> (intptr_t)entry */
     entry *newest, *oldest;
     int64_t max_bytes;
+    int64_t entry_bytes; /* of the entries held */
     la_encode_cache_stats st;
 };
 
-/* What an entry of n ids counts against max_bytes: itself and its share of the map (which
- * grows at half full: two slots an entry). */
-static int64_t entry_bytes(int32_t n) {
-    return (int64_t)(sizeof(entry) + sizeof(int32_t) * (size_t)n + 2 * sizeof(la_hmap_slot));
-}
+/* What an entry of n ids counts against max_bytes; the map's slots count apart (map_bytes). */
+static int64_t entry_bytes(int32_t n) { return (int64_t)(sizeof(entry) + sizeof(int32_t) * (size_t)n); }
+
+static int64_t map_bytes(const la_encode_cache *c) { return c->map.cap * (int64_t)sizeof(la_hmap_slot); }
+
+/* st.bytes as the header defines it: the entries and the map */
+static void count_bytes(la_encode_cache *c) { c->st.bytes = c->entry_bytes + map_bytes(c); }
 
 la_status la_encode_cache_create(int64_t max_bytes, la_encode_cache **out, la_err *err) {
     if (max_bytes < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "encode cache: max_bytes %lld < 1", (long long)max_bytes);
@@ -52,11 +55,18 @@ void la_encode_cache_destroy(la_encode_cache *c) {
     free(c);
 }
 
-static la_hash128 text_key(const char *text, size_t len, bool add_special) {
+/* (salt, add_special, text): the salt with its length, so that no salt and text run into
+ * each other, and a flag byte that tells "no salt" from "" */
+static la_hash128 text_key(const char *salt, const char *text, size_t len, bool add_special) {
     la_hasher h;
     la_hasher_init(&h);
-    const unsigned char special = add_special;
-    la_hasher_update(&h, &special, 1);
+    const unsigned char flags = (unsigned char)((add_special ? 1 : 0) | (salt ? 2 : 0));
+    la_hasher_update(&h, &flags, 1);
+    if (salt) {
+        const uint64_t n = strlen(salt);
+        la_hasher_update(&h, &n, sizeof n);
+        la_hasher_update(&h, salt, (size_t)n);
+    }
     if (len) la_hasher_update(&h, text, len);
     return la_hasher_digest(&h);
 }
@@ -81,7 +91,7 @@ static void drop_oldest(la_encode_cache *c) {
     entry *x = c->oldest;
     unlink_entry(c, x);
     la_hmap_remove(&c->map, x->key);
-    c->st.bytes -= entry_bytes(x->n);
+    c->entry_bytes -= entry_bytes(x->n);
     c->st.entries--;
     c->st.evictions++;
     free(x);
@@ -94,10 +104,11 @@ static int32_t *copy_ids(const int32_t *ids, int32_t n) {
     return p;
 }
 
-la_status la_encode_cache_encode(la_encode_cache *c, const la_tokenizer *tok, const char *text, size_t len,
-                                 bool add_special, int32_t **ids, int32_t *n, la_err *err) {
-    if (!c) return la_tokenizer_encode(tok, text, len, add_special, ids, n, err);
-    const la_hash128 key = text_key(text, len, add_special);
+la_status la_encode_cache_encode(la_encode_cache *c, const la_tokenizer *tok, const char *salt, const char *text,
+                                 size_t len, bool add_special, int32_t **ids, int32_t *n, la_err *err) {
+    if (!c || !tok || (!text && len) || !ids || !n) /* the tokenizer's own checks and errors */
+        return la_tokenizer_encode(tok, text, len, add_special, ids, n, err);
+    const la_hash128 key = text_key(salt, text, len, add_special);
     int64_t v;
     pthread_mutex_lock(&c->mu);
     if (la_hmap_get(&c->map, key, &v)) {
@@ -128,14 +139,18 @@ la_status la_encode_cache_encode(la_encode_cache *c, const la_tokenizer *tok, co
         if (la_hmap_get(&c->map, key, &v)) { /* another thread encoded it meanwhile */
             free(x);
         } else {
-            while (c->oldest && c->st.bytes + need > c->max_bytes) drop_oldest(c);
+            while (c->oldest && c->entry_bytes + need + map_bytes(c) > c->max_bytes) drop_oldest(c);
             if (la_hmap_put(&c->map, key, (int64_t)(intptr_t)x)) {
                 push_newest(c, x);
-                c->st.bytes += need;
+                c->entry_bytes += need;
                 c->st.entries++;
+                /* the put may have grown the map: older entries make room for its slots; a map
+                 * that alone outgrows the cap (tiny entries, tiny cap) leaves x out too */
+                while (c->oldest && c->entry_bytes + map_bytes(c) > c->max_bytes) drop_oldest(c);
             } else {
                 free(x);
             }
+            count_bytes(c);
         }
         pthread_mutex_unlock(&c->mu);
     }

@@ -3,7 +3,9 @@
  * come back in new orders answer as an engine without it does (tokens, text, prompt and
  * document token counts), the documents' KV names (key and block hashes, which hash their
  * ids) are the same, each distinct document is tokenized once and every later use is a hit;
- * a document the tokenizer refuses is refused the same way every time and nothing is kept;
+ * a request under a cache salt shares no entry with the unsalted ones;
+ * a document the tokenizer refuses is refused the same way every time and nothing is kept
+ * (and a prompt of NULL text with a length is refused);
  * a negative size is refused. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +60,7 @@ static void order_of(int r, int32_t *ids) {
     for (int k = 0; k < 3; k++) ids[k] = (r + k * (r % 2 ? 1 : 3)) % N_DOCS;
 }
 
-static void run(la_engine *e, int r, bool chat, la_test_gen *g) {
+static void run_salted(la_engine *e, int r, bool chat, const char *salt, la_test_gen *g) {
     la_segment docs[3];
     int32_t ids[3];
     order_of(r, ids);
@@ -77,8 +79,11 @@ static void run(la_engine *e, int r, bool chat, la_test_gen *g) {
     p.method = LA_METHOD_LAZY;
     p.sampling.max_tokens = 6;
     p.sampling.ignore_eos = true;
+    p.cache_salt = salt;
     la_test_generate(e, &p, g);
 }
+
+static void run(la_engine *e, int r, bool chat, la_test_gen *g) { run_salted(e, r, chat, NULL, g); }
 
 Test(doc_tokens, documents_seen_before_answer_as_without_the_cache_and_are_tokenized_once) {
     la_engine *on = engine_with(-1), *off = engine_with(0); /* the default (64 MiB), and off */
@@ -128,6 +133,22 @@ Test(doc_tokens, documents_seen_before_answer_as_without_the_cache_and_are_token
     }
     la_engine_get_stats(on, &st);
     cr_assert_eq(st.doc_token_cache_misses, N_DOCS, "document_info found the raw path's entries");
+
+    /* a tenant (cache salt) tokenizes its documents itself, then hits its own entries */
+    for (int k = 0; k < 2; k++) {
+        la_test_gen a, b;
+        run_salted(on, 0, true, "tenant-7", &a);
+        run_salted(off, 0, true, "tenant-7", &b);
+        cr_assert_eq(a.n_tokens, b.n_tokens);
+        for (int32_t i = 0; i < a.n_tokens; i++) cr_assert_eq(a.tokens[i], b.tokens[i]);
+        la_test_gen_free(&a);
+        la_test_gen_free(&b);
+        la_engine_stats s2;
+        la_engine_get_stats(on, &s2);
+        cr_assert_eq(s2.doc_token_cache_misses, N_DOCS + 3, "salted round %d: %lld misses", k,
+                     (long long)s2.doc_token_cache_misses);
+        cr_assert_eq(s2.doc_token_cache_hits, st.doc_token_cache_hits + 3 * k);
+    }
     la_engine_destroy(on);
     la_engine_destroy(off);
 }
@@ -150,6 +171,11 @@ Test(doc_tokens, a_document_the_tokenizer_refuses_is_refused_every_time_and_not_
     la_engine_get_stats(on, &st);
     cr_assert_eq(st.doc_token_cache_entries, 0);
     cr_assert_eq(st.doc_token_cache_misses, 2);
+    la_request_params q; /* a prompt of NULL text with a length: refused, not read */
+    la_request_params_init(&q);
+    q.prompt = (la_segment){.text = NULL, .len = 5};
+    cr_assert_eq(la_engine_submit(on, &q, NULL, &got), LA_ERR_INVALID_ARG);
+    cr_assert(strstr(got.msg, "NULL"), "%s", got.msg);
     la_test_gen g; /* and the engine goes on */
     run(on, 0, true, &g);
     cr_assert_eq(g.n_tokens, 6);

@@ -1,9 +1,10 @@
 /* la_encode_cache (src/tokenizer/encode_cache.c) against la_tokenizer_encode on the real
  * Llama-3 tokenizer (shared data) and the bundled model's: every encode through the cache
- * gives the tokenizer's ids, hit or miss, with and without special tokens; the least
+ * gives the tokenizer's ids, hit or miss, with and without special tokens; each cache salt
+ * (and no salt) has entries of its own; the least
  * recently used entry goes first and the bytes held stay under the cap; an encoding larger
- * than the cache is returned and not kept; a text the tokenizer refuses is refused the same
- * way and not kept; four threads at once get the tokenizer's ids and every call is counted
+ * than the cache is returned and not kept; a text the tokenizer refuses, and NULL arguments,
+ * are refused the same way and nothing is kept; four threads at once get the tokenizer's ids and every call is counted
  * once. */
 #include <pthread.h>
 #include <stdio.h>
@@ -34,15 +35,20 @@ static char *text_of(int i) {
     return s;
 }
 
-static void check_encode(la_encode_cache *c, const la_tokenizer *tok, const char *text, bool special) {
+static void check_encode_salted(la_encode_cache *c, const la_tokenizer *tok, const char *salt, const char *text,
+                                bool special) {
     int32_t *want = NULL, *got = NULL, nw = 0, ng = 0;
     la_err err = {0};
     LA_CHECK_OK(la_tokenizer_encode(tok, text, strlen(text), special, &want, &nw, &err), err);
-    LA_CHECK_OK(la_encode_cache_encode(c, tok, text, strlen(text), special, &got, &ng, &err), err);
+    LA_CHECK_OK(la_encode_cache_encode(c, tok, salt, text, strlen(text), special, &got, &ng, &err), err);
     cr_assert_eq(ng, nw, "%d ids against the tokenizer's %d (special %d)", ng, nw, special);
     cr_assert(memcmp(got, want, sizeof(int32_t) * (size_t)nw) == 0, "ids differ from the tokenizer's");
     free(want);
     free(got);
+}
+
+static void check_encode(la_encode_cache *c, const la_tokenizer *tok, const char *text, bool special) {
+    check_encode_salted(c, tok, NULL, text, special);
 }
 
 Test(encode_cache, hits_and_misses_give_the_tokenizers_ids) {
@@ -87,18 +93,24 @@ static bool encode_hit(la_encode_cache *c, const la_tokenizer *tok, int i) {
 Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
     la_tokenizer *tok = load("llama3");
     la_err err = {0};
-    /* the size of one entry: a cache that holds exactly one shows it */
+    /* an entry's bytes and the map's (its first 16 slots: up to 7 entries), from a cache of
+     * one entry and one of two (the texts are of near equal length) */
     la_encode_cache *one = NULL;
     LA_CHECK_OK(la_encode_cache_create(1 << 20, &one, &err), err);
     encode_hit(one, tok, 0);
     la_encode_cache_stats st;
     la_encode_cache_get_stats(one, &st);
-    const int64_t entry = st.bytes; /* the texts are of near equal length */
+    const int64_t b1 = st.bytes;
+    encode_hit(one, tok, 1);
+    la_encode_cache_get_stats(one, &st);
+    const int64_t entry = st.bytes - b1, map = b1 - entry;
     cr_assert_gt(entry, 0);
+    cr_assert_gt(map, 0);
     la_encode_cache_destroy(one);
 
     la_encode_cache *c = NULL;
-    LA_CHECK_OK(la_encode_cache_create(entry * 5 / 2, &c, &err), err); /* room for two */
+    const int64_t cap = map + entry * 5 / 2; /* room for two */
+    LA_CHECK_OK(la_encode_cache_create(cap, &c, &err), err);
     cr_assert(!encode_hit(c, tok, 0));
     cr_assert(!encode_hit(c, tok, 1));
     cr_assert(encode_hit(c, tok, 0)); /* 0 is now the most recent */
@@ -106,13 +118,13 @@ Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
     la_encode_cache_get_stats(c, &st);
     cr_assert_eq(st.evictions, 1);
     cr_assert_eq(st.entries, 2);
-    cr_assert_leq(st.bytes, entry * 5 / 2);
+    cr_assert_leq(st.bytes, cap);
     cr_assert(encode_hit(c, tok, 0));
     cr_assert(encode_hit(c, tok, 2));
     cr_assert(!encode_hit(c, tok, 1), "1 was the least recently used: evicted");
     for (int i = 0; i < 40; i++) encode_hit(c, tok, i % 7);
     la_encode_cache_get_stats(c, &st);
-    cr_assert_leq(st.bytes, entry * 5 / 2);
+    cr_assert_leq(st.bytes, cap);
     cr_assert_leq(st.entries, 2);
     la_encode_cache_destroy(c);
 
@@ -127,6 +139,30 @@ Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
     la_tokenizer_destroy(tok);
 }
 
+/* A cache salt is a tenant: its entries are its own, and no salt is not the salt "". */
+Test(encode_cache, each_salt_keeps_entries_of_its_own) {
+    la_tokenizer *tok = load("llama3");
+    la_encode_cache *c = NULL;
+    la_err err = {0};
+    LA_CHECK_OK(la_encode_cache_create(64 << 20, &c, &err), err);
+    const char *salts[] = {NULL, "", "tenant-a", "tenant-b", "tenant-a\x01"};
+    char *s = text_of(4);
+    for (int round = 0; round < 2; round++)
+        for (int k = 0; k < 5; k++) {
+            la_encode_cache_stats a, b;
+            la_encode_cache_get_stats(c, &a);
+            check_encode_salted(c, tok, salts[k], s, false);
+            la_encode_cache_get_stats(c, &b);
+            cr_assert_eq(b.hits, a.hits + (round == 1), "salt %d round %d: a hit only for its own entry", k, round);
+        }
+    la_encode_cache_stats st;
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_eq(st.entries, 5);
+    free(s);
+    la_encode_cache_destroy(c);
+    la_tokenizer_destroy(tok);
+}
+
 Test(encode_cache, a_text_the_tokenizer_refuses_is_refused_alike_and_not_kept) {
     la_tokenizer *tok = load("llama3");
     la_encode_cache *c = NULL;
@@ -137,7 +173,7 @@ Test(encode_cache, a_text_the_tokenizer_refuses_is_refused_alike_and_not_kept) {
     la_status want = la_tokenizer_encode(tok, bad, sizeof bad - 1, false, &ids, &n, &err);
     cr_assert_eq(want, LA_ERR_INVALID_ARG);
     for (int k = 0; k < 2; k++) {
-        la_status got = la_encode_cache_encode(c, tok, bad, sizeof bad - 1, false, &ids, &n, &err2);
+        la_status got = la_encode_cache_encode(c, tok, NULL, bad, sizeof bad - 1, false, &ids, &n, &err2);
         cr_assert_eq(got, want);
         cr_assert_str_eq(err2.msg, err.msg);
         cr_assert_eq(ids, (int32_t *)&err);
@@ -147,6 +183,16 @@ Test(encode_cache, a_text_the_tokenizer_refuses_is_refused_alike_and_not_kept) {
     la_encode_cache_get_stats(c, &st);
     cr_assert_eq(st.entries, 0);
     cr_assert_eq(st.misses, 2);
+    cr_assert_eq(st.bytes, 0);
+    /* NULL arguments as the tokenizer refuses them, even once "" is cached */
+    int32_t *ok_ids = NULL, ok_n = 0;
+    LA_CHECK_OK(la_encode_cache_encode(c, tok, NULL, "", 0, false, &ok_ids, &ok_n, &err), err);
+    free(ok_ids);
+    LA_CHECK_OK(la_encode_cache_encode(c, tok, NULL, "", 0, false, &ok_ids, &ok_n, &err), err);
+    free(ok_ids);
+    cr_assert_eq(la_encode_cache_encode(c, tok, NULL, NULL, 5, false, &ok_ids, &ok_n, &err2), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_encode_cache_encode(c, tok, NULL, "", 0, false, NULL, &ok_n, &err2), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_encode_cache_encode(c, NULL, NULL, "x", 1, false, &ok_ids, &ok_n, &err2), LA_ERR_INVALID_ARG);
     cr_assert_eq(la_encode_cache_create(0, &c, &err), LA_ERR_INVALID_ARG);
     la_encode_cache_destroy(c);
     la_encode_cache_destroy(NULL);
@@ -160,6 +206,7 @@ typedef struct worker {
     const la_tokenizer *tok;
     int32_t *want[8];
     int32_t n_want[8];
+    const char *salt;
     int seed, bad;
 } worker;
 
@@ -170,7 +217,7 @@ static void *work(void *arg) {
         char *s = text_of(i);
         int32_t *ids = NULL, n = 0;
         la_err err = {0};
-        if (la_encode_cache_encode(w->c, w->tok, s, strlen(s), false, &ids, &n, &err) != LA_OK ||
+        if (la_encode_cache_encode(w->c, w->tok, w->salt, s, strlen(s), false, &ids, &n, &err) != LA_OK ||
             n != w->n_want[i] || memcmp(ids, w->want[i], sizeof(int32_t) * (size_t)n) != 0)
             w->bad++;
         free(ids);
@@ -188,7 +235,7 @@ Test(encode_cache, four_threads_at_once_get_the_tokenizers_ids) {
     worker w[4];
     pthread_t th[4];
     for (int t = 0; t < 4; t++) {
-        w[t] = (worker){.c = c, .tok = tok, .seed = t};
+        w[t] = (worker){.c = c, .tok = tok, .seed = t, .salt = t % 2 ? "tenant" : NULL};
         for (int i = 0; i < 8; i++) {
             char *s = text_of(i);
             LA_CHECK_OK(la_tokenizer_encode(tok, s, strlen(s), false, &w[t].want[i], &w[t].n_want[i], &err), err);
