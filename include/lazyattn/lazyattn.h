@@ -455,6 +455,7 @@ typedef struct la_engine_stats {
      * with it off), and what it holds now: entries, and bytes of entries and hash map */
     int64_t doc_token_cache_hits, doc_token_cache_misses;
     int64_t doc_token_cache_entries, doc_token_cache_bytes;
+    int64_t doc_token_cache_evictions; /* entries dropped for room, least recently used first */
 } la_engine_stats;
 
 /* Thread-safe snapshot. struct_size: the caller's sizeof(*s) (the macro passes it). */

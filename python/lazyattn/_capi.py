@@ -152,7 +152,7 @@ class la_engine_stats(Structure):
         ("steps_async", c_int64), ("rows_dropped", c_int64), ("async_scheduling", c_bool)] + [
         (name, c_int64) for name in (
             "doc_token_cache_hits", "doc_token_cache_misses", "doc_token_cache_entries",
-            "doc_token_cache_bytes")]
+            "doc_token_cache_bytes", "doc_token_cache_evictions")]
 
 
 # ---- the library -----------------------------------------------------------------------------

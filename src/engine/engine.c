@@ -208,8 +208,6 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
         if (s == LA_OK) s = la_tokenizer_load(tok_dir, &e->tok, err);
         if (s == LA_OK) s = la_weights_load(o->model_dir, &e->cfg, &e->weights, err);
     }
-    if (s == LA_OK && e->tok && o->doc_token_cache_bytes > 0)
-        s = la_encode_cache_create(o->doc_token_cache_bytes, &e->doc_tokens, err);
     if (s == LA_OK) s = la_engine_chat_template_load(e, o, err);
     e->opts.chat_template_file = NULL; /* borrowed: not kept */
     if (s == LA_OK) s = la_backend_create(o->device, o->n_threads, &e->be, err);
@@ -275,6 +273,9 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
         e->max_context = (int32_t)mc;
         int32_t v = e->cfg.vocab_size;
         s = la_choosers_create(e, v, err);
+        /* a document longer than the context can serve no request: not kept */
+        if (s == LA_OK && e->tok && o->doc_token_cache_bytes > 0)
+            s = la_encode_cache_create(o->doc_token_cache_bytes, e->max_context, &e->doc_tokens, err);
     }
     if (s != LA_OK) {
         la_engine_destroy(e);
@@ -493,6 +494,7 @@ void la_engine_get_stats_sized(la_engine *e, la_engine_stats *s, size_t struct_s
     snap.doc_token_cache_misses = dc.misses;
     snap.doc_token_cache_entries = dc.entries;
     snap.doc_token_cache_bytes = dc.bytes;
+    snap.doc_token_cache_evictions = dc.evictions;
     la_struct_copy_out(s, struct_size, &snap, sizeof snap);
 }
 

@@ -361,6 +361,11 @@ char *la_metrics_render(la_metrics *m, const la_engine_stats *es, const la_engin
     put_metric(&o, "lazyattn_doc_token_cache_bytes", "gauge",
                "Bytes the document token cache holds (its entries and hash map).",
                (double)es->doc_token_cache_bytes);
+    put_metric(&o, "lazyattn_doc_token_cache_entries", "gauge", "Documents the document token cache holds.",
+               (double)es->doc_token_cache_entries);
+    put_metric(&o, "lazyattn_doc_token_cache_evictions_total", "counter",
+               "Document token cache entries dropped for room (least recently used first).",
+               (double)es->doc_token_cache_evictions);
     put(&o, "# HELP lazyattn_engine_step_seconds_total Seconds of the engine's computed steps, by phase "
             "(batch_begin: the backend's host setup, a part of forward).\n"
             "# TYPE lazyattn_engine_step_seconds_total counter\n"

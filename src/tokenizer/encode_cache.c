@@ -1,5 +1,11 @@
 /* la_encode_cache (encode_cache.h): a hash map from the text's keyed hash to an entry, and
- * the entries in a doubly linked list, most recently used first. */
+ * the entries in a doubly linked list, most recently used first.
+ *
+ * Bytes: the map (la_hmap) grows at half full to 4-8 slots a live entry and never shrinks,
+ * and evictions leave its slots behind. So every entry is charged its own bytes and
+ * MAP_CHARGE, the map's share at 16 slots an entry, and the map is rebuilt at its live size
+ * whenever it holds more than 16 slots an entry (+ 1): entries + map <= the charges +
+ * MAP_CHARGE <= max_bytes, checked before an entry is kept. */
 #include "tokenizer/encode_cache.h"
 
 #include <pthread.h>
@@ -21,12 +27,16 @@ struct la_encode_cache {
     pthread_mutex_t mu;
     la_hmap map; /* key -> (intptr_t)entry */
     entry *newest, *oldest;
-    int64_t max_bytes;
+    int64_t max_bytes, max_ids;
     int64_t entry_bytes; /* of the entries held */
+    int64_t charged;     /* of the entries held: entry_bytes + MAP_CHARGE each */
     la_encode_cache_stats st;
 };
 
-/* What an entry of n ids counts against max_bytes; the map's slots count apart (map_bytes). */
+#define MAP_SLOTS_PER_ENTRY 16
+#define MAP_CHARGE ((int64_t)(MAP_SLOTS_PER_ENTRY * sizeof(la_hmap_slot)))
+
+/* An entry of n ids, itself (the map's slots count apart: map_bytes). */
 static int64_t entry_bytes(int32_t n) { return (int64_t)(sizeof(entry) + sizeof(int32_t) * (size_t)n); }
 
 static int64_t map_bytes(const la_encode_cache *c) { return c->map.cap * (int64_t)sizeof(la_hmap_slot); }
@@ -34,12 +44,13 @@ static int64_t map_bytes(const la_encode_cache *c) { return c->map.cap * (int64_
 /* st.bytes as the header defines it: the entries and the map */
 static void count_bytes(la_encode_cache *c) { c->st.bytes = c->entry_bytes + map_bytes(c); }
 
-la_status la_encode_cache_create(int64_t max_bytes, la_encode_cache **out, la_err *err) {
+la_status la_encode_cache_create(int64_t max_bytes, int32_t max_ids, la_encode_cache **out, la_err *err) {
     if (max_bytes < 1) return la_err_set(err, LA_ERR_INVALID_ARG, "encode cache: max_bytes %lld < 1", (long long)max_bytes);
     la_encode_cache *c = calloc(1, sizeof *c);
     if (!c) return la_err_set(err, LA_ERR_NO_MEMORY, "encode cache: out of memory");
     pthread_mutex_init(&c->mu, NULL);
     c->max_bytes = max_bytes;
+    c->max_ids = max_ids > 0 ? max_ids : INT32_MAX;
     *out = c;
     return LA_OK;
 }
@@ -92,9 +103,32 @@ static void drop_oldest(la_encode_cache *c) {
     unlink_entry(c, x);
     la_hmap_remove(&c->map, x->key);
     c->entry_bytes -= entry_bytes(x->n);
+    c->charged -= entry_bytes(x->n) + MAP_CHARGE;
     c->st.entries--;
     c->st.evictions++;
     free(x);
+}
+
+/* The map rebuilt at the size of what it holds when it holds more than MAP_SLOTS_PER_ENTRY
+ * slots a live entry (+ 1): after evictions. Without memory for the new one, the entries
+ * are dropped, oldest first, until the old map is small enough for them. */
+static void fit_map(la_encode_cache *c) {
+    while (c->map.cap > MAP_SLOTS_PER_ENTRY * (c->map.n_used + 1)) {
+        la_hmap m = {0};
+        bool ok = true;
+        for (entry *x = c->oldest; x && ok; x = x->newer) ok = la_hmap_put(&m, x->key, (int64_t)(intptr_t)x);
+        if (ok) {
+            la_hmap_fini(&c->map);
+            c->map = m;
+            return;
+        }
+        la_hmap_fini(&m);
+        if (!c->oldest) {
+            la_hmap_fini(&c->map);
+            return;
+        }
+        drop_oldest(c);
+    }
 }
 
 /* A copy of x's ids for the caller (malloc'd; at least one int so that 0 ids is not NULL). */
@@ -129,8 +163,9 @@ la_status la_encode_cache_encode(la_encode_cache *c, const la_tokenizer *tok, co
 
     int32_t *got = NULL, n_got = 0;
     LA_TRY(la_tokenizer_encode(tok, text, len, add_special, &got, &n_got, err));
-    const int64_t need = entry_bytes(n_got);
-    entry *x = need <= c->max_bytes ? malloc(sizeof(entry) + sizeof(int32_t) * (size_t)n_got) : NULL;
+    const int64_t need = entry_bytes(n_got), charge = need + MAP_CHARGE;
+    const bool keep = n_got <= c->max_ids && charge + MAP_CHARGE <= c->max_bytes;
+    entry *x = keep ? malloc(sizeof(entry) + sizeof(int32_t) * (size_t)n_got) : NULL;
     if (x) { /* kept: best effort, a full map or no memory only skips keeping it */
         x->key = key;
         x->n = n_got;
@@ -139,14 +174,13 @@ la_status la_encode_cache_encode(la_encode_cache *c, const la_tokenizer *tok, co
         if (la_hmap_get(&c->map, key, &v)) { /* another thread encoded it meanwhile */
             free(x);
         } else {
-            while (c->oldest && c->entry_bytes + need + map_bytes(c) > c->max_bytes) drop_oldest(c);
+            while (c->oldest && c->charged + charge + MAP_CHARGE > c->max_bytes) drop_oldest(c);
+            fit_map(c);
             if (la_hmap_put(&c->map, key, (int64_t)(intptr_t)x)) {
                 push_newest(c, x);
                 c->entry_bytes += need;
+                c->charged += charge;
                 c->st.entries++;
-                /* the put may have grown the map: older entries make room for its slots; a map
-                 * that alone outgrows the cap (tiny entries, tiny cap) leaves x out too */
-                while (c->oldest && c->entry_bytes + map_bytes(c) > c->max_bytes) drop_oldest(c);
             } else {
                 free(x);
             }

@@ -33,17 +33,21 @@ typedef struct la_encode_cache_stats {
                              slots, at most max_bytes (malloc's own overhead not counted) */
 } la_encode_cache_stats;
 
-/* A cache holding at most max_bytes (>= 1) of entries. Caller owns *out; free with
- * la_encode_cache_destroy. Errors: LA_ERR_INVALID_ARG (max_bytes < 1), LA_ERR_NO_MEMORY. */
-la_status la_encode_cache_create(int64_t max_bytes, la_encode_cache **out, la_err *err);
+/* A cache holding at most max_bytes (>= 1): its entries and its hash map, each entry charged
+ * its ids, its bookkeeping and a share of the map (512 bytes), so a text of a few tokens
+ * costs mostly the share. Encodings of more than max_ids ids (<= 0: no limit; an engine
+ * passes its context length, which no longer document can serve) are returned and not
+ * kept. Caller owns *out; free with la_encode_cache_destroy. Errors: LA_ERR_INVALID_ARG
+ * (max_bytes < 1), LA_ERR_NO_MEMORY. */
+la_status la_encode_cache_create(int64_t max_bytes, int32_t max_ids, la_encode_cache **out, la_err *err);
 void la_encode_cache_destroy(la_encode_cache *c); /* NULL: nothing */
 
 /* la_tokenizer_encode(tok, text, len, add_special, ids, n, err) through cache c (NULL: no
  * cache), under salt (NUL-terminated; NULL: none, which differs from every salt, "" too):
  * the same ids, and the same errors (LA_ERR_INVALID_ARG for NULL arguments or invalid
  * UTF-8, LA_ERR_NO_MEMORY, LA_ERR_TOO_LONG; a failed encode is not cached). *ids is the
- * caller's (a copy), freed with free(). An encoding larger than the whole cache is returned
- * and not kept. */
+ * caller's (a copy), freed with free(). An encoding larger than the whole cache (or than
+ * max_ids) is returned and not kept. */
 la_status la_encode_cache_encode(la_encode_cache *c, const la_tokenizer *tok, const char *salt, const char *text,
                                  size_t len, bool add_special, int32_t **ids, int32_t *n, la_err *err);
 

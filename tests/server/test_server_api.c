@@ -449,6 +449,28 @@ static bool two_ok_and_idle(const la_engine_stats *s) {
     return s->requests_ok == 2 && s->n_running == 0 && s->kv_blocks_pinned == 0;
 }
 
+/* The document token cache in /metrics: two documents tokenized by the first request, found
+ * again by the second in the other order (README "Document tokens"). */
+Test(server_api, metrics_count_the_document_token_cache) {
+    test_server t;
+    ts_start(&t, NULL);
+    const char *bodies[2] = {
+        "{\"prompt\": \"q\", \"max_tokens\": 2, \"documents\": [\"Paris is in France.\", \"Rome is in Italy.\"]}",
+        "{\"prompt\": \"q\", \"max_tokens\": 2, \"documents\": [\"Rome is in Italy.\", \"Paris is in France.\"]}"};
+    for (int i = 0; i < 2; i++) cJSON_Delete(ts_post(t.port, "/v1/completions", bodies[i], 200));
+    cr_assert(ts_wait_stats(t.e, two_ok_and_idle, 10000));
+    la_http_resp r;
+    cr_assert(la_http_request(t.port, "GET", "/metrics", NULL, 0, NULL, &r) == 0);
+    const char *m = r.body;
+    cr_assert_eq(ts_metric(m, "lazyattn_doc_token_cache_misses_total"), 2);
+    cr_assert_eq(ts_metric(m, "lazyattn_doc_token_cache_hits_total"), 2);
+    cr_assert_eq(ts_metric(m, "lazyattn_doc_token_cache_entries"), 2);
+    cr_assert_gt(ts_metric(m, "lazyattn_doc_token_cache_bytes"), 0);
+    cr_assert_eq(ts_metric(m, "lazyattn_doc_token_cache_evictions_total"), 0);
+    la_http_resp_free(&r);
+    ts_stop(&t);
+}
+
 /* POST /v1/documents runs one engine job per document; /metrics' request counters and
  * latency histograms describe client requests only, so the pre-warm adds nothing there. */
 Test(server_api, prewarm_jobs_are_not_counted_as_requests_in_metrics) {

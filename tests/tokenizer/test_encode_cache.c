@@ -57,7 +57,7 @@ Test(encode_cache, hits_and_misses_give_the_tokenizers_ids) {
         la_tokenizer *tok = load(toks[t]);
         la_encode_cache *c = NULL;
         la_err err = {0};
-        LA_CHECK_OK(la_encode_cache_create(64 << 20, &c, &err), err);
+        LA_CHECK_OK(la_encode_cache_create(64 << 20, 0, &c, &err), err);
         for (int round = 0; round < 3; round++)
             for (int i = 0; i < 6; i++) {
                 char *s = text_of(i);
@@ -93,24 +93,26 @@ static bool encode_hit(la_encode_cache *c, const la_tokenizer *tok, int i) {
 Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
     la_tokenizer *tok = load("llama3");
     la_err err = {0};
-    /* an entry's bytes and the map's (its first 16 slots: up to 7 entries), from a cache of
-     * one entry and one of two (the texts are of near equal length) */
+    /* an entry's own bytes: what a second one adds (the map keeps its first 16 slots up to 7
+     * entries; the texts are of near equal length) */
     la_encode_cache *one = NULL;
-    LA_CHECK_OK(la_encode_cache_create(1 << 20, &one, &err), err);
+    LA_CHECK_OK(la_encode_cache_create(1 << 20, 0, &one, &err), err);
     encode_hit(one, tok, 0);
     la_encode_cache_stats st;
     la_encode_cache_get_stats(one, &st);
     const int64_t b1 = st.bytes;
     encode_hit(one, tok, 1);
     la_encode_cache_get_stats(one, &st);
-    const int64_t entry = st.bytes - b1, map = b1 - entry;
+    const int64_t entry = st.bytes - b1;
     cr_assert_gt(entry, 0);
-    cr_assert_gt(map, 0);
+    cr_assert_gt(b1 - entry, 0, "the map's bytes count");
     la_encode_cache_destroy(one);
 
     la_encode_cache *c = NULL;
-    const int64_t cap = map + entry * 5 / 2; /* room for two */
-    LA_CHECK_OK(la_encode_cache_create(cap, &c, &err), err);
+    /* room for two: each entry is charged its bytes and a 512-byte share of the map, and one
+     * more share is kept free (encode_cache.h) */
+    const int64_t share = 512, cap = share + 2 * (entry + share) + (entry + share) / 2;
+    LA_CHECK_OK(la_encode_cache_create(cap, 0, &c, &err), err);
     cr_assert(!encode_hit(c, tok, 0));
     cr_assert(!encode_hit(c, tok, 1));
     cr_assert(encode_hit(c, tok, 0)); /* 0 is now the most recent */
@@ -128,8 +130,41 @@ Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
     cr_assert_leq(st.entries, 2);
     la_encode_cache_destroy(c);
 
+    /* many short texts through a small cache: the bytes stay under the cap (the map is rebuilt
+     * as entries go) and it keeps serving hits */
+    LA_CHECK_OK(la_encode_cache_create(64 << 10, 0, &c, &err), err);
+    for (int i = 0; i < 20000; i++) {
+        char w[32];
+        snprintf(w, sizeof w, "w%d", i);
+        check_encode(c, tok, w, false);
+        if (i % 97 == 0) {
+            la_encode_cache_get_stats(c, &st);
+            cr_assert_leq(st.bytes, 64 << 10, "after %d texts: %lld bytes", i, (long long)st.bytes);
+        }
+    }
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_gt(st.entries, 50);
+    cr_assert_leq(st.bytes, 64 << 10);
+    la_encode_cache_stats before;
+    la_encode_cache_get_stats(c, &before);
+    check_encode(c, tok, "w19999", false);
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_eq(st.hits, before.hits + 1, "the newest short text is still a hit");
+    la_encode_cache_destroy(c);
+
+    /* more ids than max_ids: the ids, nothing kept */
+    LA_CHECK_OK(la_encode_cache_create(1 << 20, 10, &c, &err), err);
+    cr_assert(!encode_hit(c, tok, 3));
+    cr_assert(!encode_hit(c, tok, 3));
+    check_encode(c, tok, "short", false);
+    check_encode(c, tok, "short", false);
+    la_encode_cache_get_stats(c, &st);
+    cr_assert_eq(st.entries, 1);
+    cr_assert_eq(st.hits, 1);
+    la_encode_cache_destroy(c);
+
     /* larger than the whole cache: the ids, nothing kept */
-    LA_CHECK_OK(la_encode_cache_create(entry / 2, &c, &err), err);
+    LA_CHECK_OK(la_encode_cache_create(entry + share, 0, &c, &err), err);
     cr_assert(!encode_hit(c, tok, 3));
     cr_assert(!encode_hit(c, tok, 3));
     la_encode_cache_get_stats(c, &st);
@@ -144,7 +179,7 @@ Test(encode_cache, each_salt_keeps_entries_of_its_own) {
     la_tokenizer *tok = load("llama3");
     la_encode_cache *c = NULL;
     la_err err = {0};
-    LA_CHECK_OK(la_encode_cache_create(64 << 20, &c, &err), err);
+    LA_CHECK_OK(la_encode_cache_create(64 << 20, 0, &c, &err), err);
     const char *salts[] = {NULL, "", "tenant-a", "tenant-b", "tenant-a\x01"};
     char *s = text_of(4);
     for (int round = 0; round < 2; round++)
@@ -167,7 +202,7 @@ Test(encode_cache, a_text_the_tokenizer_refuses_is_refused_alike_and_not_kept) {
     la_tokenizer *tok = load("llama3");
     la_encode_cache *c = NULL;
     la_err err = {0}, err2 = {0};
-    LA_CHECK_OK(la_encode_cache_create(1 << 20, &c, &err), err);
+    LA_CHECK_OK(la_encode_cache_create(1 << 20, 0, &c, &err), err);
     const char bad[] = "valid then \xff\xfe not UTF-8";
     int32_t *ids = (int32_t *)&err, n = -7; /* untouched on error */
     la_status want = la_tokenizer_encode(tok, bad, sizeof bad - 1, false, &ids, &n, &err);
@@ -193,7 +228,7 @@ Test(encode_cache, a_text_the_tokenizer_refuses_is_refused_alike_and_not_kept) {
     cr_assert_eq(la_encode_cache_encode(c, tok, NULL, NULL, 5, false, &ok_ids, &ok_n, &err2), LA_ERR_INVALID_ARG);
     cr_assert_eq(la_encode_cache_encode(c, tok, NULL, "", 0, false, NULL, &ok_n, &err2), LA_ERR_INVALID_ARG);
     cr_assert_eq(la_encode_cache_encode(c, NULL, NULL, "x", 1, false, &ok_ids, &ok_n, &err2), LA_ERR_INVALID_ARG);
-    cr_assert_eq(la_encode_cache_create(0, &c, &err), LA_ERR_INVALID_ARG);
+    cr_assert_eq(la_encode_cache_create(0, 0, &c, &err), LA_ERR_INVALID_ARG);
     la_encode_cache_destroy(c);
     la_encode_cache_destroy(NULL);
     la_encode_cache_get_stats(NULL, &st);
@@ -213,7 +248,9 @@ typedef struct worker {
 static void *work(void *arg) {
     worker *w = arg;
     for (int k = 0; k < 300; k++) {
-        int i = (k * 5 + w->seed) % 8;
+        /* texts 0-3 three times in four, 4-7 the fourth: a hot set the LRU keeps, and cold
+         * texts that make it evict */
+        const int i = k % 4 == 3 ? 4 + (k / 4 + w->seed) % 4 : (k * 5 + w->seed) % 4;
         char *s = text_of(i);
         int32_t *ids = NULL, n = 0;
         la_err err = {0};
@@ -230,8 +267,19 @@ Test(encode_cache, four_threads_at_once_get_the_tokenizers_ids) {
     la_tokenizer *tok = load("rag-tiny");
     la_encode_cache *c = NULL;
     la_err err = {0};
-    /* room for about five of the eight texts: hits, misses and evictions all happen */
-    LA_CHECK_OK(la_encode_cache_create(5 * 4 * 600, &c, &err), err);
+    /* an entry's bytes (what a second one adds), then room for 12 entries (each charged its
+     * bytes and a 512-byte share of the map, one share kept free; encode_cache.h) of the 16
+     * (text, salt) pairs: hits, misses and evictions all happen */
+    LA_CHECK_OK(la_encode_cache_create(1 << 20, 0, &c, &err), err);
+    encode_hit(c, tok, 0);
+    la_encode_cache_stats st;
+    la_encode_cache_get_stats(c, &st);
+    const int64_t b1 = st.bytes;
+    encode_hit(c, tok, 1);
+    la_encode_cache_get_stats(c, &st);
+    const int64_t entry = st.bytes - b1, cap = 512 + 12 * (entry + 512);
+    la_encode_cache_destroy(c);
+    LA_CHECK_OK(la_encode_cache_create(cap, 0, &c, &err), err);
     worker w[4];
     pthread_t th[4];
     for (int t = 0; t < 4; t++) {
@@ -248,12 +296,11 @@ Test(encode_cache, four_threads_at_once_get_the_tokenizers_ids) {
         cr_assert_eq(w[t].bad, 0, "thread %d: %d encodes differ from the tokenizer's", t, w[t].bad);
         for (int i = 0; i < 8; i++) free(w[t].want[i]);
     }
-    la_encode_cache_stats st;
     la_encode_cache_get_stats(c, &st);
     cr_assert_eq(st.hits + st.misses, 4 * 300);
     cr_assert_gt(st.hits, 0);
     cr_assert_gt(st.evictions, 0);
-    cr_assert_leq(st.bytes, 5 * 4 * 600);
+    cr_assert_leq(st.bytes, cap);
     la_encode_cache_destroy(c);
     la_tokenizer_destroy(tok);
 }
