@@ -260,11 +260,16 @@ def test_bad_engine_arguments(lazyattn_pkg, tmp_path):
         (dict(cpu_kv="int8"), lp.InvalidArgumentError, "'cpu_kv' must be one of 'f32', 'bf16'"),
         (dict(n_threads=100000), lp.InvalidArgumentError, "n_threads=100000 must be at most 1024"),
         (dict(async_scheduling="maybe"), lp.InvalidArgumentError, "'async_scheduling' must be one of 'auto', 'off', 'on'"),
+        (dict(doc_token_cache_bytes=-1), lp.InvalidArgumentError, "-1 is outside [0, 9223372036854775807]"),
+        (dict(doc_token_cache_bytes=2**63), lp.InvalidArgumentError, "is outside [0, 9223372036854775807]"),
     ]
     for kw, exc, message in cases:
         with pytest.raises(exc) as info:
             lp.LLM(**kw)
         assert message in str(info.value), (kw, str(info.value))
+    # a 64-bit option takes its whole range exactly (no trip through a double)
+    with lp.LLM(doc_token_cache_bytes=2**63 - 1, n_threads=1) as m:
+        assert m.generate("q", documents=["d one"])[0].text
     # the command line's names for the CPU's dtypes, as their numbers: the same answer
     with lp.LLM(cpu_weights="f32", cpu_kv="bf16", n_threads=1) as m:
         named = m.generate("q", documents=["d one"])[0].text
