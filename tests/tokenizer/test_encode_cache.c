@@ -90,23 +90,30 @@ static bool encode_hit(la_encode_cache *c, const la_tokenizer *tok, int i) {
     return b.hits == a.hits + 1;
 }
 
-Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
-    la_tokenizer *tok = load("llama3");
+/* An entry's own bytes for tok's texts: what a second one adds to a cache (the map keeps its
+ * first 16 slots up to 7 entries; the texts are of near equal length). */
+static int64_t one_entry_bytes(const la_tokenizer *tok) {
+    la_encode_cache *c = NULL;
     la_err err = {0};
-    /* an entry's own bytes: what a second one adds (the map keeps its first 16 slots up to 7
-     * entries; the texts are of near equal length) */
-    la_encode_cache *one = NULL;
-    LA_CHECK_OK(la_encode_cache_create(1 << 20, 0, &one, &err), err);
-    encode_hit(one, tok, 0);
+    LA_CHECK_OK(la_encode_cache_create(1 << 20, 0, &c, &err), err);
+    encode_hit(c, tok, 0);
     la_encode_cache_stats st;
-    la_encode_cache_get_stats(one, &st);
+    la_encode_cache_get_stats(c, &st);
     const int64_t b1 = st.bytes;
-    encode_hit(one, tok, 1);
-    la_encode_cache_get_stats(one, &st);
+    encode_hit(c, tok, 1);
+    la_encode_cache_get_stats(c, &st);
     const int64_t entry = st.bytes - b1;
     cr_assert_gt(entry, 0);
     cr_assert_gt(b1 - entry, 0, "the map's bytes count");
-    la_encode_cache_destroy(one);
+    la_encode_cache_destroy(c);
+    return entry;
+}
+
+Test(encode_cache, the_least_recently_used_goes_first_and_the_cap_holds) {
+    la_tokenizer *tok = load("llama3");
+    la_err err = {0};
+    la_encode_cache_stats st;
+    const int64_t entry = one_entry_bytes(tok);
 
     la_encode_cache *c = NULL;
     /* room for two: each entry is charged its bytes and a 512-byte share of the map, and one
@@ -267,18 +274,11 @@ Test(encode_cache, four_threads_at_once_get_the_tokenizers_ids) {
     la_tokenizer *tok = load("rag-tiny");
     la_encode_cache *c = NULL;
     la_err err = {0};
-    /* an entry's bytes (what a second one adds), then room for 12 entries (each charged its
-     * bytes and a 512-byte share of the map, one share kept free; encode_cache.h) of the 16
-     * (text, salt) pairs: hits, misses and evictions all happen */
-    LA_CHECK_OK(la_encode_cache_create(1 << 20, 0, &c, &err), err);
-    encode_hit(c, tok, 0);
+    /* room for 12 entries (each charged its bytes and a 512-byte share of the map, one share
+     * kept free; encode_cache.h) of the 16 (text, salt) pairs: hits, misses and evictions all
+     * happen */
+    const int64_t cap = 512 + 12 * (one_entry_bytes(tok) + 512);
     la_encode_cache_stats st;
-    la_encode_cache_get_stats(c, &st);
-    const int64_t b1 = st.bytes;
-    encode_hit(c, tok, 1);
-    la_encode_cache_get_stats(c, &st);
-    const int64_t entry = st.bytes - b1, cap = 512 + 12 * (entry + 512);
-    la_encode_cache_destroy(c);
     LA_CHECK_OK(la_encode_cache_create(cap, 0, &c, &err), err);
     worker w[4];
     pthread_t th[4];
