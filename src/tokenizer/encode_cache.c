@@ -29,7 +29,6 @@ struct la_encode_cache {
     entry *newest, *oldest;
     int64_t max_bytes, max_ids;
     int64_t entry_bytes; /* of the entries held */
-    int64_t charged;     /* of the entries held: entry_bytes + MAP_CHARGE each */
     la_encode_cache_stats st;
 };
 
@@ -40,6 +39,9 @@ struct la_encode_cache {
 static int64_t entry_bytes(int32_t n) { return (int64_t)(sizeof(entry) + sizeof(int32_t) * (size_t)n); }
 
 static int64_t map_bytes(const la_encode_cache *c) { return c->map.cap * (int64_t)sizeof(la_hmap_slot); }
+
+/* What the entries held are charged: their bytes and MAP_CHARGE each. */
+static int64_t charged(const la_encode_cache *c) { return c->entry_bytes + MAP_CHARGE * c->st.entries; }
 
 /* st.bytes as the header defines it: the entries and the map */
 static void count_bytes(la_encode_cache *c) { c->st.bytes = c->entry_bytes + map_bytes(c); }
@@ -103,7 +105,6 @@ static void drop_oldest(la_encode_cache *c) {
     unlink_entry(c, x);
     la_hmap_remove(&c->map, x->key);
     c->entry_bytes -= entry_bytes(x->n);
-    c->charged -= entry_bytes(x->n) + MAP_CHARGE;
     c->st.entries--;
     c->st.evictions++;
     free(x);
@@ -174,12 +175,11 @@ la_status la_encode_cache_encode(la_encode_cache *c, const la_tokenizer *tok, co
         if (la_hmap_get(&c->map, key, &v)) { /* another thread encoded it meanwhile */
             free(x);
         } else {
-            while (c->oldest && c->charged + charge + MAP_CHARGE > c->max_bytes) drop_oldest(c);
+            while (c->oldest && charged(c) + charge + MAP_CHARGE > c->max_bytes) drop_oldest(c);
             fit_map(c);
             if (la_hmap_put(&c->map, key, (int64_t)(intptr_t)x)) {
                 push_newest(c, x);
                 c->entry_bytes += need;
-                c->charged += charge;
                 c->st.entries++;
             } else {
                 free(x);
