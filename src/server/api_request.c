@@ -342,9 +342,11 @@ static la_status check_fields(ctx *c, const cJSON *root, la_api_kind kind, const
     return LA_OK;
 }
 
-/* POST /tokenize: what a generation request would be computed from (vLLM's request). */
+/* POST /tokenize: what a generation request would be computed from (vLLM's request, plus
+ * lazyattn's documents, method and cache_salt: the salt picks the tenant's document token
+ * cache, as a generation request's does). */
 static la_status parse_tokenize(ctx *c, const cJSON *root, la_api_request *r) {
-    static const char *const known[] = {"model", "prompt", "messages", "documents", "method",
+    static const char *const known[] = {"model", "prompt", "messages", "documents", "method", "cache_salt",
                                         "add_special_tokens", "return_token_strs", "add_generation_prompt",
                                         "continue_final_message", NULL};
     for (const cJSON *m = root->child; m; m = m->next) {

@@ -1,8 +1,8 @@
 /* POST /tokenize, POST /detokenize, POST /reset_prefix_cache, GET /version (routes.h), in
  * vLLM's request and response shapes:
  *
- *   /tokenize            {prompt | messages, documents?, method?, add_special_tokens?,
- *                        return_token_strs?} -> {"count", "max_model_len", "tokens",
+ *   /tokenize            {prompt | messages, documents?, method?, cache_salt?,
+ *                        add_special_tokens?, return_token_strs?} -> {"count", "max_model_len", "tokens",
  *                        "token_strs": null | [string], "lazyattn": {"method", "documents":
  *                        [tokens of each document as the engine lays them out, a preamble
  *                        first], "first_document", "prompt_tokens"}}: the tokens a generation

@@ -468,6 +468,24 @@ Test(server_api, metrics_count_the_document_token_cache) {
     cr_assert_gt(ts_metric(m, "lazyattn_doc_token_cache_bytes"), 0);
     cr_assert_eq(ts_metric(m, "lazyattn_doc_token_cache_evictions_total"), 0);
     la_http_resp_free(&r);
+    /* /tokenize looks documents up under its cache_salt, as a request does: a tenant's first
+     * lookup of a text the unsalted requests tokenized misses, its second hits, and the
+     * unsalted lookup hits the requests' entry */
+    const char *tok[3] = {
+        "{\"prompt\": \"q\", \"documents\": [\"Paris is in France.\"], \"cache_salt\": \"tenant-a\"}",
+        "{\"prompt\": \"q\", \"documents\": [\"Paris is in France.\"], \"cache_salt\": \"tenant-a\"}",
+        "{\"prompt\": \"q\", \"documents\": [\"Paris is in France.\"]}"};
+    const int64_t want[3][2] = {{2, 3}, {3, 3}, {4, 3}}; /* hits, misses after each */
+    for (int i = 0; i < 3; i++) {
+        cJSON *j = ts_post(t.port, "/tokenize", tok[i], 200);
+        cr_assert_gt(cJSON_GetObjectItem(j, "count")->valueint, 0);
+        cJSON_Delete(j);
+        la_engine_stats st;
+        la_engine_get_stats(t.e, &st);
+        cr_assert_eq(st.doc_token_cache_hits, want[i][0], "lookup %d: hits %lld", i, (long long)st.doc_token_cache_hits);
+        cr_assert_eq(st.doc_token_cache_misses, want[i][1], "lookup %d: misses %lld", i,
+                     (long long)st.doc_token_cache_misses);
+    }
     ts_stop(&t);
 }
 
