@@ -271,8 +271,7 @@ la_status la_engine_create(const la_engine_options *caller_o, la_engine **out, l
         int64_t mc = o->max_context ? o->max_context : e->cfg.max_position_embeddings;
         if (mc <= 0 || mc > INT32_MAX - 1) mc = INT32_MAX - 1;
         e->max_context = (int32_t)mc;
-        int32_t v = e->cfg.vocab_size;
-        s = la_choosers_create(e, v, err);
+        if (s == LA_OK) s = la_choosers_create(e, e->cfg.vocab_size, err);
         /* a document longer than the context can serve no request: not kept */
         if (s == LA_OK && e->tok && o->doc_token_cache_bytes > 0)
             s = la_encode_cache_create(o->doc_token_cache_bytes, e->max_context, &e->doc_tokens, err);

@@ -243,6 +243,30 @@ Test(scheduler, context_limit_is_enforced_at_submit) {
     la_engine_destroy(e);
 }
 
+/* A context past the model's positions is refused at create (its RoPE and any position
+ * table end there); the model's own limit is accepted and is the default (tiny-f32-tied:
+ * max_position_embeddings 131072). */
+Test(scheduler, a_context_past_the_models_positions_is_refused) {
+    la_engine_options o;
+    la_engine_options_init(&o);
+    o.model_dir = tiny_dir();
+    o.kv_blocks = 64;
+    la_engine *e = NULL;
+    la_err err = {0};
+    o.max_context = 131073;
+    cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG);
+    cr_assert_null(e);
+    cr_assert(strstr(err.msg, "max_context=131073 exceeds the model's max_position_embeddings=131072"), "%s", err.msg);
+    const int32_t ok[] = {131072, 0};
+    for (int i = 0; i < 2; i++) {
+        o.max_context = ok[i];
+        LA_CHECK_OK(la_engine_create(&o, &e, &err), err);
+        cr_assert_eq(la_engine_max_context(e), 131072);
+        la_engine_destroy(e);
+        e = NULL;
+    }
+}
+
 Test(scheduler, stop_strings_end_the_text_before_the_stop) {
     la_engine *e = la_test_engine(tiny_dir(), 256, 16);
     la_request_params rp;
