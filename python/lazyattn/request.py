@@ -299,6 +299,9 @@ def parse_documents(v, max_docs):
                 raise bad_value(param, f"'{param}' must not be empty.")
             out.append((None, d))
         elif isinstance(d, dict):
+            for k in d:
+                if k not in ("title", "text"):  # a misspelt field is never ignored
+                    raise bad_value(f"{param}.{k}", f"Unrecognized request argument supplied: '{param}.{k}'.")
             text, title = d.get("text"), d.get("title")
             param = f"documents[{i}].text"
             if text is None:
@@ -350,6 +353,13 @@ def parse_messages(v):
     for i, m in enumerate(v):
         if not isinstance(m, dict):
             raise bad_type(f"messages[{i}]", m, "an object {role, content}")
+        for k, x in m.items():  # nothing in a message is ignored (the server's rule)
+            pk = f"messages[{i}].{k}"
+            if k in ("role", "content") or x is None:
+                continue
+            if k in ("name", "tool_calls", "tool_call_id", "refusal", "audio"):
+                raise bad_value(pk, f"'{pk}' is not supported: the chat template has no place for it.")
+            raise bad_value(pk, f"Unrecognized message field: '{pk}'.")
         param = f"messages[{i}].role"
         role = m.get("role")
         if role is None:

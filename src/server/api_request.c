@@ -56,6 +56,22 @@ typedef la_api_ctx ctx;
 
 /* ============================================================ fields ================ */
 
+/* Every member of obj is one of known (NULL-terminated), else 400 unknown_parameter naming
+ * it (prefix.name inside an object of the request, e.g. documents[0].txt): a misspelt field
+ * is never ignored. */
+static la_status only_fields(ctx *c, const cJSON *obj, const char *prefix, const char *const known[]) {
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        bool ok = false;
+        for (int i = 0; known[i] && !ok; i++) ok = !strcmp(m->string, known[i]);
+        if (ok) continue;
+        char param[96];
+        snprintf(param, sizeof param, "%s%s%.64s", prefix ? prefix : "", prefix ? "." : "", m->string);
+        return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized request argument supplied: '%s'.",
+                    param);
+    }
+    return LA_OK;
+}
+
 static la_status parse_documents(ctx *c, const cJSON *root, const la_api_limits *lim,
                                  la_api_request *r, bool required) {
     const cJSON *v = field(root, "documents");
@@ -85,6 +101,8 @@ static la_status parse_documents(ctx *c, const cJSON *root, const la_api_limits 
                 return fail(c, LA_ERR_INVALID_ARG, param, "invalid_value", "'%s' must not be empty.", param);
             r->docs[i].text = d->valuestring;
         } else if (cJSON_IsObject(d)) {
+            static const char *const doc_fields[] = {"title", "text", NULL};
+            LA_TRY(only_fields(c, d, param, doc_fields));
             const cJSON *text = field(d, "text"), *title = field(d, "title");
             snprintf(param, sizeof param, "documents[%d].text", i);
             if (!text)
@@ -345,17 +363,11 @@ static la_status check_fields(ctx *c, const cJSON *root, la_api_kind kind, const
 /* POST /tokenize: what a generation request would be computed from (vLLM's request, plus
  * lazyattn's documents, method and cache_salt: the salt picks the tenant's document token
  * cache, as a generation request's does). */
-static la_status parse_tokenize(ctx *c, const cJSON *root, la_api_request *r) {
+static la_status parse_tokenize(ctx *c, const cJSON *root, const la_api_limits *lim, la_api_request *r) {
     static const char *const known[] = {"model", "prompt", "messages", "documents", "method", "cache_salt",
                                         "add_special_tokens", "return_token_strs", "add_generation_prompt",
                                         "continue_final_message", NULL};
-    for (const cJSON *m = root->child; m; m = m->next) {
-        bool ok = false;
-        for (int i = 0; known[i] && !ok; i++) ok = !strcmp(m->string, known[i]);
-        if (!ok)
-            return fail(c, LA_ERR_INVALID_ARG, m->string, "unknown_parameter",
-                        "Unrecognized request argument supplied: '%.64s'.", m->string);
-    }
+    LA_TRY(only_fields(c, root, NULL, known));
     bool chat = field(root, "messages") != NULL;
     if (chat && field(root, "prompt"))
         return fail(c, LA_ERR_INVALID_ARG, "prompt", "invalid_value", "Give 'prompt' or 'messages', not both.");
@@ -364,7 +376,7 @@ static la_status parse_tokenize(ctx *c, const cJSON *root, la_api_request *r) {
         return la_api_unsupported(c, "add_generation_prompt", "the assistant header always follows (true only).");
     if (cfm && !cJSON_IsFalse(cfm))
         return la_api_unsupported(c, "continue_final_message", "not supported (false only).");
-    LA_TRY(chat ? parse_messages(c, root, r) : parse_prompt(c, root, 0, r));
+    LA_TRY(chat ? parse_messages(c, root, r) : parse_prompt(c, root, lim->vocab_size, r));
     if (!chat) LA_TRY(get_bool(c, root, "add_special_tokens", &r->params.add_special));
     else {
         bool add = false;
@@ -413,10 +425,12 @@ la_status la_api_request_parse(la_api_kind kind, const char *body, size_t len,
     la_status s = LA_OK;
     if (!cJSON_IsObject(root))
         s = fail(&c, LA_ERR_INVALID_ARG, NULL, "invalid_json", "The request body must be a JSON object.");
+    static const char *const prewarm_fields[] = {"model", "documents", "method", "cache_salt", NULL};
+    if (s == LA_OK && kind == LA_API_DOCUMENTS) s = only_fields(&c, root, NULL, prewarm_fields);
     if (s == LA_OK) s = get_string(&c, root, "model", &r.model);
     if (s == LA_OK) s = parse_documents(&c, root, lim, &r, kind == LA_API_DOCUMENTS);
     if (s == LA_OK) s = parse_method_salt(&c, root, &r);
-    if (kind == LA_API_TOKENIZE && s == LA_OK) s = parse_tokenize(&c, root, &r);
+    if (kind == LA_API_TOKENIZE && s == LA_OK) s = parse_tokenize(&c, root, lim, &r);
     if (kind == LA_API_COMPLETION || kind == LA_API_CHAT) {
         if (s == LA_OK) s = check_fields(&c, root, kind, lim);
         if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, &r) : parse_prompt(&c, root, lim->vocab_size, &r);

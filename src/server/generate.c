@@ -237,17 +237,6 @@ static void make_id(const char *rid, la_api_kind kind, char *id, size_t n) {
     snprintf(id, n, "%s-%s", kind == LA_API_CHAT ? "chatcmpl" : "cmpl", rid);
 }
 
-/* The request field an engine error names at its start ("max_tokens=2 is too small ...",
- * "logit_bias: ...", "stop strings cannot ..."): the word before '=', ':' or a space, when it
- * is a field of this endpoint; else NULL. out: 64 bytes. */
-static const char *engine_error_param(const char *msg, bool chat, char *out) {
-    size_t n = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
-    if (n == 0 || n >= 64 || (msg[n] != '=' && msg[n] != ':' && msg[n] != ' ')) return NULL;
-    memcpy(out, msg, n);
-    out[n] = '\0';
-    return la_api_field_find(out, chat) ? out : NULL;
-}
-
 /* The whole answer, once every choice is done. */
 static enum MHD_Result answer_done(la_server *s, struct MHD_Connection *conn, const char *route, la_call *c,
                                    const la_api_reply *reply, const char *echo, size_t echo_len) {
@@ -256,7 +245,7 @@ static enum MHD_Result answer_done(la_server *s, struct MHD_Connection *conn, co
     if (c->finish != LA_FINISH_STOP && c->finish != LA_FINISH_LENGTH) {
         char named[64];
         return la_server_send_status(s, conn, route, c->status, c->error,
-                                     engine_error_param(c->error, reply->kind == LA_API_CHAT, named), NULL);
+                                     la_server_error_param(c->error, reply->kind == LA_API_CHAT, named), NULL);
     }
     int32_t n = c->n_choices;
     la_api_choice *ch = calloc((size_t)n, sizeof *ch);
@@ -373,7 +362,7 @@ static enum MHD_Result handle_generate(la_server *s, struct MHD_Connection *conn
             return la_server_send_fault(s, conn, route, LA_HTTP_FAULT_SHUTTING_DOWN, err.msg, NULL);
         char named[64];
         const char *param = st == LA_ERR_TOO_LONG ? (kind == LA_API_CHAT ? "messages" : "prompt")
-                                                  : engine_error_param(err.msg, kind == LA_API_CHAT, named);
+                                                  : la_server_error_param(err.msg, kind == LA_API_CHAT, named);
         return la_server_send_status(s, conn, route, st, err.msg, param,
                                      st == LA_ERR_UNSUPPORTED ? "unsupported_parameter" : NULL);
     }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/api_fields.h"
 #include "server/routes.h"
 
 enum MHD_Result la_server_send(la_server *s, struct MHD_Connection *conn, const char *route,
@@ -54,6 +55,14 @@ static enum MHD_Result send_error(la_server *s, struct MHD_Connection *conn, con
         fprintf(stderr, "lazyattn serve: %s -> %d: %s\n", route, e.http_status, message);
     return la_server_send(s, conn, route, e.http_status, "application/json",
                           la_http_error_json(&e, message, param, code));
+}
+
+const char *la_server_error_param(const char *msg, bool chat, char *out) {
+    size_t n = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
+    if (n == 0 || n >= 64 || (msg[n] != '=' && msg[n] != ':' && msg[n] != ' ')) return NULL;
+    memcpy(out, msg, n);
+    out[n] = '\0';
+    return la_api_field_find(out, chat) ? out : NULL;
 }
 
 enum MHD_Result la_server_send_status(la_server *s, struct MHD_Connection *conn, const char *route,

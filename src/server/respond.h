@@ -41,6 +41,12 @@ enum MHD_Result la_server_send_status(la_server *s, struct MHD_Connection *conn,
 enum MHD_Result la_server_send_fault(la_server *s, struct MHD_Connection *conn, const char *route,
                                      la_http_fault f, const char *message, const char *param);
 
+/* The request field an engine error message names at its start ("max_tokens=2 is too small
+ * ...", "logit_bias: ...", "prompt: no tokens after the documents"): the word before '=', ':'
+ * or a space, when it is a field of a completions (chat: chat completions) request; else
+ * NULL. out: 64 bytes, returned when named. */
+const char *la_server_error_param(const char *msg, bool chat, char *out);
+
 /* Parse a request body of `kind` and check that its "model" (if any) is the one served.
  * Returns true with *ar filled (the caller calls la_api_request_fini), or false after
  * queueing the error response into *ret (nothing left to free). */

@@ -48,10 +48,15 @@ enum MHD_Result la_server_handle_tokenize(la_server *s, struct MHD_Connection *c
     la_request_tokens *t = NULL;
     la_err err = {0};
     la_status st = la_engine_tokenize_request(s->engine, &ar.params, &t, &err);
-    bool strs = ar.return_token_strs;
+    bool strs = ar.return_token_strs, chat = ar.kind == LA_API_CHAT;
     la_method method = ar.params.method;
     la_api_request_fini(&ar);
-    if (st != LA_OK) return la_server_send_status(s, conn, route, st, err.msg, NULL, NULL);
+    if (st != LA_OK) {
+        char named[64];
+        const char *param = st == LA_ERR_TOO_LONG ? (chat ? "messages" : "prompt")
+                                                  : la_server_error_param(err.msg, chat, named);
+        return la_server_send_status(s, conn, route, st, err.msg, param, NULL);
+    }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "count", t->n_ids);
     cJSON_AddNumberToObject(o, "max_model_len", la_engine_max_context(s->engine));

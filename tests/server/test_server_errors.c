@@ -72,6 +72,18 @@ Test(server_errors, wrong_field_types_are_400) {
                                  "\"documents\": [{\"title\": \"T\", \"text\": \"\"}]}",
          "documents[0].text", "invalid_value"},
         {"/v1/completions", "{\"prompt\": \"x\", \"cache_salt\": 9}", "cache_salt", "invalid_type"},
+        /* a misspelt field is never ignored: in a document, and in every route's body */
+        {"/v1/completions", "{\"prompt\": \"x\", \"documents\": [{\"title\": \"t\", \"txt\": \"a\"}]}",
+         "documents[0].txt", "unknown_parameter"},
+        {"/tokenize", "{\"prompt\": \"x\", \"documents\": [{\"text\": \"a\", \"extra\": 1}]}",
+         "documents[0].extra", "unknown_parameter"},
+        {"/v1/documents", "{\"documents\": [\"a\"], \"cache_slat\": \"tenant\"}", "cache_slat",
+         "unknown_parameter"},
+        {"/v1/documents", "{\"documents\": [\"a\"], \"recompute_first\": 1}", "recompute_first",
+         "unknown_parameter"},
+        /* /tokenize names the field as a generation request does */
+        {"/tokenize", "{\"prompt\": [5, 999999]}", "prompt", "invalid_value"},
+        {"/tokenize", "{\"prompt\": \"\", \"documents\": [\"a\"]}", "prompt", "invalid_value"},
         {"/v1/completions", "{\"prompt\": [\"a\", \"b\"]}", "prompt", "invalid_value"},
         {"/v1/completions", "{\"prompt\": [5, 999999]}", "prompt", "invalid_value"}, /* past the vocab */
         {"/v1/completions", "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": 1}",
