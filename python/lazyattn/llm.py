@@ -632,8 +632,11 @@ class LLM(_Closing):
                recompute_first=None, recompute_ratio=None, doc_context=None):
         """An iterator of the text pieces of one request as the engine makes them. prompt: a
         string, a prompt dict as generate() takes, or a conversation [{"role", "content"}].
-        Breaking out of the loop (or close()) cancels the request; .output holds the
-        RequestOutput once the iterator is exhausted."""
+        close(), leaving a `with llm.stream(...) as s:` block, or the iterator being collected
+        cancels the request if it still runs: breaking out of `for piece in llm.stream(...)`
+        cancels it at once (nothing else holds the iterator), while after `s = llm.stream(...)`
+        it runs on until s.close() or s goes. .output holds the RequestOutput once the iterator
+        is exhausted."""
         if isinstance(prompt, (list, tuple)):
             item = {"messages": prompt}
         else:

@@ -52,16 +52,27 @@ def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _is_whole(v):
+    """An int, or a float without a fraction (what the server reads as an integer)."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    return isinstance(v, float) and math.isfinite(v) and v == math.floor(v)
+
+
 def _is_integer(v):
-    return _is_number(v) and math.isfinite(v) and v == math.floor(v) and abs(v) <= 9.2e18
+    return _is_whole(v) and abs(v) <= 9.2e18  # exact for an int of any size
 
 
 def get_int(param, v, lo, hi):
-    """An integer in [lo, hi] (the server's get_int)."""
-    if not _is_integer(v):
+    """An integer in [lo, hi] (the server's get_int): a whole number outside it, however large,
+    is out of range, not of the wrong type."""
+    if not _is_whole(v):
         raise bad_type(param, v, "an integer")
     if v < lo or v > hi:
-        raise bad_value(param, f"Invalid value for '{param}': {v:.0f} is outside [{lo:.0f}, {hi:.0f}].")
+        shown = v if isinstance(v, int) else f"{v:.0f}"
+        raise bad_value(param, f"Invalid value for '{param}': {shown} is outside [{lo:.0f}, {hi:.0f}].")
     return int(v)
 
 
@@ -133,9 +144,11 @@ class SamplingParams:
                  json_schema=None, json_object=None):
         self.n = 1 if n is None else get_int("n", n, 1, 128)
         if max_tokens is not None:
-            get_int("max_tokens", max_tokens, -9.2e18, 9.2e18)
+            get_int("max_tokens", max_tokens, -math.inf, math.inf)
+            if max_tokens < 1:  # the upper bound is the engine's context: resolved_max_tokens
+                raise bad_value("max_tokens", f"Invalid value for 'max_tokens': {max_tokens}; it must be at least 1.")
         self.max_tokens = None if max_tokens is None else int(max_tokens)
-        self.min_tokens = 0 if min_tokens is None else get_int("min_tokens", min_tokens, 0, 9.2e18)
+        self.min_tokens = 0 if min_tokens is None else get_int("min_tokens", min_tokens, 0, math.inf)
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
             raise bad_value("min_tokens", f"Invalid value for 'min_tokens': {self.min_tokens} exceeds "
                                           f"max_tokens ({self.max_tokens}).")

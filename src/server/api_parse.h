@@ -38,7 +38,8 @@ la_status la_api_bad_type(la_api_ctx *c, const char *param, const cJSON *v, cons
 bool la_api_is_integer(const cJSON *v);
 
 /* Typed members (absent: *out untouched; given, when not NULL, says whether it was there).
- *   get_int     an integer in [lo, hi]
+ *   get_int     an integer in [lo, hi] (a whole number; past int64's range it saturates, for
+ *               the bounds +-HUGE_VAL: a caller that checks the value itself names its range)
  *   get_number  a number in [lo, hi] (lo excluded when lo_open) */
 la_status la_api_get_int(la_api_ctx *c, const cJSON *o, const char *key, double lo, double hi, int64_t *out,
                          bool *given);

@@ -118,12 +118,12 @@ static la_status parse_lengths(ctx *c, const cJSON *root, const la_api_limits *l
     bool given = false;
     const char *which = "max_tokens";
     if (r->kind == LA_API_CHAT) {
-        LA_TRY(la_api_get_int(c, root, "max_completion_tokens", -9.2e18, 9.2e18, &max_tokens, &given));
+        LA_TRY(la_api_get_int(c, root, "max_completion_tokens", -HUGE_VAL, HUGE_VAL, &max_tokens, &given));
         if (given) which = "max_completion_tokens";
     }
     int64_t legacy = max_tokens;
     bool legacy_given = false;
-    LA_TRY(la_api_get_int(c, root, "max_tokens", -9.2e18, 9.2e18, &legacy, &legacy_given));
+    LA_TRY(la_api_get_int(c, root, "max_tokens", -HUGE_VAL, HUGE_VAL, &legacy, &legacy_given));
     if (given && legacy_given && legacy != max_tokens) /* neither is ignored */
         return la_api_fail(c, LA_ERR_INVALID_ARG, "max_tokens", "invalid_value",
                            "'max_tokens' (%lld) and 'max_completion_tokens' (%lld) differ: give one of them.",
@@ -136,7 +136,7 @@ static la_status parse_lengths(ctx *c, const cJSON *root, const la_api_limits *l
     if (max_tokens > lim->max_tokens) max_tokens = lim->max_tokens; /* a default over the limit */
     sp->max_tokens = (int32_t)max_tokens;
     int64_t min_tokens = 0;
-    LA_TRY(la_api_get_int(c, root, "min_tokens", 0, 9.2e18, &min_tokens, NULL));
+    LA_TRY(la_api_get_int(c, root, "min_tokens", 0, HUGE_VAL, &min_tokens, NULL));
     if (min_tokens > sp->max_tokens)
         return la_api_fail(c, LA_ERR_INVALID_ARG, "min_tokens", "invalid_value",
                            "Invalid value for 'min_tokens': %lld exceeds max_tokens (%d).", (long long)min_tokens,

@@ -113,6 +113,15 @@ def test_breaking_out_of_a_stream_cancels_it(llm, lazyattn_pkg):
     assert s.output.finish_reason == "cancelled" and len(s.output.token_ids) < 200
     assert after["requests_cancelled"] == before["requests_cancelled"] + 1
     assert after["n_running"] == 0 and after["kv_blocks_pinned"] == 0
+    # a loop over a stream nothing else holds, and a with block: cancelled on leaving
+    for _ in llm.stream("Hello", lazyattn_pkg.SamplingParams(max_tokens=200, ignore_eos=True)):
+        break
+    with llm.stream("Hello", lazyattn_pkg.SamplingParams(max_tokens=200, ignore_eos=True)) as w:
+        next(w)
+    done = llm.stats()
+    assert w.output.finish_reason == "cancelled"
+    assert done["requests_cancelled"] == after["requests_cancelled"] + 2
+    assert done["n_running"] == 0 and done["kv_blocks_pinned"] == 0
 
 
 def test_prewarm_then_a_request_finds_the_documents(llm):
@@ -221,7 +230,15 @@ def bad_calls(lp):
          "'cache_salt' holds \\u0000 (NUL), which is not supported."),
         (lambda llm: llm.generate("q", documents=["a\x00b"]), lp.InvalidArgumentError, "holds \\u0000 (NUL)"),
         (lambda llm: llm.generate("q", SP(max_tokens=0)), lp.InvalidArgumentError,
-         "Invalid value for 'max_tokens': 0; it must be in [1, 8192]."),
+         "Invalid value for 'max_tokens': 0; it must be at least 1."),
+        (lambda llm: SP(max_tokens=-1, min_tokens=0), lp.InvalidArgumentError,
+         "Invalid value for 'max_tokens': -1; it must be at least 1."),
+        (lambda llm: llm.generate("q", SP(max_tokens=8193)), lp.InvalidArgumentError,
+         "Invalid value for 'max_tokens': 8193; it must be in [1, 8192]."),
+        (lambda llm: llm.generate("q", SP(max_tokens=2**64)), lp.InvalidArgumentError,
+         "Invalid value for 'max_tokens': 18446744073709551616; it must be in [1, 8192]."),
+        (lambda llm: SP(n=10**400), lp.InvalidArgumentError,
+         "Invalid value for 'n': 1" + "0" * 400 + " is outside [1, 128]."),
         (lambda llm: llm.generate("q", SP(max_tokens=8000), documents=["word " * 400]), lp.InvalidArgumentError,
          "exceed the context of 8192 tokens"),
         (lambda llm: llm.generate("bad \udc80 utf-8"), lp.InvalidArgumentError, "'prompt' is not valid UTF-8"),

@@ -129,6 +129,13 @@ Test(server_errors, max_tokens_out_of_range_is_400) {
                     "max_tokens", "invalid_value");
     ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 131073}", 400,
                     INVALID, "max_tokens", "invalid_value");
+    /* a whole number past int64 is out of range, not of the wrong type */
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 9223372036854775807}", 400,
+                    INVALID, "max_tokens", "invalid_value");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 99999999999999999999}", 400, INVALID,
+                    "n", "invalid_value");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"min_tokens\": 1e30}", 400, INVALID,
+                    "min_tokens", "invalid_value");
     ts_expect_error(t.port, "/v1/chat/completions",
                     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 0}",
                     400, INVALID, "max_completion_tokens", "invalid_value");
