@@ -102,7 +102,7 @@ typedef struct la_engine_options {
                                     la_engine_stats.max_batch_tokens says which is in effect */
     int32_t max_running;         /* requests in prefill/decode at once (64) */
     int32_t max_queue;           /* waiting requests before submit says LA_ERR_BUSY (256) */
-    int32_t max_docs;            /* documents per request (128) */
+    int32_t max_docs;            /* documents per request (128; 0: requests carry none) */
     int32_t max_context;         /* tokens per request incl. max_tokens; 0: the model's
                                     max_position_embeddings */
 

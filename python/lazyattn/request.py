@@ -144,12 +144,11 @@ class SamplingParams:
                  json_schema=None, json_object=None):
         self.n = 1 if n is None else get_int("n", n, 1, 128)
         if max_tokens is not None:
-            get_int("max_tokens", max_tokens, -math.inf, math.inf)
-            if max_tokens < 1:  # the upper bound is the engine's context: resolved_max_tokens
-                raise bad_value("max_tokens", f"Invalid value for 'max_tokens': {max_tokens}; it must be at least 1.")
+            get_int("max_tokens", max_tokens, -math.inf, math.inf)  # its range: resolved_max_tokens
         self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.min_tokens = 0 if min_tokens is None else get_int("min_tokens", min_tokens, 0, math.inf)
-        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+        # a max_tokens below 1 is refused by resolved_max_tokens, in the server's words
+        if self.max_tokens is not None and self.max_tokens >= 1 and self.min_tokens > self.max_tokens:
             raise bad_value("min_tokens", f"Invalid value for 'min_tokens': {self.min_tokens} exceeds "
                                           f"max_tokens ({self.max_tokens}).")
         self.temperature = 0.0 if temperature is None else get_number("temperature", temperature, 0, False, 2)
@@ -303,7 +302,7 @@ def parse_documents(v, max_docs):
     if not isinstance(v, (list, tuple)):
         raise bad_type("documents", v, "an array")
     if len(v) > max_docs:
-        raise bad_value("documents", f"{len(v)} documents exceed the limit of {max_docs} per request.")
+        raise bad_value("documents", f"Too many documents: {len(v)}, the limit is {max_docs} per request.")
     out = []
     for i, d in enumerate(v):
         param = f"documents[{i}]"

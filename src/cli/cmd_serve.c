@@ -57,7 +57,7 @@ static void usage(FILE *f) {
             LA_CLI_ASYNC_USAGE
             "      --max-running N      requests in prefill/decode at once (64)\n"
             "      --max-queue N        waiting requests before 429 (256)\n"
-            "      --max-docs N         documents per request (128)\n"
+            "      --max-docs N         documents per request (128; 0: none)\n"
             "      --max-context N      tokens per request incl. max_tokens (model's limit)\n"
             "      --max-body-bytes N   largest request body (16777216)\n"
             "      --chat-format F      auto | llama3 | tulu | template (auto: the model's chat\n"

@@ -140,8 +140,11 @@ static la_status check_options(const la_engine_options *o, la_err *err) {
                                                    "needs kv_dir or kv_store_url");
     if (o->kv_dir_bytes > 0 && !o->kv_dir)
         return la_err_set(err, LA_ERR_INVALID_ARG, "kv_dir_bytes caps the disk tier: it needs kv_dir");
-    if (o->host_kv_bytes < 0 || o->kv_dir_bytes < 0 || o->kv_io_timeout_ms < 0 || o->kv_staging_bytes < 0)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "KV store sizes and timeouts must be >= 0");
+    if (o->host_kv_bytes < 0 || o->kv_dir_bytes < 0 || o->kv_staging_bytes < 0)
+        return la_err_set(err, LA_ERR_INVALID_ARG, "KV store sizes must be >= 0");
+    if (!(o->kv_io_timeout_ms >= 0 && o->kv_io_timeout_ms <= 86400e3)) /* NaN too */
+        return la_err_set(err, LA_ERR_INVALID_ARG, "kv_io_timeout_ms=%g must be in [0, 86400000] (0: 10000)",
+                          o->kv_io_timeout_ms);
     if (o->kv_dir && !*o->kv_dir) return la_err_set(err, LA_ERR_INVALID_ARG, "kv_dir is empty");
     if (o->doc_token_cache_bytes < 0)
         return la_err_set(err, LA_ERR_INVALID_ARG, "doc_token_cache_bytes must be >= 0 (0: off)");
@@ -327,7 +330,7 @@ la_status la_engine_submit(la_engine *e, const la_request_params *caller_p, uint
     if (p->n_docs < 0 || (p->n_docs > 0 && !p->docs))
         return la_err_set(err, LA_ERR_INVALID_ARG, "documents: bad list");
     if (p->n_docs > e->opts.max_docs)
-        return la_err_set(err, LA_ERR_INVALID_ARG, "%d documents exceed the limit of %d", p->n_docs,
+        return la_err_set(err, LA_ERR_INVALID_ARG, "too many documents: %d, the limit is %d", p->n_docs,
                           e->opts.max_docs);
     la_method method = p->method == LA_METHOD_COUNT ? e->opts.method : p->method;
     if ((unsigned)method >= LA_METHOD_COUNT)

@@ -175,6 +175,12 @@ static la_status build_tokens(la_engine *e, const la_request_params *p, la_reque
 
     int32_t *ids = NULL, n = 0;
     LA_TRY(encode_segment(e, &p->prompt, p->add_special && n_segs == 0, false, NULL, "prompt", &ids, &n, err));
+    /* token ids tokenized with special tokens start with BOS, which the sequence already has
+     * before the documents (a BOS block, or the preamble's): not a second time after them */
+    if (p->add_special && n_segs > 0 && p->prompt.ids && n > 0 && ids[0] == bos_id(e) && tok_adds_bos(e)) {
+        memmove(ids, ids + 1, sizeof(int32_t) * (size_t)(n - 1));
+        n--;
+    }
     if (!blockwise) { /* the documents go inside the prompt */
         for (int32_t d = 0; d < r->n_docs; d++) {
             la_status s = la_request_tail_append(r, r->doc_ids[d], r->doc_len[d], err);

@@ -88,7 +88,7 @@ static la_status parse_documents(ctx *c, const cJSON *root, const la_api_limits 
                     "'documents' must not be empty.");
     if (n > lim->max_docs)
         return fail(c, LA_ERR_INVALID_ARG, "documents", "too_many_documents",
-                    "%d documents exceed the limit of %d per request.", n, lim->max_docs);
+                    "Too many documents: %d, the limit is %d per request.", n, lim->max_docs);
     if (n == 0) return LA_OK;
     r->docs = calloc((size_t)n, sizeof(la_segment));
     if (!r->docs) return fail(c, LA_ERR_NO_MEMORY, NULL, NULL, "out of memory");

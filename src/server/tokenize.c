@@ -116,8 +116,13 @@ enum MHD_Result la_server_handle_detokenize(la_server *s, struct MHD_Connection 
         char msg[160];
         snprintf(msg, sizeof msg, "Unrecognized request argument supplied: '%.64s'.", bad);
         ret = bad_body(s, conn, route, bad, "unknown_parameter", msg);
-    } else if (model && !cJSON_IsNull(model) && (!cJSON_IsString(model) || strcmp(model->valuestring, s->model_id))) {
-        ret = la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, "The model does not exist.", "model");
+    } else if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
+        ret = bad_body(s, conn, route, "model", "invalid_type", "Invalid type for 'model': expected a string.");
+    } else if (model && !cJSON_IsNull(model) && strcmp(model->valuestring, s->model_id)) {
+        char msg[256]; /* the other routes' words (la_server_parse_request) */
+        snprintf(msg, sizeof msg, "The model '%.64s' does not exist (this server serves '%.64s').", model->valuestring,
+                 s->model_id);
+        ret = la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, msg, "model");
     } else if (!cJSON_IsArray(tokens)) {
         ret = bad_body(s, conn, route, "tokens", "invalid_type", "'tokens' must be an array of token ids.");
     } else {

@@ -325,7 +325,8 @@ Test(methods, ids_the_tokenizer_lacks_decode_to_nothing) {
 }
 
 /* A token-id prompt that starts with BOS gets no second one (issue 28); one without BOS
- * gets it, as text does: the Llama-3-style fixture and the bundled model. */
+ * gets it, as text does; after documents, which the BOS precedes, neither repeats it: the
+ * Llama-3-style fixture and the bundled model. */
 Test(methods, token_id_prompts_that_start_with_bos_get_no_second_bos) {
     char bundled[512];
     snprintf(bundled, sizeof bundled, "%s/models/rag-tiny", LA_SOURCE_DIR);
@@ -350,6 +351,21 @@ Test(methods, token_id_prompts_that_start_with_bos_get_no_second_bos) {
             cr_assert_eq(t->ids[0], bos);
             cr_assert_eq(t->ids[1], 36);
             la_request_tokens_free(t);
+            /* with documents the BOS opens the sequence before them (a block of its own), and
+             * the prompt's own BOS is not repeated after them, for every method */
+            const int32_t doc[3] = {40, 41, 42};
+            p.docs = &(la_segment){.ids = doc, .n_ids = 3};
+            p.n_docs = 1;
+            for (int mi = 0; mi < 2; mi++) {
+                p.method = mi == 0 ? LA_METHOD_LAZY : LA_METHOD_PREFIX;
+                LA_CHECK_OK(la_engine_tokenize_request(e, &p, &t, &err), err);
+                const int32_t want[5] = {bos, 40, 41, 42, 36};
+                cr_assert_eq(t->n_ids, 5, "%s: %s BOS, documents, %s -> %d tokens", dirs[m], k == 0 ? "with" : "without",
+                             la_method_name(p.method), t->n_ids);
+                for (int i = 0; i < 5; i++) cr_assert_eq(t->ids[i], want[i], "%s: token %d", dirs[m], i);
+                cr_assert_eq(t->n_prompt, mi == 0 ? 1 : 5);
+                la_request_tokens_free(t);
+            }
         }
         la_engine_destroy(e);
     }

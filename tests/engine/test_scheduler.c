@@ -1,5 +1,6 @@
 /* The scheduler (src/engine/scheduler.c, through the API of engine.c): concurrency,
  * preemption, cancellation, limits, sampling and stop strings, on the tiny f32 checkpoint. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +365,18 @@ Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gi
         la_err err = {0};
         cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG);
         cr_assert(strstr(err.msg, "gpu_memory_fraction"), "%s", err.msg);
+        cr_assert_null(e);
+    }
+    const double bad_timeout[] = {NAN, -1.0, INFINITY};
+    for (size_t i = 0; i < sizeof bad_timeout / sizeof bad_timeout[0]; i++) {
+        la_engine_options o;
+        la_engine_options_init(&o);
+        o.model_dir = tiny_dir();
+        o.kv_io_timeout_ms = bad_timeout[i];
+        la_engine *e = NULL;
+        la_err err = {0};
+        cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG);
+        cr_assert(strstr(err.msg, "kv_io_timeout_ms"), "%s", err.msg);
         cr_assert_null(e);
     }
     la_engine_options o;
