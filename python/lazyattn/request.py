@@ -72,6 +72,8 @@ def get_int(param, v, lo, hi):
         raise bad_type(param, v, "an integer")
     if v < lo or v > hi:
         shown = v if isinstance(v, int) else f"{v:.0f}"
+        if math.isinf(hi) and not math.isinf(lo):
+            raise bad_value(param, f"Invalid value for '{param}': {shown} must be >= {lo:.0f}.")
         raise bad_value(param, f"Invalid value for '{param}': {shown} is outside [{lo:.0f}, {hi:.0f}].")
     return int(v)
 
@@ -370,7 +372,8 @@ def parse_messages(v):
             if k in ("role", "content") or x is None:
                 continue
             if k in ("name", "tool_calls", "tool_call_id", "refusal", "audio"):
-                raise bad_value(pk, f"'{pk}' is not supported: the chat template has no place for it.")
+                raise InvalidArgumentError(f"'{pk}' is not supported: the chat template has no place for it.",
+                                           param=pk, status="unsupported")
             raise bad_value(pk, f"Unrecognized message field: '{pk}'.")
         param = f"messages[{i}].role"
         role = m.get("role")

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/timer.h"
 
@@ -31,11 +32,23 @@ int la_cli_parse_i32(const char *s, const char *flag, int32_t *out) {
     return 0;
 }
 
+bool la_cli_is_decimal(const char *s) {
+    const char *p = s + (s[0] == '-');
+    size_t digits = strspn(p, "0123456789");
+    p += digits;
+    if (*p == '.') {
+        size_t frac = strspn(p + 1, "0123456789");
+        digits += frac;
+        p += 1 + frac;
+    }
+    return digits > 0 && !*p;
+}
+
 int la_cli_parse_f32(const char *s, const char *flag, float *out) {
-    char *end;
+    char *end = NULL;
     errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) {
+    float v = la_cli_is_decimal(s) ? strtof(s, &end) : 0.0f;
+    if (!end || errno || *end || !isfinite(v)) {
         fprintf(stderr, "lazyattn: %s: '%s' is not a number\n", flag, s);
         return 2;
     }

@@ -11,6 +11,9 @@
 int la_cli_parse_i32(const char *s, const char *flag, int32_t *out);
 int la_cli_parse_i64(const char *s, const char *flag, int64_t *out);
 int la_cli_parse_f32(const char *s, const char *flag, float *out);
+/* Whether s is a decimal number as a flag takes one: [-]digits[.digits] with a digit somewhere
+ * (no exponent, hex, inf, '+' or spaces, which strtod would also read). */
+bool la_cli_is_decimal(const char *s);
 
 /* A growable list of borrowed strings (items are not freed by la_cli_strings_free). */
 typedef struct la_cli_strings {

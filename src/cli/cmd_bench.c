@@ -133,10 +133,10 @@ static int usage_error(const char *fmt, const char *arg) {
 }
 
 static int parse_double(const char *s, const char *flag, double *out) {
-    char *end;
+    char *end = NULL;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) {
+    double v = la_cli_is_decimal(s) ? strtod(s, &end) : 0.0;
+    if (!end || errno || *end || !isfinite(v)) {
         fprintf(stderr, "lazyattn bench: %s: '%s' is not a number\n", flag, s);
         return LA_EXIT_USAGE;
     }

@@ -22,22 +22,14 @@ static la_cli_flag i32_flag(const char *arg, const char *flag, int32_t *out) {
     return la_cli_parse_i32(arg, flag, out) ? LA_CLI_FLAG_BAD_NUMBER : LA_CLI_FLAG_SET;
 }
 
-/* A decimal number ([-]digits[.digits]: no exponent, hex, sign + or spaces, which strtod
- * would take) in [lo, hi] (lo > 0: a positive one); false with err set. */
+/* A decimal number (la_cli_is_decimal) in [lo, hi] (lo > 0: a positive one); false with err
+ * set. */
 static bool number_in(const char *arg, const char *flag, double lo, double hi, const char *unit, double *out,
                       la_err *err) {
-    const char *p = arg + (arg[0] == '-');
-    size_t digits = strspn(p, "0123456789");
-    p += digits;
-    if (*p == '.') {
-        size_t frac = strspn(p + 1, "0123456789");
-        digits += frac;
-        p += 1 + frac;
-    }
-    char *end;
+    char *end = NULL;
     errno = 0;
-    double v = digits && !*p ? strtod(arg, &end) : 0.0;
-    if (!digits || *p || errno || *end || !isfinite(v)) {
+    double v = la_cli_is_decimal(arg) ? strtod(arg, &end) : 0.0;
+    if (!end || *end || !isfinite(v)) {
         la_err_set(err, LA_ERR_INVALID_ARG, "%s: '%s' is not a number", flag, arg);
         return false;
     }

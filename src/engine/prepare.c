@@ -65,7 +65,8 @@ static la_status encode_segment(const la_engine *e, const la_segment *seg, bool 
                 return la_err_set(err, LA_ERR_INVALID_ARG, "%s: token id %d at %d outside [0, %d)",
                                   what, seg->ids[i], i, v);
         /* ids that already start with BOS get no second one (vLLM takes token ids as they are;
-         * a client that tokenized with special tokens has its BOS) */
+         * a client that tokenized with special tokens has its BOS); after documents, see
+         * build_tokens */
         bool has_bos = seg->n_ids > 0 && seg->ids[0] == bos_id(e);
         int32_t extra = add_special && tok_adds_bos(e) && !has_bos ? 1 : 0;
         int32_t *p = malloc(sizeof(int32_t) * (size_t)(seg->n_ids + extra + 1));

@@ -66,12 +66,17 @@ la_status la_api_get_int(la_api_ctx *c, const cJSON *o, const char *key, double 
     const cJSON *v = la_api_member(o, key);
     if (given) *given = v != NULL;
     if (!v) return LA_OK;
-    /* a whole number past int64 is an integer out of range, not a wrong type */
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+    /* a whole number past int64 (or past a double: inf) is an integer out of range, not a
+     * wrong type */
+    if (!cJSON_IsNumber(v) || isnan(v->valuedouble) || (isfinite(v->valuedouble) && v->valuedouble != floor(v->valuedouble)))
         return la_api_bad_type(c, key, v, "an integer");
-    if (v->valuedouble < lo || v->valuedouble > hi)
+    if (v->valuedouble < lo || v->valuedouble > hi) {
+        if (isinf(hi) && !isinf(lo))
+            return la_api_fail(c, LA_ERR_INVALID_ARG, key, "invalid_value", "Invalid value for '%s': %.0f must be >= %.0f.",
+                               key, v->valuedouble, lo);
         return la_api_fail(c, LA_ERR_INVALID_ARG, key, "invalid_value",
                            "Invalid value for '%s': %.0f is outside [%.0f, %.0f].", key, v->valuedouble, lo, hi);
+    }
     const double d = v->valuedouble, two63 = 9223372036854775808.0;
     *out = d >= two63 ? INT64_MAX : d <= -two63 ? INT64_MIN : (int64_t)d; /* saturated: lo, hi may be +-HUGE_VAL */
     return LA_OK;

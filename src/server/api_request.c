@@ -58,14 +58,21 @@ typedef la_api_ctx ctx;
 
 /* Every member of obj is one of known (NULL-terminated), else 400 unknown_parameter naming
  * it (prefix.name inside an object of the request, e.g. documents[0].txt): a misspelt field
- * is never ignored. */
-static la_status only_fields(ctx *c, const cJSON *obj, const char *prefix, const char *const known[]) {
+ * is never ignored, unless the server accepts unknown fields (--ignore-unknown-fields:
+ * reported once through on_unknown_field, as check_fields does). A null member counts as
+ * absent. */
+static la_status only_fields(ctx *c, const cJSON *obj, const char *prefix, const char *const known[],
+                             const la_api_limits *lim) {
     for (const cJSON *m = obj->child; m; m = m->next) {
-        bool ok = false;
+        bool ok = cJSON_IsNull(m);
         for (int i = 0; known[i] && !ok; i++) ok = !strcmp(m->string, known[i]);
         if (ok) continue;
         char param[96];
         snprintf(param, sizeof param, "%s%s%.64s", prefix ? prefix : "", prefix ? "." : "", m->string);
+        if (lim->ignore_unknown_fields) {
+            if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, param);
+            continue;
+        }
         return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized request argument supplied: '%s'.",
                     param);
     }
@@ -102,7 +109,7 @@ static la_status parse_documents(ctx *c, const cJSON *root, const la_api_limits 
             r->docs[i].text = d->valuestring;
         } else if (cJSON_IsObject(d)) {
             static const char *const doc_fields[] = {"title", "text", NULL};
-            LA_TRY(only_fields(c, d, param, doc_fields));
+            LA_TRY(only_fields(c, d, param, doc_fields, lim));
             const cJSON *text = field(d, "text"), *title = field(d, "title");
             snprintf(param, sizeof param, "documents[%d].text", i);
             if (!text)
@@ -367,7 +374,7 @@ static la_status parse_tokenize(ctx *c, const cJSON *root, const la_api_limits *
     static const char *const known[] = {"model", "prompt", "messages", "documents", "method", "cache_salt",
                                         "add_special_tokens", "return_token_strs", "add_generation_prompt",
                                         "continue_final_message", NULL};
-    LA_TRY(only_fields(c, root, NULL, known));
+    LA_TRY(only_fields(c, root, NULL, known, lim));
     bool chat = field(root, "messages") != NULL;
     if (chat && field(root, "prompt"))
         return fail(c, LA_ERR_INVALID_ARG, "prompt", "invalid_value", "Give 'prompt' or 'messages', not both.");
@@ -425,8 +432,8 @@ la_status la_api_request_parse(la_api_kind kind, const char *body, size_t len,
     la_status s = LA_OK;
     if (!cJSON_IsObject(root))
         s = fail(&c, LA_ERR_INVALID_ARG, NULL, "invalid_json", "The request body must be a JSON object.");
-    static const char *const prewarm_fields[] = {"model", "documents", "method", "cache_salt", NULL};
-    if (s == LA_OK && kind == LA_API_DOCUMENTS) s = only_fields(&c, root, NULL, prewarm_fields);
+    static const char *const prewarm_fields[] = {"model", "documents", "method", "cache_salt", "doc_context", NULL};
+    if (s == LA_OK && kind == LA_API_DOCUMENTS) s = only_fields(&c, root, NULL, prewarm_fields, lim);
     if (s == LA_OK) s = get_string(&c, root, "model", &r.model);
     if (s == LA_OK) s = parse_documents(&c, root, lim, &r, kind == LA_API_DOCUMENTS);
     if (s == LA_OK) s = parse_method_salt(&c, root, &r);

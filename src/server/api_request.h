@@ -3,9 +3,12 @@
  *
  *   POST /v1/completions        prompt (string | [string] | [int] | [[int]], one prompt)
  *   POST /v1/chat/completions   messages [{role, content (string | [{type: "text", text}])}]
- *   POST /v1/documents          documents, cache_salt, method, model
- *   POST /tokenize              model, prompt | messages, documents, method,
- *                               add_special_tokens, return_token_strs
+ *   POST /v1/documents          documents, cache_salt, method, doc_context, model
+ *   POST /tokenize              model, prompt | messages, documents, method, cache_salt,
+ *                               add_special_tokens, return_token_strs, add_generation_prompt,
+ *                               continue_final_message
+ * A document is a string or {title?, text}. On /v1/documents and /tokenize, and inside a
+ * document, any other name is answered 400 unknown_parameter (or ignored as below).
  * Every other field of the two generation endpoints is in the table of api_fields.h: an
  * implemented field is parsed here (api_sampling.c for the sampling ones), a neutral one
  * accepted only with a value that asks for nothing, a refused one answered 400

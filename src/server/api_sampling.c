@@ -129,10 +129,9 @@ static la_status parse_lengths(ctx *c, const cJSON *root, const la_api_limits *l
                            "'max_tokens' (%lld) and 'max_completion_tokens' (%lld) differ: give one of them.",
                            (long long)legacy, (long long)max_tokens);
     if (!given) max_tokens = legacy, given = legacy_given;
-    if (given && (max_tokens < 1 || max_tokens > lim->max_tokens))
-        return la_api_fail(c, LA_ERR_INVALID_ARG, which, "invalid_value",
-                           "Invalid value for '%s': %lld; it must be in [1, %d].", which, (long long)max_tokens,
-                           lim->max_tokens);
+    if (given && (max_tokens < 1 || max_tokens > lim->max_tokens)) /* past int64: the number sent, as JSON read it */
+        return la_api_fail(c, LA_ERR_INVALID_ARG, which, "invalid_value", "Invalid value for '%s': %.0f; it must be in [1, %d].",
+                           which, la_api_member(root, which)->valuedouble, lim->max_tokens);
     if (max_tokens > lim->max_tokens) max_tokens = lim->max_tokens; /* a default over the limit */
     sp->max_tokens = (int32_t)max_tokens;
     int64_t min_tokens = 0;

@@ -245,7 +245,7 @@ static enum MHD_Result answer_done(la_server *s, struct MHD_Connection *conn, co
     if (c->finish != LA_FINISH_STOP && c->finish != LA_FINISH_LENGTH) {
         char named[64];
         return la_server_send_status(s, conn, route, c->status, c->error,
-                                     la_server_error_param(c->error, reply->kind == LA_API_CHAT, named), NULL);
+                                     la_server_error_param(c->status, c->error, reply->kind == LA_API_CHAT, named), NULL);
     }
     int32_t n = c->n_choices;
     la_api_choice *ch = calloc((size_t)n, sizeof *ch);
@@ -361,8 +361,7 @@ static enum MHD_Result handle_generate(la_server *s, struct MHD_Connection *conn
         if (st == LA_ERR_CANCELLED)
             return la_server_send_fault(s, conn, route, LA_HTTP_FAULT_SHUTTING_DOWN, err.msg, NULL);
         char named[64];
-        const char *param = st == LA_ERR_TOO_LONG ? (kind == LA_API_CHAT ? "messages" : "prompt")
-                                                  : la_server_error_param(err.msg, kind == LA_API_CHAT, named);
+        const char *param = la_server_error_param(st, err.msg, kind == LA_API_CHAT, named);
         return la_server_send_status(s, conn, route, st, err.msg, param,
                                      st == LA_ERR_UNSUPPORTED ? "unsupported_parameter" : NULL);
     }

@@ -1,6 +1,7 @@
 /* POST /v1/documents: pre-warm documents into the KV cache (routes.h).
  *
- *   request   {"documents": [string | {title?, text}], "cache_salt"?, "method"?, "model"?}
+ *   request   {"documents": [string | {title?, text}], "cache_salt"?, "method"?, "doc_context"?,
+ *              "model"?}: any other field 400 unknown_parameter
  *   response  {"object": "documents.prewarm", "model", "method",
  *              "documents": [{"index", "tokens", "cached", "cached_tokens", "found", "key",
  *                             "block_hashes"}],

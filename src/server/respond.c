@@ -57,7 +57,9 @@ static enum MHD_Result send_error(la_server *s, struct MHD_Connection *conn, con
                           la_http_error_json(&e, message, param, code));
 }
 
-const char *la_server_error_param(const char *msg, bool chat, char *out) {
+const char *la_server_error_param(la_status st, const char *msg, bool chat, char *out) {
+    if (st == LA_ERR_TOO_LONG) return chat ? "messages" : "prompt";
+    if (!msg) return NULL;
     size_t n = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
     if (n == 0 || n >= 64 || (msg[n] != '=' && msg[n] != ':' && msg[n] != ' ')) return NULL;
     memcpy(out, msg, n);
@@ -77,6 +79,13 @@ enum MHD_Result la_server_send_fault(la_server *s, struct MHD_Connection *conn, 
     return send_error(s, conn, route, la_http_error_for_fault(f), message, param, NULL);
 }
 
+enum MHD_Result la_server_send_model_not_found(la_server *s, struct MHD_Connection *conn, const char *route,
+                                               const char *model) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "The model '%.64s' does not exist (this server serves '%.64s').", model, s->model_id);
+    return la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, msg, "model");
+}
+
 bool la_server_parse_request(la_server *s, struct MHD_Connection *conn, const char *route,
                              la_api_kind kind, const char *body, size_t len, la_api_request *ar,
                              enum MHD_Result *ret) {
@@ -89,11 +98,8 @@ bool la_server_parse_request(la_server *s, struct MHD_Connection *conn, const ch
         return false;
     }
     if (ar->model && strcmp(ar->model, s->model_id)) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "The model '%.64s' does not exist (this server serves '%.64s').",
-                 ar->model, s->model_id);
+        *ret = la_server_send_model_not_found(s, conn, route, ar->model);
         la_api_request_fini(ar);
-        *ret = la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, msg, "model");
         return false;
     }
     return true;

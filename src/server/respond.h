@@ -41,11 +41,16 @@ enum MHD_Result la_server_send_status(la_server *s, struct MHD_Connection *conn,
 enum MHD_Result la_server_send_fault(la_server *s, struct MHD_Connection *conn, const char *route,
                                      la_http_fault f, const char *message, const char *param);
 
-/* The request field an engine error message names at its start ("max_tokens=2 is too small
- * ...", "logit_bias: ...", "prompt: no tokens after the documents"): the word before '=', ':'
- * or a space, when it is a field of a completions (chat: chat completions) request; else
- * NULL. out: 64 bytes, returned when named. */
-const char *la_server_error_param(const char *msg, bool chat, char *out);
+/* 404 model_not_found for a request naming `model`, which this server does not serve. */
+enum MHD_Result la_server_send_model_not_found(la_server *s, struct MHD_Connection *conn, const char *route,
+                                               const char *model);
+
+/* The request field an engine error (status st, message msg) is about: a request past the
+ * context (LA_ERR_TOO_LONG) names messages (chat) or prompt; otherwise the word msg starts
+ * with before '=', ':' or a space ("max_tokens=2 is too small ...", "logit_bias: ...",
+ * "prompt: no tokens after the documents"), when it is a field of a completions (chat: chat
+ * completions) request; else NULL. out: 64 bytes, returned when named. */
+const char *la_server_error_param(la_status st, const char *msg, bool chat, char *out);
 
 /* Parse a request body of `kind` and check that its "model" (if any) is the one served.
  * Returns true with *ar filled (the caller calls la_api_request_fini), or false after

@@ -53,8 +53,7 @@ enum MHD_Result la_server_handle_tokenize(la_server *s, struct MHD_Connection *c
     la_api_request_fini(&ar);
     if (st != LA_OK) {
         char named[64];
-        const char *param = st == LA_ERR_TOO_LONG ? (chat ? "messages" : "prompt")
-                                                  : la_server_error_param(err.msg, chat, named);
+        const char *param = la_server_error_param(st, err.msg, chat, named);
         return la_server_send_status(s, conn, route, st, err.msg, param, NULL);
     }
     cJSON *o = cJSON_CreateObject();
@@ -119,10 +118,7 @@ enum MHD_Result la_server_handle_detokenize(la_server *s, struct MHD_Connection 
     } else if (model && !cJSON_IsNull(model) && !cJSON_IsString(model)) {
         ret = bad_body(s, conn, route, "model", "invalid_type", "Invalid type for 'model': expected a string.");
     } else if (model && !cJSON_IsNull(model) && strcmp(model->valuestring, s->model_id)) {
-        char msg[256]; /* the other routes' words (la_server_parse_request) */
-        snprintf(msg, sizeof msg, "The model '%.64s' does not exist (this server serves '%.64s').", model->valuestring,
-                 s->model_id);
-        ret = la_server_send_fault(s, conn, route, LA_HTTP_FAULT_MODEL_NOT_FOUND, msg, "model");
+        ret = la_server_send_model_not_found(s, conn, route, model->valuestring);
     } else if (!cJSON_IsArray(tokens)) {
         ret = bad_body(s, conn, route, "tokens", "invalid_type", "'tokens' must be an array of token ids.");
     } else {

@@ -87,7 +87,9 @@ static const bad_case k_bad[] = {
     {"--host-kv-gib 1e9", "--host-kv-gib"},
     {"--host-kv-gib 0x10", "--host-kv-gib"}, /* decimal only, as the integer flags */
     {"--host-kv-gib ' 5'", "--host-kv-gib"},
-    {"--host-kv-gib .", "--host-kv-gib"},
+    {"--host-kv-gib 1e1", "--host-kv-gib"},
+    {"--host-kv-gib +5", "--host-kv-gib"},
+    {"--kv-io-timeout-ms inf", "--kv-io-timeout-ms"},
     {"--kv-dir-gib -2", "--kv-dir-gib"},
     {"--kv-write sideways", "--kv-write"},
     {"--kv-dir ''", "--kv-dir"},

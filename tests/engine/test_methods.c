@@ -356,15 +356,29 @@ Test(methods, token_id_prompts_that_start_with_bos_get_no_second_bos) {
             const int32_t doc[3] = {40, 41, 42};
             p.docs = &(la_segment){.ids = doc, .n_ids = 3};
             p.n_docs = 1;
-            for (int mi = 0; mi < 2; mi++) {
-                p.method = mi == 0 ? LA_METHOD_LAZY : LA_METHOD_PREFIX;
+            for (int mi = 0; mi < LA_METHOD_COUNT; mi++) {
+                p.method = (la_method)mi;
                 LA_CHECK_OK(la_engine_tokenize_request(e, &p, &t, &err), err);
                 const int32_t want[5] = {bos, 40, 41, 42, 36};
                 cr_assert_eq(t->n_ids, 5, "%s: %s BOS, documents, %s -> %d tokens", dirs[m], k == 0 ? "with" : "without",
                              la_method_name(p.method), t->n_ids);
                 for (int i = 0; i < 5; i++) cr_assert_eq(t->ids[i], want[i], "%s: token %d", dirs[m], i);
-                cr_assert_eq(t->n_prompt, mi == 0 ? 1 : 5);
+                cr_assert_eq(t->n_prompt, la_method_is_blockwise(p.method) ? 1 : 5);
                 la_request_tokens_free(t);
+            }
+            /* without special tokens the ids are the caller's, a BOS among them kept */
+            p.method = LA_METHOD_LAZY;
+            p.add_special = false;
+            LA_CHECK_OK(la_engine_tokenize_request(e, &p, &t, &err), err);
+            cr_assert_eq(t->n_ids, 3 + (k == 0 ? 2 : 1));
+            cr_assert_eq(t->ids[3], k == 0 ? bos : 36);
+            la_request_tokens_free(t);
+            /* BOS alone after documents leaves no question */
+            if (k == 0) {
+                p.add_special = true;
+                p.prompt = (la_segment){.ids = with, .n_ids = 1};
+                cr_assert_eq(la_engine_tokenize_request(e, &p, &t, &err), LA_ERR_INVALID_ARG);
+                cr_assert(strstr(err.msg, "no tokens after the documents"), "%s", err.msg);
             }
         }
         la_engine_destroy(e);

@@ -367,7 +367,7 @@ Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gi
         cr_assert(strstr(err.msg, "gpu_memory_fraction"), "%s", err.msg);
         cr_assert_null(e);
     }
-    const double bad_timeout[] = {NAN, -1.0, INFINITY};
+    const double bad_timeout[] = {NAN, -1.0, INFINITY, 86400001.0};
     for (size_t i = 0; i < sizeof bad_timeout / sizeof bad_timeout[0]; i++) {
         la_engine_options o;
         la_engine_options_init(&o);

@@ -667,7 +667,31 @@ Test(api_fields, ignore_unknown_fields_accepts_unknown_names_only) {
     cJSON *j = post("/v1/completions", 400, "{" COMP_P ", \"guided_regex\": \"a+\"}"); /* refused stays refused */
     ts_check_error(j, INVALID, "guided_regex", "unsupported_parameter");
     cJSON_Delete(j);
-    free(control), free(got);
+    /* inside a document, and on /v1/documents and /tokenize, too: a RAG client's "id" */
+    char *plain = gen_text(false, "\"documents\": [{\"title\": \"T\", \"text\": \"Paris is in France.\"}]");
+    char *with_id = gen_text(false, "\"documents\": [{\"title\": \"T\", \"text\": \"Paris is in France.\", \"id\": 7}]");
+    cr_assert_str_eq(with_id, plain);
+    cJSON_Delete(post("/v1/documents", 200, "{\"documents\": [{\"text\": \"d\", \"id\": 7}], \"source\": \"crawl\"}"));
+    cJSON_Delete(post("/tokenize", 200, "{\"prompt\": \"x\", \"documents\": [{\"text\": \"d\", \"url\": \"u\"}]}"));
+    free(control), free(got), free(plain), free(with_id);
+    ts_stop(&t);
+}
+
+/* /v1/documents takes doc_context as a request does: "alone" pre-warms, "preamble" is refused
+ * with its reason (documents after a preamble are not pre-warmed alone), null is absent;
+ * without --ignore-unknown-fields a misspelt field or a document key is refused. */
+Test(api_fields, prewarm_takes_doc_context_and_refuses_unknown_names) {
+    test_server t;
+    ts_start(&t, rag_tiny);
+    g_port = t.port;
+    cJSON_Delete(post("/v1/documents", 200, "{\"documents\": [\"doc A\"], \"doc_context\": \"alone\"}"));
+    cJSON_Delete(post("/v1/documents", 200, "{\"documents\": [\"doc A\"], \"doc_context\": null, \"url\": null}"));
+    cJSON *j = post("/v1/documents", 400, "{\"documents\": [\"doc A\"], \"doc_context\": \"preamble\"}");
+    ts_check_error(j, INVALID, "doc_context", "invalid_value");
+    cJSON_Delete(j);
+    j = post("/v1/documents", 400, "{\"documents\": [{\"text\": \"doc A\", \"id\": 7}]}");
+    ts_check_error(j, INVALID, "documents[0].id", "unknown_parameter");
+    cJSON_Delete(j);
     ts_stop(&t);
 }
 

@@ -136,6 +136,7 @@ Test(server_errors, max_tokens_out_of_range_is_400) {
                     "n", "invalid_value");
     ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"min_tokens\": 1e30}", 400, INVALID,
                     "min_tokens", "invalid_value");
+    ts_expect_error(t.port, "/v1/completions", "{\"prompt\": \"x\", \"n\": 1e400}", 400, INVALID, "n", "invalid_value");
     ts_expect_error(t.port, "/v1/chat/completions",
                     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_completion_tokens\": 0}",
                     400, INVALID, "max_completion_tokens", "invalid_value");
