@@ -1,6 +1,7 @@
 /* The scheduler (src/engine/scheduler.c, through the API of engine.c): concurrency,
  * preemption, cancellation, limits, sampling and stop strings, on the tiny f32 checkpoint. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,28 +356,25 @@ Test(scheduler, chat_messages_render_the_rag_template) {
 /* Engine options out of range are refused at create with a message naming the field; the
  * CPU pool defaults to 1 GiB worth of blocks (gpu_memory_fraction applies to CUDA only). */
 Test(scheduler, bad_memory_options_are_refused_and_the_cpu_pool_defaults_to_1_gib) {
-    const double bad[] = {0.0, -0.5, 1.5};
+    /* each a double of la_engine_options, by its offset */
+#define BAD(field, v) {#field, offsetof(la_engine_options, field), v}
+    static const struct {
+        const char *name;
+        size_t offset;
+        double value;
+    } bad[] = {BAD(gpu_memory_fraction, 0.0), BAD(gpu_memory_fraction, -0.5), BAD(gpu_memory_fraction, 1.5),
+               BAD(kv_io_timeout_ms, NAN),    BAD(kv_io_timeout_ms, -1.0),    BAD(kv_io_timeout_ms, INFINITY),
+               BAD(kv_io_timeout_ms, 86400001.0)};
+#undef BAD
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         la_engine_options o;
         la_engine_options_init(&o);
         o.model_dir = tiny_dir();
-        o.gpu_memory_fraction = bad[i];
+        *(double *)((char *)&o + bad[i].offset) = bad[i].value;
         la_engine *e = NULL;
         la_err err = {0};
-        cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG);
-        cr_assert(strstr(err.msg, "gpu_memory_fraction"), "%s", err.msg);
-        cr_assert_null(e);
-    }
-    const double bad_timeout[] = {NAN, -1.0, INFINITY, 86400001.0};
-    for (size_t i = 0; i < sizeof bad_timeout / sizeof bad_timeout[0]; i++) {
-        la_engine_options o;
-        la_engine_options_init(&o);
-        o.model_dir = tiny_dir();
-        o.kv_io_timeout_ms = bad_timeout[i];
-        la_engine *e = NULL;
-        la_err err = {0};
-        cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG);
-        cr_assert(strstr(err.msg, "kv_io_timeout_ms"), "%s", err.msg);
+        cr_assert_eq(la_engine_create(&o, &e, &err), LA_ERR_INVALID_ARG, "%s=%g", bad[i].name, bad[i].value);
+        cr_assert(strstr(err.msg, bad[i].name), "%s", err.msg);
         cr_assert_null(e);
     }
     la_engine_options o;
