@@ -268,7 +268,7 @@ static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r,
     return LA_OK;
 }
 
-static la_status parse_messages(ctx *c, const cJSON *root, la_api_request *r) {
+static la_status parse_messages(ctx *c, const cJSON *root, const la_api_limits *lim, la_api_request *r) {
     const cJSON *v = field(root, "messages");
     if (!v)
         return fail(c, LA_ERR_INVALID_ARG, "messages", "invalid_value",
@@ -286,13 +286,17 @@ static la_status parse_messages(ctx *c, const cJSON *root, la_api_request *r) {
     for (const cJSON *m = v->child; m; m = m->next, i++) {
         snprintf(param, sizeof param, "messages[%d]", i);
         if (!cJSON_IsObject(m)) return bad_type(c, param, m, "an object {role, content}");
-        for (const cJSON *k = m->child; k; k = k->next) { /* nothing in a message is ignored */
+        for (const cJSON *k = m->child; k; k = k->next) { /* nothing in a message is silently ignored */
             snprintf(param, sizeof param, "messages[%d].%.32s", i, k->string);
             if (!strcmp(k->string, "role") || !strcmp(k->string, "content") || cJSON_IsNull(k)) continue;
             if (!strcmp(k->string, "name") || !strcmp(k->string, "tool_calls") ||
                 !strcmp(k->string, "tool_call_id") || !strcmp(k->string, "refusal") || !strcmp(k->string, "audio"))
                 return la_api_unsupported(c, param, "'%s' is not supported: the chat template has no place for it.",
                                           param);
+            if (lim->ignore_unknown_fields) { /* as only_fields */
+                if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, param);
+                continue;
+            }
             return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized message field: '%s'.", param);
         }
         const cJSON *role = field(m, "role");
@@ -383,7 +387,7 @@ static la_status parse_tokenize(ctx *c, const cJSON *root, const la_api_limits *
         return la_api_unsupported(c, "add_generation_prompt", "the assistant header always follows (true only).");
     if (cfm && !cJSON_IsFalse(cfm))
         return la_api_unsupported(c, "continue_final_message", "not supported (false only).");
-    LA_TRY(chat ? parse_messages(c, root, r) : parse_prompt(c, root, lim->vocab_size, r));
+    LA_TRY(chat ? parse_messages(c, root, lim, r) : parse_prompt(c, root, lim->vocab_size, r));
     if (!chat) LA_TRY(get_bool(c, root, "add_special_tokens", &r->params.add_special));
     else {
         bool add = false;
@@ -440,7 +444,7 @@ la_status la_api_request_parse(la_api_kind kind, const char *body, size_t len,
     if (kind == LA_API_TOKENIZE && s == LA_OK) s = parse_tokenize(&c, root, lim, &r);
     if (kind == LA_API_COMPLETION || kind == LA_API_CHAT) {
         if (s == LA_OK) s = check_fields(&c, root, kind, lim);
-        if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, &r) : parse_prompt(&c, root, lim->vocab_size, &r);
+        if (s == LA_OK) s = kind == LA_API_CHAT ? parse_messages(&c, root, lim, &r) : parse_prompt(&c, root, lim->vocab_size, &r);
         if (s == LA_OK) s = parse_stop(&c, root, lim, &r);
         if (s == LA_OK) s = la_api_parse_sampling(&c, root, lim, &r);
     }

@@ -673,6 +673,8 @@ Test(api_fields, ignore_unknown_fields_accepts_unknown_names_only) {
     cr_assert_str_eq(with_id, plain);
     cJSON_Delete(post("/v1/documents", 200, "{\"documents\": [{\"text\": \"d\", \"id\": 7}], \"source\": \"crawl\"}"));
     cJSON_Delete(post("/tokenize", 200, "{\"prompt\": \"x\", \"documents\": [{\"text\": \"d\", \"url\": \"u\"}]}"));
+    cJSON_Delete(post("/v1/chat/completions", 200,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"ts\": 1}], \"max_tokens\": 2}"));
     free(control), free(got), free(plain), free(with_id);
     ts_stop(&t);
 }
