@@ -105,6 +105,7 @@ la_status la_request_clone(const la_request *r, la_request **out, la_err *err) {
 
 /* Append ids[0:n] to the request's tail. */
 la_status la_request_tail_append(la_request *r, const int32_t *ids, int32_t n, la_err *err) {
+    if (n <= 0) return LA_OK; /* an empty prompt: no memcpy from or to NULL */
     if (r->n_tail + n > r->tail_cap) {
         int32_t cap = r->tail_cap ? r->tail_cap : 64;
         while (cap < r->n_tail + n) cap *= 2;
