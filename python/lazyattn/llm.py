@@ -312,12 +312,8 @@ class LLM(_Closing):
                 value = float(value)
             elif isinstance(kind[0], float):
                 value = rq.get_number(name, value, kind[0], False, kind[1])
-            elif isinstance(value, int) and not isinstance(value, bool):  # exact: no trip through a double
-                if not kind[0] <= value <= kind[1]:
-                    raise InvalidArgumentError(f"Invalid value for '{name}': {value} is outside "
-                                               f"[{kind[0]}, {kind[1]}].", param=name)
             else:
-                value = rq.get_int(name, value, *kind)
+                value = rq.get_int(name, value, *kind)  # an int compared exactly
             setattr(o, name, value)
         e = c_void_p()
         _check(lib.la_engine_create(byref(o), byref(e), byref(err)), err, "model")

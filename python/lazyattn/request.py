@@ -65,16 +65,21 @@ def _is_integer(v):
     return _is_whole(v) and abs(v) <= 9.2e18  # exact for an int of any size
 
 
+def _shown(v):
+    """A whole number as a message writes it: an int exactly, a float without its fraction."""
+    return v if isinstance(v, int) else f"{v:.0f}"
+
+
 def get_int(param, v, lo, hi):
     """An integer in [lo, hi] (the server's get_int): a whole number outside it, however large,
-    is out of range, not of the wrong type."""
+    is out of range, not of the wrong type. Python ints are compared exactly, never through a
+    double."""
     if not _is_whole(v):
         raise bad_type(param, v, "an integer")
     if v < lo or v > hi:
-        shown = v if isinstance(v, int) else f"{v:.0f}"
         if math.isinf(hi) and not math.isinf(lo):
-            raise bad_value(param, f"Invalid value for '{param}': {shown} must be >= {lo:.0f}.")
-        raise bad_value(param, f"Invalid value for '{param}': {shown} is outside [{lo:.0f}, {hi:.0f}].")
+            raise bad_value(param, f"Invalid value for '{param}': {_shown(v)} must be >= {_shown(lo)}.")
+        raise bad_value(param, f"Invalid value for '{param}': {_shown(v)} is outside [{_shown(lo)}, {_shown(hi)}].")
     return int(v)
 
 
