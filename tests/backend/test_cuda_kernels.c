@@ -706,11 +706,11 @@ Test(cuda_attention, plain_prefills_and_prefix_question_hd128) {
     plain_prefills(gs);
 }
 
-/* The same plain steps at head_dim 64 (Llama-3.2-1B), where v4 runs them too: 3 query heads
- * per KV head (85 tokens per v4 CTA), block size 48, and 8 KV heads with 2 query heads each
- * (Llama-3.2-1B's 32 / 8 has 4: the other cases) */
+/* The same plain steps at head_dim 64 (Llama-3.2-1B), where v4 runs them with 192 rows per
+ * CTA: 5 query heads per KV head (38 tokens, 190 of the 192 rows used), block size 48, and 8
+ * KV heads with 2 query heads each (Llama-3.2-1B's 32 / 8 has 4: the other cases) */
 Test(cuda_attention, plain_prefills_and_prefix_question_hd64) {
-    const la_test_geometry gs[3] = {{384, 6, 2, 64, 16}, {512, 8, 2, 64, 48}, {1024, 16, 8, 64, 16}};
+    const la_test_geometry gs[3] = {{640, 10, 2, 64, 16}, {512, 8, 2, 64, 48}, {1024, 16, 8, 64, 16}};
     plain_prefills(gs);
 }
 

@@ -301,7 +301,7 @@ typedef struct tiles_info {
 } tiles_info;
 static la_status cut_tiles(cuda_backend *c, const la_batch *b, la_cuda_prefill_kernel kernel, bool cut, tiles_info *ti,
                            la_err *err) {
-    const int32_t B = c->block_size, TT = la_cuda_prefill_kernels[kernel].rows / c->heads_per_cta;
+    const int32_t B = c->block_size, TT = la_cuda_prefill_rows(kernel, c->base.shape.head_dim) / c->heads_per_cta;
     int64_t n_tiles = 0, max_nb = 0;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const la_batch_seq *sq = &b->seqs[s];
@@ -378,13 +378,13 @@ static la_status schedule_attention(cuda_backend *c, const la_batch *b, bool fix
         kernel = la_cuda_prefill_kernel_pick(LA_CUDA_PREFILL_WGMMA, c->wgmma, m->head_dim, rotation);
     if (!cut) LA_TRY(cut_tiles(c, b, kernel, false, &ti, err));
     const int64_t n_groups = (int64_t)m->n_kv_heads * c->n_head_chunks;
-    const int32_t rows = la_cuda_prefill_kernels[kernel].rows, hpc = c->heads_per_cta;
+    const int32_t rows = la_cuda_prefill_rows(kernel, c->base.shape.head_dim), hpc = c->heads_per_cta;
     const int64_t n_tiles = ti.n_tiles, min_items = ti.min_items;
     const bool all_decode = ti.all_decode;
     /* split over the key range when the tiles alone leave SMs idle */
     const int64_t KT = LA_ATTN_KEYS_PER_TILE;
     const int64_t key_tiles = ti.key_tiles * n_groups;
-    /* a warp-specialized CTA holds two 128-row CTAs' rows and runs one per SM: half the CTAs
+    /* a warp-specialized CTA holds 1.5-2 128-row CTAs' rows and runs one per SM: half the CTAs
      * per SM in a step with its prefill tiles */
     const int64_t per_sm = all_decode                           ? c->split_ctas_decode
                            : kernel == LA_CUDA_PREFILL_WGMMA_WS ? (c->split_ctas + 1) / 2

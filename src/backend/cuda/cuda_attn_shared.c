@@ -428,7 +428,7 @@ la_status la_cu_shared_plan(cuda_backend *c, const la_batch *b, la_batch *db, bo
     sh->n_runs = n_runs;
     /* the grouped kernel, its tiles and the key ranges: one wave of it over the SMs */
     sh->kernel = grouped_kernel(c, plain);
-    const int32_t rows = la_cuda_prefill_kernels[sh->kernel].rows, TT = rows / c->heads_per_cta;
+    const int32_t rows = la_cuda_prefill_rows(sh->kernel, c->base.shape.head_dim), TT = rows / c->heads_per_cta;
     int64_t base = 0, n_sharers = 0, n_rows = 0;
     for (int32_t r = 0; r < n_runs; r++)
         if (sh->runs[r].grouped) {
@@ -574,7 +574,8 @@ la_status la_cu_shared_items(cuda_backend *c, const la_batch *b, const la_batch 
     shared_plan *sh = &c->sh;
     const double t0 = la_now_ms();
     const int64_t n_groups = (int64_t)c->base.shape.n_kv_heads * c->n_head_chunks;
-    const int32_t rows = la_cuda_prefill_kernels[sh->kernel].rows, TT = rows / c->heads_per_cta, B = c->block_size;
+    const int32_t rows = la_cuda_prefill_rows(sh->kernel, c->base.shape.head_dim), TT = rows / c->heads_per_cta;
+    const int32_t B = c->block_size;
     LA_TRY(la_cu_grow((void **)&sh->items, &sh->cap_items, sh->n_items, sizeof(la_cuda_attn_item), err));
     LA_TRY(la_cu_grow((void **)&sh->grows, &sh->cap_grows, sh->n_grows, sizeof(la_cuda_attn_grow), err));
     int32_t max_nb = 0;

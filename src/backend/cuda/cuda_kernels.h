@@ -49,6 +49,7 @@ bool la_cuda_pdl_supported(void);
 
 #define LA_ATTN_PREFILL_ROWS 128     /* query rows (token x head) of one mma or wgmma prefill CTA */
 #define LA_ATTN_PREFILL_ROWS_WS 256  /* query rows of one warp-specialized (wgmma_ws) prefill CTA */
+#define LA_ATTN_PREFILL_ROWS_WS64 192 /* the same at head_dim 64 (three 64-row warpgroups) */
 #define LA_ATTN_KEYS_PER_TILE 64     /* keys staged in shared memory per step */
 #define LA_ATTN_MAX_HEADS_PER_CTA 8  /* query heads of one KV head handled together */
 #define LA_ATTN_MAX_HEAD_DIM 128     /* head_dim <= 128, a multiple of 8 */
@@ -61,7 +62,7 @@ bool la_cuda_pdl_supported(void);
  * multiple of LA_ATTN_KEYS_PER_TILE. part_row0 < 0: write the normalised output; else
  * write unnormalised partial rows (combined by la_cuda_attn_combine): group g's row r
  * goes to partial row part_row0 + g * rows + r, rows = the step kernel's rows per CTA
- * (la_cuda_prefill_kernel_info.rows) for prefill items and heads_per_cta for decode items.
+ * (la_cuda_prefill_rows) for prefill items and heads_per_cta for decode items.
  * merge >= 0 (split decode items only): the split set's last CTA to finish
  * merges the partial rows itself (la_cuda_attn_params.merge[merge]); -1: attn_combine
  * merges them, or the item is not split. n_tokens 0: a padding item that does nothing. */
@@ -182,7 +183,8 @@ typedef struct la_cuda_prefill_kernel_info {
     const char *name; /* "wgmma_ws", "wgmma", "mma" */
     la_status (*launch)(const la_cuda_attn_params *p, cudaStream_t stream, la_err *err);
     int32_t rows;     /* query rows (token x head) per CTA: prefill tiles are rows /
-                         heads_per_cta tokens */
+                         heads_per_cta tokens (la_cuda_prefill_rows) */
+    int32_t rows_hd64; /* the same at head_dim 64 where it differs (v4: 192); 0: rows */
     bool sm90a;       /* needs wgmma: compute capability 9.0 and sm_90a code */
     int32_t head_dims[2]; /* the head_dims it runs (Llama-3.2-1B's 64, Llama-3-8B's 128);
                              {0, 0}: any (a multiple of 8, <= 128) */
@@ -194,6 +196,13 @@ typedef struct la_cuda_prefill_kernel_info {
 } la_cuda_prefill_kernel_info;
 
 extern const la_cuda_prefill_kernel_info la_cuda_prefill_kernels[LA_CUDA_PREFILL_KERNEL_COUNT];
+
+/* Query rows (token x head) per CTA of kernel k at head_dim head_dim: what the host cuts
+ * prefill tiles and partial rows by. */
+static inline int32_t la_cuda_prefill_rows(la_cuda_prefill_kernel k, int32_t head_dim) {
+    const la_cuda_prefill_kernel_info *e = &la_cuda_prefill_kernels[k];
+    return head_dim == 64 && e->rows_hd64 > 0 ? e->rows_hd64 : e->rows;
+}
 
 /* The kernel a step runs: the first of the table from `asked` on whose needs the step and
  * the device meet (sm90a: the device and the build can run wgmma; head_dim one it runs;

@@ -48,9 +48,10 @@ la_status la_cu_staging_reserve(cuda_backend *c, staging *s, size_t bytes, la_er
 la_status la_cu_staging_send(cuda_backend *c, staging *s, size_t bytes, la_err *err) { (void)c;(void)s;(void)bytes;(void)err; return LA_OK; }
 size_t la_cuda_attn_decode_smem(int32_t hd, int32_t deep) { (void)hd; (void)deep; return 1; }
 const la_cuda_prefill_kernel_info la_cuda_prefill_kernels[LA_CUDA_PREFILL_KERNEL_COUNT] = {
-    {4, "wgmma_ws", NULL, LA_ATTN_PREFILL_ROWS_WS, true, {64, 128}, LA_CUDA_ROTATION_Q_DELTA},
-    {3, "wgmma", NULL, LA_ATTN_PREFILL_ROWS, true, {64, 128}, LA_CUDA_ROTATION_K_ROPE},
-    {2, "mma", NULL, LA_ATTN_PREFILL_ROWS, false, {0, 0}, LA_CUDA_ROTATION_K_ROPE},
+    {4, "wgmma_ws", NULL, LA_ATTN_PREFILL_ROWS_WS, LA_ATTN_PREFILL_ROWS_WS64, true, {64, 128},
+     LA_CUDA_ROTATION_Q_DELTA},
+    {3, "wgmma", NULL, LA_ATTN_PREFILL_ROWS, 0, true, {64, 128}, LA_CUDA_ROTATION_K_ROPE},
+    {2, "mma", NULL, LA_ATTN_PREFILL_ROWS, 0, false, {0, 0}, LA_CUDA_ROTATION_K_ROPE},
 };
 la_cuda_prefill_kernel la_cuda_prefill_kernel_pick(la_cuda_prefill_kernel asked, bool sm90a, int32_t head_dim,
                                                    la_cuda_step_rotation rotation) {
@@ -156,7 +157,7 @@ static void emulate(cuda_backend *c, const la_batch *b, double *out) {
         int n = pass == 0 ? c->n_items_grouped : pass == 1 ? c->n_items_prefill : c->n_items_decode;
         const la_cuda_attn_grow *gr = pass == 0 ? c->d_grows : NULL;
         const la_cuda_prefill_kernel kern = pass == 0 ? c->sh.kernel : c->step_prefill_kernel;
-        int rows = pass == 2 ? hpc : la_cuda_prefill_kernels[kern].rows;
+        int rows = pass == 2 ? hpc : la_cuda_prefill_rows(kern, HD);
         const bool ws = pass < 2 && kern == LA_CUDA_PREFILL_WGMMA_WS; /* 128-key tiles from any 16-key group */
         for (int it = 0; it < n; it++) {
             const la_cuda_attn_item *I = &items[it];

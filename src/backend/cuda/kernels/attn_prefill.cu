@@ -59,9 +59,10 @@
 
 /* In la_cuda_prefill_kernel order (best first). */
 extern "C" const la_cuda_prefill_kernel_info la_cuda_prefill_kernels[LA_CUDA_PREFILL_KERNEL_COUNT] = {
-    {4, "wgmma_ws", la_cuda_attn_prefill_wgmma_ws, LA_ATTN_PREFILL_ROWS_WS, true, {64, 128}, LA_CUDA_ROTATION_Q_DELTA},
-    {3, "wgmma", la_cuda_attn_prefill_wgmma, LA_ATTN_PREFILL_ROWS, true, {64, 128}, LA_CUDA_ROTATION_K_ROPE},
-    {2, "mma", la_cuda_attn_prefill_mma, LA_ATTN_PREFILL_ROWS, false, {0, 0}, LA_CUDA_ROTATION_K_ROPE},
+    {4, "wgmma_ws", la_cuda_attn_prefill_wgmma_ws, LA_ATTN_PREFILL_ROWS_WS, LA_ATTN_PREFILL_ROWS_WS64, true, {64, 128},
+     LA_CUDA_ROTATION_Q_DELTA},
+    {3, "wgmma", la_cuda_attn_prefill_wgmma, LA_ATTN_PREFILL_ROWS, 0, true, {64, 128}, LA_CUDA_ROTATION_K_ROPE},
+    {2, "mma", la_cuda_attn_prefill_mma, LA_ATTN_PREFILL_ROWS, 0, false, {0, 0}, LA_CUDA_ROTATION_K_ROPE},
 };
 
 extern "C" la_cuda_prefill_kernel la_cuda_prefill_kernel_pick(la_cuda_prefill_kernel asked, bool sm90a,

@@ -51,6 +51,12 @@ __device__ __forceinline__ int la_slot_in_block(int f, int B) {
     return (B & (B - 1)) == 0 ? (f & (B - 1)) : f % B;
 }
 
+/* The block of flat slot f: f / B, a shift for B a power of two (a division by a runtime B
+ * is some twenty instructions). */
+__device__ __forceinline__ int la_block_of(int f, int B) {
+    return (B & (B - 1)) == 0 ? f >> (__ffs(B) - 1) : f / B;
+}
+
 typedef struct la_tile_meta {
     int32_t kpos[LA_KT];
     int32_t gmin[LA_KT_GROUPS];
