@@ -10,7 +10,8 @@
  *     rows = the rows per CTA of the step's attn_prefill kernel (la_cuda_prefill_kernel_pick
  *     from the one asked for, LA_ATTN_PREFILL at create or la_cuda_attn_prefill_variant_set,
  *     read at each batch_begin: 256 for the warp-specialized kernel, the default on a 9.0
- *     GPU for plain steps, so 64 tokens x 4 query heads for Llama-3; 128 for the others),
+ *     GPU for plain steps, so 64 tokens x 4 query heads for Llama-3, 192 at head_dim 64;
+ *     128 for the others: la_cuda_prefill_rows),
  *     one token for decode (a sequence with one new row);
  *   - a tile reads key slots [0, kv_len): the blocks up to the last whose first slot is
  *     causally visible to the tile's latest token (a binary search over the suffix

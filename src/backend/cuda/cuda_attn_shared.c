@@ -43,7 +43,7 @@
  * shared block hit L2 beside the others').
  *
  * Work. A grouped run is cut into row tiles (the grouped kernel's rows per CTA: 256 for the
- * warp-specialized kernel = 64 tokens x 4 heads for Llama-3's GQA) and, when the tiles alone
+ * warp-specialized kernel = 64 tokens x 4 heads for Llama-3's GQA, 192 at head_dim 64) and, when the tiles alone
  * leave SMs idle, into key ranges of LA_ATTN_SHARED_CHUNK_UNIT multiples (one wave of the
  * kernel); every (range, tile) is an item of the grouped attn_prefill launch, and every range
  * one more partial state of each of its tokens. schedule_attention (cuda_attn_plan.c) cuts

@@ -14,7 +14,7 @@
  * block_size a multiple of 16 (each 16-key group of an attention tile lies in one block);
  * positions (and lazy offsets) below 2^21; at most 65535 prefill tiles per step (a tile:
  * up to 256 query rows of one sequence: 64 tokens x 4 heads for Llama-3 in the
- * warp-specialized attn_prefill kernel, 128 rows in the others).
+ * warp-specialized attn_prefill kernel, 192 at head_dim 64, 128 rows in the others).
  */
 #ifndef LA_BACKEND_CUDA_CUDA_BACKEND_H
 #define LA_BACKEND_CUDA_CUDA_BACKEND_H

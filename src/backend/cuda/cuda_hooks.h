@@ -105,7 +105,7 @@ uint32_t la_cuda_fused_gemm(const la_backend *be);
 
 /* Which attn_prefill kernel the steps from the next batch_begin on ask for, by its variant
  * number (la_cuda_prefill_kernels, kernels/attn_prefill.cu): 4 = warp-specialized wgmma,
- * 256 rows per CTA, 3 = wgmma, 2 = mma.sync, 128 rows per CTA. A step runs the kernel
+ * 256 rows per CTA (192 at head_dim 64), 3 = wgmma, 2 = mma.sync, 128 rows per CTA. A step runs the kernel
  * asked for, or the next in the table whose needs it meets: 4 runs steps without a k_rope
  * block (full recompute, prefix caching, BlockAttention's copies; lazy's only under
  * la_cuda_attn_lazy_ws_set ON; mepic's steps run 3), 3 and 4 need head_dim 64 or 128

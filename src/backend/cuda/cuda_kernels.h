@@ -161,7 +161,7 @@ la_status la_cuda_attn_prefill_mma(const la_cuda_attn_params *p, cudaStream_t st
 
 /* The kernels, best first: the order in which a step tries them. */
 typedef enum la_cuda_prefill_kernel {
-    LA_CUDA_PREFILL_WGMMA_WS, /* warp-specialized wgmma, 256 rows x 128-key tiles */
+    LA_CUDA_PREFILL_WGMMA_WS, /* warp-specialized wgmma, 256 rows (head_dim 64: 192) x 128-key tiles */
     LA_CUDA_PREFILL_WGMMA,    /* wgmma, 128 rows x 64-key tiles */
     LA_CUDA_PREFILL_MMA,      /* mma.sync m16n8k16, 128 rows x 64-key tiles */
     LA_CUDA_PREFILL_KERNEL_COUNT
