@@ -56,6 +56,18 @@ typedef la_api_ctx ctx;
 
 /* ============================================================ fields ================ */
 
+/* A field of the request that no table or list knows, named param: with
+ * --ignore-unknown-fields reported through on_unknown_field and LA_OK (the caller skips it),
+ * else 400 unknown_parameter, "Unrecognized <what>: '<param>'." (at most prec characters of
+ * param). The one place that decides; check_fields, only_fields and parse_messages call it. */
+static la_status unknown_field(ctx *c, const la_api_limits *lim, const char *param, const char *what, int prec) {
+    if (lim->ignore_unknown_fields) {
+        if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, param);
+        return LA_OK;
+    }
+    return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized %s: '%.*s'.", what, prec, param);
+}
+
 /* Every member of obj is one of known (NULL-terminated), else 400 unknown_parameter naming
  * it (prefix.name inside an object of the request, e.g. documents[0].txt): a misspelt field
  * is never ignored, unless the server accepts unknown fields (--ignore-unknown-fields:
@@ -69,12 +81,7 @@ static la_status only_fields(ctx *c, const cJSON *obj, const char *prefix, const
         if (ok) continue;
         char param[96];
         snprintf(param, sizeof param, "%s%s%.64s", prefix ? prefix : "", prefix ? "." : "", m->string);
-        if (lim->ignore_unknown_fields) {
-            if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, param);
-            continue;
-        }
-        return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized request argument supplied: '%s'.",
-                    param);
+        LA_TRY(unknown_field(c, lim, param, "request argument supplied", (int)sizeof param));
     }
     return LA_OK;
 }
@@ -293,11 +300,7 @@ static la_status parse_messages(ctx *c, const cJSON *root, const la_api_limits *
                 !strcmp(k->string, "tool_call_id") || !strcmp(k->string, "refusal") || !strcmp(k->string, "audio"))
                 return la_api_unsupported(c, param, "'%s' is not supported: the chat template has no place for it.",
                                           param);
-            if (lim->ignore_unknown_fields) { /* as only_fields */
-                if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, param);
-                continue;
-            }
-            return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized message field: '%s'.", param);
+            LA_TRY(unknown_field(c, lim, param, "message field", (int)sizeof param));
         }
         const cJSON *role = field(m, "role");
         snprintf(param, sizeof param, "messages[%d].role", i);
@@ -354,12 +357,8 @@ static la_status check_fields(ctx *c, const cJSON *root, la_api_kind kind, const
     for (const cJSON *m = root->child; m; m = m->next) {
         const la_api_field *f = la_api_field_find(m->string, kind == LA_API_CHAT);
         if (!f) {
-            if (lim->ignore_unknown_fields) {
-                if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, m->string);
-                continue;
-            }
-            return fail(c, LA_ERR_INVALID_ARG, m->string, "unknown_parameter",
-                        "Unrecognized request argument supplied: '%.64s'.", m->string);
+            LA_TRY(unknown_field(c, lim, m->string, "request argument supplied", 64));
+            continue;
         }
         if (cJSON_IsNull(m) || f->status == LA_FIELD_IMPLEMENTED) continue;
         if (f->status == LA_FIELD_REFUSED)
