@@ -270,6 +270,21 @@ __global__ void __launch_bounds__(ws_config<HD>::THREADS, 1) attn_prefill_wgmma_
             if (!(m->all_valid && m->tmax <= wmin[0])) prefill_mask<NT>(sc, m->kpos, c4, rpos[0]);
             prefill_softmax<NT>(sc, mr[0], lr[0], sl2, alpha);
         };
+        /* O and P pinned on either side of a P V in flight (CUTLASS's warpgroup_fence_operand) */
+        auto pin_pv = [&]() {
+#pragma unroll
+            for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
+#pragma unroll
+            for (int k = 0; k < 4 * WS_GROUPS; k++) la_wgmma_fence_operand((&a[0][0])[k]);
+        };
+        /* the V descriptor of stage ps */
+        auto v_desc = [&](int ps) { return la_wgmma_desc(sb + L::V_OFF + ps * L::STAGE, L::KV_HALF, 1024); };
+        /* O += P V with V at descriptor dv, issued and committed */
+        auto issue_pv = [&](uint64_t dv) {
+#pragma unroll
+            for (int kk = 0; kk < WS_GROUPS; kk++) pv_wgmma<HD>(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
+            la_wgmma_commit();
+        };
         if (n_tiles > 0) {
             la_mbar_wait(bar_full, 0);
             la_fence_proxy_async(); /* the producer's copies, seen through the barrier, to wgmma */
@@ -286,26 +301,17 @@ __global__ void __launch_bounds__(ws_config<HD>::THREADS, 1) attn_prefill_wgmma_
             const int s = t % ST, ps = (t - 1) % ST;
             la_mbar_wait(bar_full + 8 * s, (t / ST) & 1);
             la_fence_proxy_async();
-#pragma unroll
-            for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
-#pragma unroll
-            for (int k = 0; k < 4 * WS_GROUPS; k++) la_wgmma_fence_operand((&a[0][0])[k]);
+            pin_pv();
             la_wgmma_fence();
             qk_wgmma_issue<WS_KT, HD>(sacc, dq, la_wgmma_desc(sb + L::K_OFF + s * L::STAGE, 16, 1024), L::Q_HALF,
                                       L::KV_HALF);
             la_wgmma_commit();
-            const uint64_t dv = la_wgmma_desc(sb + L::V_OFF + ps * L::STAGE, L::KV_HALF, 1024);
-#pragma unroll
-            for (int kk = 0; kk < WS_GROUPS; kk++) pv_wgmma<HD>(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
-            la_wgmma_commit();
+            issue_pv(v_desc(ps));
             la_wgmma_wait<1>(); /* S(t) done; P V(t - 1) may run */
             float alpha[2];
             softmax(meta + s, alpha);
             la_wgmma_wait<0>();
-#pragma unroll
-            for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
-#pragma unroll
-            for (int k = 0; k < 4 * WS_GROUPS; k++) la_wgmma_fence_operand((&a[0][0])[k]);
+            pin_pv();
             release(ps);
             if (__any_sync(full, alpha[0] != 1.f || alpha[1] != 1.f)) prefill_rescale<DT>(o[0], alpha);
 #pragma unroll
@@ -313,15 +319,10 @@ __global__ void __launch_bounds__(ws_config<HD>::THREADS, 1) attn_prefill_wgmma_
         }
         if (n_tiles > 0) {
             const int ps = (n_tiles - 1) % ST;
-            const uint64_t dv = la_wgmma_desc(sb + L::V_OFF + ps * L::STAGE, L::KV_HALF, 1024);
-#pragma unroll
-            for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
-#pragma unroll
-            for (int k = 0; k < 4 * WS_GROUPS; k++) la_wgmma_fence_operand((&a[0][0])[k]);
+            const uint64_t dv = v_desc(ps);
+            pin_pv();
             la_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < WS_GROUPS; kk++) pv_wgmma<HD>(oacc, a[kk], dv + ((kk * 16 * 128) >> 4));
-            la_wgmma_commit();
+            issue_pv(dv);
             la_wgmma_wait<0>();
 #pragma unroll
             for (int k = 0; k < 4 * DT; k++) la_wgmma_fence_operand(oacc[k]);
