@@ -355,6 +355,9 @@ def _parse_content(v, i):
                                        param=pk, status="unsupported")
         if not isinstance(p.get("text"), str):
             raise bad_type(pk, p.get("text"), "a string in 'text'")
+        for key, x in p.items():  # a misspelt or foreign key (cache_control) is never ignored
+            if key not in ("type", "text") and x is not None:
+                raise bad_value(f"{pk}.{key}", f"Unrecognized request argument supplied: '{pk}.{key}'.")
         if p["text"]:
             parts.append(p["text"])
     return "\n".join(parts)

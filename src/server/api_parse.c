@@ -22,6 +22,12 @@ static la_status vfail(la_api_ctx *c, la_status s, const char *param, const char
     return s;
 }
 
+bool la_api_unknown_ignored(const la_api_limits *lim, const char *name) {
+    if (!lim->ignore_unknown_fields) return false;
+    if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, name);
+    return true;
+}
+
 la_status la_api_fail(la_api_ctx *c, la_status s, const char *param, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -24,6 +24,11 @@ typedef struct la_api_ctx {
 la_status la_api_fail(la_api_ctx *c, la_status s, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Whether a field name no parser knows is let through: with lim->ignore_unknown_fields
+ * (--ignore-unknown-fields) it is reported through lim->on_unknown_field and true; else
+ * false, and the caller answers 400 unknown_parameter. The one place that decides. */
+bool la_api_unknown_ignored(const la_api_limits *lim, const char *name);
+
 /* 400 unsupported_parameter naming param. */
 la_status la_api_unsupported(la_api_ctx *c, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -56,15 +56,12 @@ typedef la_api_ctx ctx;
 
 /* ============================================================ fields ================ */
 
-/* A field of the request that no table or list knows, named param: with
- * --ignore-unknown-fields reported through on_unknown_field and LA_OK (the caller skips it),
- * else 400 unknown_parameter, "Unrecognized <what>: '<param>'." (at most prec characters of
- * param). The one place that decides; check_fields, only_fields and parse_messages call it. */
+/* A field of the request that no table or list knows, named param: LA_OK where
+ * la_api_unknown_ignored lets it through (the caller skips it), else 400 unknown_parameter,
+ * "Unrecognized <what>: '<param>'." (at most prec characters of param). check_fields,
+ * only_fields and parse_messages call it. */
 static la_status unknown_field(ctx *c, const la_api_limits *lim, const char *param, const char *what, int prec) {
-    if (lim->ignore_unknown_fields) {
-        if (lim->on_unknown_field) lim->on_unknown_field(lim->unknown_user, param);
-        return LA_OK;
-    }
+    if (la_api_unknown_ignored(lim, param)) return LA_OK;
     return fail(c, LA_ERR_INVALID_ARG, param, "unknown_parameter", "Unrecognized %s: '%.*s'.", what, prec, param);
 }
 
@@ -237,7 +234,8 @@ static la_status parse_prompt(ctx *c, const cJSON *root, int32_t vocab, la_api_r
 /* content: string | [{type: "text", text}]. The non-empty parts are joined with "\n" between
  * them, as vLLM renders a text-only parts list for a string chat template (one part: its
  * text as is). python/lazyattn/request.py's parse_content is the same rule. */
-static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r, const char **out) {
+static la_status parse_content(ctx *c, const cJSON *v, int i, const la_api_limits *lim, la_api_request *r,
+                               const char **out) {
     char param[64];
     snprintf(param, sizeof param, "messages[%d].content", i);
     if (!v)
@@ -257,6 +255,8 @@ static la_status parse_content(ctx *c, const cJSON *v, int i, la_api_request *r,
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
             return la_api_unsupported(c, param, "Only content parts of type 'text' are supported.");
         if (!cJSON_IsString(text)) return bad_type(c, param, text, "a string in 'text'");
+        static const char *const known[] = {"type", "text", NULL};
+        LA_TRY(only_fields(c, p, param, known, lim)); /* e.g. cache_control: never ignored */
         total += strlen(text->valuestring) + 1;
     }
     char *s = malloc(total + 1);
@@ -316,7 +316,7 @@ static la_status parse_messages(ctx *c, const cJSON *root, const la_api_limits *
                         "assistant.", param, rs);
         user |= !strcmp(rs, "user");
         r->msgs[i].role = rs;
-        LA_TRY(parse_content(c, field(m, "content"), i, r, &r->msgs[i].content));
+        LA_TRY(parse_content(c, field(m, "content"), i, lim, r, &r->msgs[i].content));
     }
     if (!user)
         return fail(c, LA_ERR_INVALID_ARG, "messages", "invalid_value",

@@ -23,6 +23,7 @@
 
 #include "base/err.h"
 #include "base/json.h"
+#include "server/api_parse.h"
 #include "server/api_response.h"
 #include "server/respond.h"
 #include "server/routes.h"
@@ -110,7 +111,8 @@ enum MHD_Result la_server_handle_detokenize(la_server *s, struct MHD_Connection 
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     const char *bad = NULL;
     for (const cJSON *m = root->child; m && !bad; m = m->next)
-        if (strcmp(m->string, "model") && strcmp(m->string, "tokens")) bad = m->string;
+        if (strcmp(m->string, "model") && strcmp(m->string, "tokens") && !la_api_unknown_ignored(&s->limits, m->string))
+            bad = m->string;
     if (bad) {
         char msg[160];
         snprintf(msg, sizeof msg, "Unrecognized request argument supplied: '%.64s'.", bad);

@@ -212,6 +212,8 @@ def bad_calls(lp):
          "Unrecognized message field: 'messages[0].nmae'."),
         (lambda llm: llm.chat([{"role": "user", "content": "hi", "name": "x"}]), lp.InvalidArgumentError,
          "'messages[0].name' is not supported: the chat template has no place for it."),
+        (lambda llm: llm.chat([{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {}}]}]),
+         lp.InvalidArgumentError, "Unrecognized request argument supplied: 'messages[0].content[0].cache_control'."),
         (lambda llm: llm.generate("q", documents=[7]), lp.InvalidTypeError,
          "Invalid type for 'documents[0]': expected a string or an object {title, text}, but got a number instead."),
         (lambda llm: llm.generate({"prompt": "q", "docs": []}), lp.InvalidArgumentError, None),

@@ -649,6 +649,15 @@ Test(api_fields, every_field_of_the_table_does_what_the_table_says, .timeout = 9
     cJSON *j = post("/v1/completions", 400, "{" COMP_P ", \"foo\": 1}");
     ts_check_error(j, INVALID, "foo", "unknown_parameter");
     cJSON_Delete(j);
+    /* nor a content part's: a client's cache_control is refused, a null one is absent */
+    j = post("/v1/chat/completions", 400,
+             "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\", "
+             "\"cache_control\": {\"type\": \"ephemeral\"}}]}], \"max_tokens\": 2}");
+    ts_check_error(j, INVALID, "messages[0].content[0].cache_control", "unknown_parameter");
+    cJSON_Delete(j);
+    cJSON_Delete(post("/v1/chat/completions", 200,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\", "
+                      "\"cache_control\": null}]}], \"max_tokens\": 2}"));
     ts_stop(&t);
 }
 
@@ -675,6 +684,10 @@ Test(api_fields, ignore_unknown_fields_accepts_unknown_names_only) {
     cJSON_Delete(post("/tokenize", 200, "{\"prompt\": \"x\", \"documents\": [{\"text\": \"d\", \"url\": \"u\"}]}"));
     cJSON_Delete(post("/v1/chat/completions", 200,
                       "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"ts\": 1}], \"max_tokens\": 2}"));
+    cJSON_Delete(post("/v1/chat/completions", 200,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\", "
+                      "\"zz\": 1}]}], \"max_tokens\": 2}"));
+    cJSON_Delete(post("/detokenize", 200, "{\"tokens\": [1], \"foo\": 1}")); /* every route */
     free(control), free(got), free(plain), free(with_id);
     ts_stop(&t);
 }
